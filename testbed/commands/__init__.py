@@ -1,0 +1,1 @@
+"""Subcommands of the ``testbed`` CLI, one module each (see :mod:`testbed.cli`)."""

@@ -1,0 +1,1 @@
+"""Mininet integration: hosts, P4 switch classes, fabric networks and cleanup."""

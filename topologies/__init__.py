@@ -1,0 +1,1 @@
+"""Topology generators (Clos, FatTree, AB FatTree, DSF) and the fat-tree designer."""

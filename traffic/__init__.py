@@ -1,0 +1,1 @@
+"""RoCEv2-like traffic: packets, queue pairs, senders, receivers, collectives, metrics."""
