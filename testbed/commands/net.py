@@ -1,0 +1,137 @@
+"""``testbed net``: bring an emulated fabric up (Mininet CLI), or look at / stop the running one."""
+import json
+import os
+import signal
+import time
+
+from testbed.emulation.network import DEFAULT_STATE_FILE, FabricNetwork, read_state, switch_classes, \
+    termination_as_interrupt
+from testbed.errors import ParameterError
+
+
+def register(subparsers):
+    """Add the ``net`` subcommand and its ``up``/``status``/``down`` actions."""
+    parser = subparsers.add_parser("net", help="run an emulated fabric in Mininet",
+                                   description="Build a fabric in Mininet and keep it running.")
+    actions = parser.add_subparsers(dest="action", metavar="ACTION")
+    actions.required = True
+
+    up = actions.add_parser(
+        "up", help="build a fabric and open the Mininet CLI",
+        description="Build KIND with key=value parameters (see `testbed topo kinds`), start it, "
+        "optionally run a test, then open the Mininet CLI (or hold until Ctrl-C with --no-cli). "
+        "The network is always torn down on exit.")
+    up.add_argument("kind", help="topology kind (clos, clos3, fattree, abfattree, dsf)")
+    up.add_argument("params", nargs="*", metavar="key=value", help="topology parameters")
+    up.add_argument("--switch", default=None,
+                    help="switch kind: bridge (Linux bridge, no P4), embedded or bmv2 "
+                    "(default: the P4 target when --program is given, else bridge)")
+    up.add_argument("--program", help="P4 program to run on every switch (p4src/NAME.p4 or a path)")
+    up.add_argument("--target", choices=("auto", "embedded", "bmv2"), default="auto",
+                    help="P4 target when --program is given (default: bmv2 if installed, else embedded)")
+    up.add_argument("--shape-links", action="store_true", help="shape links to their capacity with tc htb")
+    up.add_argument("--test", choices=("pingall", "none"), default="none", help="run a test once up")
+    up.add_argument("--no-cli", action="store_true", help="do not open the Mininet CLI")
+    up.add_argument("--hold", type=float, default=None, metavar="SECONDS",
+                    help="with --no-cli: stay up this long (default: until Ctrl-C)")
+    up.add_argument("--state-file", default=DEFAULT_STATE_FILE, help="state file of the running network (default: %(default)s)")
+    up.add_argument("-v", "--verbose", action="store_true", help="Mininet info logging")
+    up.set_defaults(func=run_up)
+
+    status = actions.add_parser("status", help="print the running fabric's description as JSON")
+    status.add_argument("--state-file", default=DEFAULT_STATE_FILE, help="state file of the running network (default: %(default)s)")
+    status.set_defaults(func=run_status)
+
+    down = actions.add_parser("down", help="stop the fabric started by `testbed net up`")
+    down.add_argument("--state-file", default=DEFAULT_STATE_FILE, help="state file of the running network (default: %(default)s)")
+    down.set_defaults(func=run_down)
+
+
+def parse_params(pairs):
+    """Turn ``["k=4", "levels=2"]`` into ``{"k": "4", "levels": "2"}``.
+
+    Raises:
+        ParameterError: an item is not of the form key=value.
+    """
+    params = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise ParameterError("params", pair, "key=value pairs (see `testbed topo kinds`)")
+        params[key] = value
+    return params
+
+
+def choose_switch(args):
+    """Return the switch kind and its options for ``net up``'s arguments."""
+    kinds = switch_classes()
+    if args.program is None:
+        kind = args.switch or "bridge"
+        if kind != "bridge":
+            raise ParameterError("--program", None, "a P4 program path when --switch is a P4 target")
+        return kind, {}
+    kind = args.switch
+    if kind is None:
+        kind = args.target
+        if kind == "auto":
+            kind = "bmv2" if "bmv2" in kinds and kinds["bmv2"].available() else "embedded"
+    if kind not in kinds or kind == "bridge":
+        allowed = ", ".join(sorted(k for k in kinds if k != "bridge")) or "none installed"
+        raise ParameterError("--switch", kind, f"a P4 switch kind with --program ({allowed})")
+    return kind, {"program": args.program}
+
+
+def run_up(args):
+    """Build the fabric, run the optional test and the CLI, always tear down."""
+    from mininet.cli import CLI
+    from testbed.topologies.registry import make_topology
+
+    topo = make_topology(args.kind, **parse_params(args.params))
+    switch, switch_params = choose_switch(args)
+    fabric = FabricNetwork(topo, switch=switch, switch_params=switch_params,
+                           shape_links=args.shape_links, state_file=args.state_file,
+                           log_level="info" if args.verbose else "warning")
+    status = 0
+    with termination_as_interrupt():
+        try:
+            fabric.start()
+            print(f"{topo.kind}: {len(fabric.hosts)} hosts, {len(fabric.switches)} {switch} switches up "
+                  f"(state in {args.state_file})")
+            if args.test == "pingall":
+                loss = fabric.net.pingAll(timeout=2)
+                print(f"pingall: {loss:.1f}% dropped")
+                status = 0 if loss == 0 else 1
+            if not args.no_cli:
+                CLI(fabric.net)
+            elif args.hold is not None:
+                time.sleep(args.hold)
+            elif args.test == "none":
+                print("holding; Ctrl-C to stop")
+                while True:
+                    time.sleep(3600)
+        except KeyboardInterrupt:
+            print("interrupted: tearing the network down")
+        finally:
+            fabric.stop()
+    return status
+
+
+def run_status(args):
+    """Print the running network's state file."""
+    print(json.dumps(read_state(args.state_file), indent=1, sort_keys=True))
+    return 0
+
+
+def run_down(args):
+    """Ask the owner of the running network to stop it, and wait until it has."""
+    state = read_state(args.state_file)
+    owner = state["pid"]
+    os.kill(owner, signal.SIGTERM)
+    deadline = time.monotonic() + 30
+    while os.path.exists(f"/proc/{owner}") and time.monotonic() < deadline:
+        time.sleep(0.1)
+    if os.path.exists(f"/proc/{owner}"):
+        print(f"network owner {owner} did not stop; run `testbed cleanup`")
+        return 1
+    print("network stopped")
+    return 0

@@ -1,0 +1,266 @@
+"""Build, run and tear down an emulated fabric in Mininet.
+
+:class:`FabricNetwork` wraps a Mininet network built from one of the
+topologies of :mod:`testbed.topologies`::
+
+    from testbed.topologies.registry import make_topology
+    from testbed.emulation.network import FabricNetwork
+
+    with FabricNetwork(make_topology("fattree", k=4), switch="bridge") as fabric:
+        fabric.host("h1").cmd("ping -c1", fabric.host("h2").IP())
+
+Whatever happens inside the ``with`` block (an error, Ctrl-C, SIGTERM), the
+network is stopped and nothing is left behind.  While it runs, a state file
+(default ``/run/testbed/net.json``) tells other ``testbed`` commands how to
+reach it::
+
+    {"pid": <owner pid>, "kind": "fattree", "params": {...}, "switch": "bridge",
+     "hosts": {"h1": {"pid": 1234, "ip": "10.0.0.1", "mac": "00:00:0a:00:00:01",
+                      "intf": "h1-eth0"}, ...},
+     "switches": {"e0_0": {"pid": 1240, "role": "edge", "ports": {"1": "e0_0-eth1"}, ...}, ...}}
+"""
+import contextlib
+import functools
+import json
+import os
+import shutil
+import signal
+import tempfile
+
+from mininet.log import setLogLevel
+from mininet.net import Mininet
+
+from testbed.emulation.hosts import FabricHost
+from testbed.emulation.links import FabricLink
+from testbed.emulation.switches import BridgeSwitch
+from testbed.errors import EmulationError, ParameterError
+
+DEFAULT_STATE_FILE = "/run/testbed/net.json"
+
+
+def switch_classes():
+    """Return the switch kinds ``FabricNetwork`` accepts, by name.
+
+    ``bridge`` is a Linux bridge with spanning tree (no P4); the P4 kinds are
+    added by :mod:`testbed.emulation.p4switch` when it is importable.
+    """
+    kinds = {"bridge": BridgeSwitch}
+    try:
+        from testbed.emulation import p4switch
+    except ImportError:
+        return kinds
+    kinds.update(p4switch.SWITCH_KINDS)
+    return kinds
+
+
+@contextlib.contextmanager
+def termination_as_interrupt():
+    """Turn SIGTERM and SIGHUP into KeyboardInterrupt inside the block.
+
+    So ``finally`` clauses (network teardown) run when a run is killed
+    politely, exactly as they do on Ctrl-C.
+    """
+
+    def interrupt(signum, _frame):
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    previous = {sig: signal.signal(sig, interrupt) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+class FabricNetwork:
+    """A Mininet network built from a fabric topology, started and stopped as one.
+
+    Args:
+        topo: a :class:`testbed.topologies.base.FabricTopo`.
+        switch: switch kind, one of :func:`switch_classes` (``"bridge"``,
+            ``"embedded"``, ``"bmv2"``).
+        switch_params: extra keyword options for every switch (for P4
+            switches: ``program``, ``log_dir``, ``pcap``...).
+        shape_links: shape every link to its ``capacity_mbps`` with tc htb.
+        state_file: where to write the running network's description
+            (``None`` to write none).
+        log_dir: where P4 switches write their logs (and pcaps); by default a
+            temporary directory removed at stop.
+        log_level: Mininet's log level (``"warning"``, ``"info"``...).
+
+    Raises:
+        ParameterError: unknown switch kind.
+    """
+
+    def __init__(self, topo, switch="bridge", switch_params=None, shape_links=False,
+                 state_file=DEFAULT_STATE_FILE, log_dir=None, log_level="warning"):
+        kinds = switch_classes()
+        if switch not in kinds:
+            raise ParameterError("switch", switch, "one of: " + ", ".join(sorted(kinds)))
+        self.topo = topo
+        self.switch_kind = switch
+        self.switch_class = kinds[switch]
+        self.switch_params = dict(switch_params or {})
+        self.shape_links = shape_links
+        self.state_file = state_file
+        self.log_level = log_level
+        self.log_dir = log_dir
+        self._temporary_log_dir = None
+        self.net = None
+
+    # -- lifecycle -----------------------------------------------------------------
+    def start(self):
+        """Build and start the network; on any failure tear down what was built.
+
+        Returns:
+            FabricNetwork: ``self``.
+
+        Raises:
+            EmulationError: Mininet could not build or start the network.
+        """
+        setLogLevel(self.log_level)
+        params = dict(self.switch_params)
+        if self.switch_kind != "bridge":
+            if self.log_dir is None:
+                self._temporary_log_dir = tempfile.mkdtemp(prefix="testbed-logs-")
+            params.setdefault("log_dir", self.log_dir or self._temporary_log_dir)
+        switch = functools.partial(self.switch_class, **params)
+        link = functools.partial(FabricLink, shape=self.shape_links)
+        self.net = Mininet(topo=self.topo, switch=switch, host=FabricHost, link=link,
+                           controller=None, build=False, autoSetMacs=False, waitConnected=False)
+        try:
+            self.net.build()
+            self.net.start()
+            self.net.staticArp()
+            self._wait_switches_ready()
+            self._write_state()
+        except BaseException as error:
+            self.stop()
+            if isinstance(error, Exception) and not isinstance(error, EmulationError):
+                raise EmulationError(f"could not start the network: {error}") from error
+            raise
+        return self
+
+    def _wait_switches_ready(self):
+        """Wait for switches that report readiness (P4 switches); raise if one died."""
+        for switch in self.net.switches:
+            wait = getattr(switch, "wait_ready", None)
+            if wait is not None:
+                wait()
+
+    def check_switches(self):
+        """Raise EmulationError naming the first switch whose process has died."""
+        for switch in self.net.switches:
+            check = getattr(switch, "check_alive", None)
+            if check is not None:
+                check()
+
+    def stop(self):
+        """Stop the network, remove its state file and temporary logs; safe to call twice."""
+        net, self.net = self.net, None
+        try:
+            if net is not None:
+                net.stop()
+        finally:
+            if self._temporary_log_dir is not None:
+                shutil.rmtree(self._temporary_log_dir, ignore_errors=True)
+                self._temporary_log_dir = None
+            if self.state_file and os.path.exists(self.state_file):
+                try:
+                    with open(self.state_file) as handle:
+                        owner = json.load(handle).get("pid")
+                except (OSError, ValueError):
+                    owner = os.getpid()
+                if owner == os.getpid():
+                    os.remove(self.state_file)
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *exc_info):
+        self.stop()
+        return False
+
+    # -- access --------------------------------------------------------------------
+    def host(self, name):
+        """Return the Mininet host called ``name``.
+
+        Raises:
+            ParameterError: no such host.
+        """
+        names = [h.name for h in self.net.hosts]
+        if name not in names:
+            raise ParameterError("host", name, "one of: " + ", ".join(names))
+        return self.net.get(name)
+
+    @property
+    def hosts(self):
+        """The Mininet host objects, in topology order."""
+        return list(self.net.hosts)
+
+    @property
+    def switches(self):
+        """The Mininet switch objects, in topology order."""
+        return list(self.net.switches)
+
+    def link_status(self, a, b, status):
+        """Bring every link between nodes ``a`` and ``b`` ``"up"`` or ``"down"``.
+
+        Raises:
+            ParameterError: bad status, or no link between the nodes.
+        """
+        if status not in ("up", "down"):
+            raise ParameterError("status", status, "up or down")
+        if not self.net.linksBetween(self.net.get(a), self.net.get(b)):
+            raise ParameterError("link", f"{a}-{b}", "a pair of directly linked nodes")
+        self.net.configLinkStatus(a, b, status)
+
+    def describe(self):
+        """Return the JSON-able description written to the state file."""
+        hosts = {}
+        for host in self.net.hosts:
+            intf = host.defaultIntf()
+            hosts[host.name] = {"pid": host.pid, "ip": host.IP(), "mac": host.MAC(),
+                                "intf": intf.name if intf else None}
+        switches = {}
+        for switch in self.net.switches:
+            entry = {"pid": switch.pid, "role": switch.params.get("role"),
+                     "ports": {str(port): intf.name for port, intf in switch.intfs.items()
+                               if intf.name != "lo"}}
+            describe = getattr(switch, "describe", None)
+            if describe is not None:
+                entry.update(describe())
+            switches[switch.name] = entry
+        return {"pid": os.getpid(), "kind": getattr(self.topo, "kind", None),
+                "params": getattr(self.topo, "params", None), "switch": self.switch_kind,
+                "hosts": hosts, "switches": switches}
+
+    def _write_state(self):
+        if not self.state_file:
+            return
+        directory = os.path.dirname(self.state_file)
+        if directory:
+            os.makedirs(directory, exist_ok=True)
+        temporary = self.state_file + ".tmp"
+        with open(temporary, "w") as handle:
+            json.dump(self.describe(), handle, indent=1, sort_keys=True)
+        os.replace(temporary, self.state_file)
+
+
+def read_state(state_file=DEFAULT_STATE_FILE):
+    """Return the description of the running network written by :class:`FabricNetwork`.
+
+    Raises:
+        EmulationError: no network is running (no state file), or its owner died.
+    """
+    try:
+        with open(state_file) as handle:
+            state = json.load(handle)
+    except FileNotFoundError:
+        raise EmulationError(f"no running network ({state_file} does not exist): "
+                             "start one with `testbed net up`") from None
+    owner = state.get("pid")
+    if owner and not os.path.exists(f"/proc/{owner}"):
+        raise EmulationError(f"the network in {state_file} is stale (its owner {owner} is gone): "
+                             "run `testbed cleanup`")
+    return state

@@ -1,0 +1,244 @@
+"""The embedded P4 switch process: raw-socket ports, the v1model device and a P4Runtime server.
+
+One process per switch, started by :class:`testbed.emulation.p4switch.EmbeddedP4Switch`
+(or by hand)::
+
+    python -m testbed.p4.switchd --name s1 --device-id 1 --grpc-addr 127.0.0.1:50001 \\
+        --port 1=s1-eth1 --port 2=s1-eth2 --cpu-port 510 [--program p4src/l3_ecmp.p4] \\
+        [--pcap-dir DIR] [--ready-file FILE]
+
+Like BMv2's ``simple_switch_grpc --no-p4`` it starts without a pipeline unless
+``--program`` is given, and forwards nothing until a controller sends
+SetForwardingPipelineConfig.  Frames are read from AF_PACKET sockets bound to
+the port interfaces, pushed through the device's ingress and traffic manager,
+and sent when the egress queues release them (so configured port rates and
+queue depths are real).  SIGTERM/SIGINT stop it cleanly.
+"""
+import argparse
+import errno
+import os
+import select
+import signal
+import socket
+import sys
+import time
+
+from testbed.errors import TestbedError
+
+ETH_P_ALL = 0x0003
+SOL_PACKET = 263
+PACKET_IGNORE_OUTGOING = 23  # Linux >= 4.20: do not read back what we send
+MAX_FRAME = 65535
+RX_BATCH = 64  # frames read from one socket before looking at the others
+
+
+class PortSocket:
+    """A raw socket bound to one switch port's interface."""
+
+    def __init__(self, port, interface):
+        self.port = port
+        self.interface = interface
+        self.sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
+        try:
+            self.sock.setsockopt(SOL_PACKET, PACKET_IGNORE_OUTGOING, 1)
+            self.filters_outgoing = True
+        except OSError:
+            self.filters_outgoing = False
+        self.sock.bind((interface, 0))
+        self.sock.setblocking(False)
+        self.tx_errors = 0
+
+    def receive_batch(self):
+        """Return up to RX_BATCH frames that arrived on the port (never blocks)."""
+        frames = []
+        sock = self.sock
+        for _ in range(RX_BATCH):
+            try:
+                frame, address = sock.recvfrom(MAX_FRAME)
+            except BlockingIOError:
+                break
+            except OSError as error:
+                if error.errno in (errno.ENETDOWN, errno.ENXIO):
+                    break
+                raise
+            if not self.filters_outgoing and address[2] == socket.PACKET_OUTGOING:
+                continue
+            frames.append(frame)
+        return frames
+
+    def send(self, frame):
+        """Send a frame; a down link or a full device queue drops it (counted)."""
+        try:
+            self.sock.send(frame)
+        except OSError:
+            self.tx_errors += 1
+
+    def close(self):
+        """Close the socket."""
+        self.sock.close()
+
+
+class PcapRecorder:
+    """Optional per-port pcap files (``<dir>/<switch>-p<port>-{in,out}.pcap``)."""
+
+    def __init__(self, directory, switch_name, ports):
+        from scapy.utils import RawPcapWriter
+
+        os.makedirs(directory, exist_ok=True)
+        self.writers = {}
+        for port in ports:
+            for direction in ("in", "out"):
+                path = os.path.join(directory, f"{switch_name}-p{port}-{direction}.pcap")
+                self.writers[(port, direction)] = RawPcapWriter(path, linktype=1, sync=True)
+
+    def record(self, port, direction, frame):
+        """Append a frame to the port's pcap in ``direction`` ("in" or "out")."""
+        writer = self.writers.get((port, direction))
+        if writer is not None:
+            writer.write(frame)
+
+    def close(self):
+        """Flush and close every file."""
+        for writer in self.writers.values():
+            writer.close()
+
+
+class SwitchDaemon:
+    """Runs a device between its port sockets and the P4Runtime server.
+
+    Args:
+        target: a :class:`testbed.p4runtime.target.EmbeddedTarget` (holds the
+            current program, state and device; replaced on SetForwardingPipelineConfig).
+        ports: ``{port number: interface name}``.
+        pcap_dir: directory for per-port pcaps, or None.
+        name: the switch name (for pcap file names and logs).
+    """
+
+    def __init__(self, target, ports, pcap_dir=None, name="switch"):
+        self.target = target
+        self.sockets = {port: PortSocket(port, interface) for port, interface in sorted(ports.items())}
+        self.by_fd = {s.sock.fileno(): s for s in self.sockets.values()}
+        self.pcap = PcapRecorder(pcap_dir, name, ports) if pcap_dir else None
+        self.running = True
+
+    def stop(self, *_args):
+        """Ask the loop to finish (signal handler)."""
+        self.running = False
+
+    def _transmit(self, device, now_ns):
+        sockets = self.sockets
+        pcap = self.pcap
+        for port, frame in device.transmit_ready(now_ns):
+            sock = sockets.get(port)
+            if sock is None:
+                continue  # the CPU port and unknown ports are the target's business
+            if pcap is not None:
+                pcap.record(port, "out", frame)
+            sock.send(frame)
+
+    def run(self):
+        """Forward until :meth:`stop`; returns when stopped."""
+        poller = select.poll()
+        for fd in self.by_fd:
+            poller.register(fd, select.POLLIN)
+        wakeup_fd = self.target.wakeup_fd  # readable when a PacketOut waits for injection
+        poller.register(wakeup_fd, select.POLLIN)
+        pcap = self.pcap
+        while self.running:
+            device = self.target.device
+            timeout_ms = 200
+            if device is not None:
+                departure = device.next_departure_ns()
+                if departure is not None:
+                    timeout_ms = max(0.0, (departure - time.monotonic_ns()) / 1e6)
+            for fd, _event in poller.poll(timeout_ms):
+                if fd == wakeup_fd:
+                    self.target.clear_wakeup()
+                    continue
+                port_socket = self.by_fd[fd]
+                frames = port_socket.receive_batch()
+                if device is None:
+                    continue  # no pipeline yet: drop, as BMv2 --no-p4 does
+                port = port_socket.port
+                for frame in frames:
+                    if pcap is not None:
+                        pcap.record(port, "in", frame)
+                    device.receive(port, frame)
+            if device is not None:
+                self._transmit(device, time.monotonic_ns())
+
+    def close(self):
+        """Close sockets and pcaps."""
+        for sock in self.sockets.values():
+            sock.close()
+        if self.pcap is not None:
+            self.pcap.close()
+
+
+def parse_ports(items):
+    """Parse ``["1=s1-eth1", ...]`` into ``{1: "s1-eth1"}``.
+
+    Raises:
+        TestbedError: an item is not PORT=INTERFACE with an integer port.
+    """
+    ports = {}
+    for item in items:
+        number, sep, interface = item.partition("=")
+        if not sep or not number.isdigit() or not interface:
+            raise TestbedError(f"invalid --port {item!r}: expected PORT=INTERFACE, e.g. 1=s1-eth1")
+        ports[int(number)] = interface
+    return ports
+
+
+def build_arg_parser():
+    """Return the argument parser of the switch process."""
+    parser = argparse.ArgumentParser(prog="python -m testbed.p4.switchd",
+                                     description="Embedded P4 (v1model) switch with a P4Runtime server.")
+    parser.add_argument("--name", default="switch", help="switch name (logs, pcaps)")
+    parser.add_argument("--device-id", type=int, default=1, help="P4Runtime device id")
+    parser.add_argument("--grpc-addr", default="127.0.0.1:9559", help="P4Runtime server address")
+    parser.add_argument("--port", action="append", default=[], metavar="N=IFACE",
+                        help="a switch port and its interface (repeat)")
+    parser.add_argument("--cpu-port", type=int, default=None, help="port number of the CPU port")
+    parser.add_argument("--program", help="P4 program to load at start (else wait for a controller)")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the target's random() extern")
+    parser.add_argument("--pcap-dir", help="write per-port pcaps here")
+    parser.add_argument("--ready-file", help="create this file once the P4Runtime server listens")
+    return parser
+
+
+def main(argv=None):
+    """Run the switch until SIGTERM/SIGINT; returns the exit status."""
+    from testbed.p4runtime.server import P4RuntimeServer
+    from testbed.p4runtime.target import EmbeddedTarget
+
+    args = build_arg_parser().parse_args(argv)
+    try:
+        ports = parse_ports(args.port)
+        target = EmbeddedTarget(cpu_port=args.cpu_port, seed=args.seed)
+        if args.program:
+            target.load_program_file(args.program)
+        daemon = SwitchDaemon(target, ports, pcap_dir=args.pcap_dir, name=args.name)
+    except TestbedError as error:
+        print(f"switchd {args.name}: {error}", file=sys.stderr)
+        return 2
+    server = P4RuntimeServer(target, device_id=args.device_id, address=args.grpc_addr)
+    signal.signal(signal.SIGTERM, daemon.stop)
+    signal.signal(signal.SIGINT, daemon.stop)
+    try:
+        server.start()
+        if args.ready_file:
+            with open(args.ready_file, "w") as handle:
+                handle.write(f"{os.getpid()}\n")
+        print(f"switchd {args.name}: ports {ports}, P4Runtime on {args.grpc_addr}", flush=True)
+        daemon.run()
+    finally:
+        server.stop()
+        daemon.close()
+        if args.ready_file and os.path.exists(args.ready_file):
+            os.remove(args.ready_file)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,144 @@
+"""Which P4 target runs a program, and the pipeline config each target needs.
+
+Two targets run the same p4src programs:
+
+* ``embedded``: the project's own v1model interpreter (always available).
+  Its device config is the program's sources (see
+  :mod:`testbed.p4runtime.target`); P4Info is generated from the program.
+* ``bmv2``: BMv2 ``simple_switch_grpc``, when it and ``p4c`` are on PATH.
+  Programs are compiled with ``p4c --target bmv2 --arch v1model`` into a
+  BMv2 JSON and a P4Info, cached by the content hash of the sources.
+
+``auto`` picks BMv2 when installed, else the embedded target.
+"""
+import hashlib
+import os
+import re
+import shutil
+import subprocess
+from dataclasses import dataclass
+
+from testbed.errors import ParameterError, TestbedError
+
+TARGETS = ("auto", "embedded", "bmv2")
+P4C_CACHE_DIR = os.environ.get("TESTBED_P4C_CACHE", os.path.expanduser("~/.cache/testbed/p4c"))
+_INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.MULTILINE)
+
+
+@dataclass
+class PipelineConfig:
+    """What SetForwardingPipelineConfig sends: P4Info and the target's device config."""
+
+    target: str
+    p4info: object  # p4.config.v1.p4info_pb2.P4Info
+    device_config: bytes
+    program_path: str
+
+
+def bmv2_available():
+    """True when ``simple_switch_grpc`` and ``p4c`` are both on PATH."""
+    return shutil.which("simple_switch_grpc") is not None and shutil.which("p4c") is not None
+
+
+def resolve_target(requested="auto"):
+    """Return ``"embedded"`` or ``"bmv2"`` for a requested target.
+
+    Raises:
+        ParameterError: unknown target, or ``bmv2`` requested but not installed.
+    """
+    if requested not in TARGETS:
+        raise ParameterError("target", requested, "one of: " + ", ".join(TARGETS))
+    if requested == "auto":
+        return "bmv2" if bmv2_available() else "embedded"
+    if requested == "bmv2" and not bmv2_available():
+        raise ParameterError("target", requested, "embedded or auto on this machine",
+                             "simple_switch_grpc and p4c are not on PATH (use the Vagrant VM)")
+    return requested
+
+
+def source_digest(path):
+    """Return the SHA-256 of a program and every ``#include "..."`` it pulls in, recursively."""
+    digest = hashlib.sha256()
+    seen = set()
+
+    def visit(file_path):
+        real = os.path.realpath(file_path)
+        if real in seen:
+            return
+        seen.add(real)
+        with open(real, "rb") as handle:
+            data = handle.read()
+        digest.update(real.encode() + b"\0" + data)
+        for include in _INCLUDE.findall(data.decode(errors="replace")):
+            candidate = os.path.join(os.path.dirname(real), include)
+            if os.path.exists(candidate):
+                visit(candidate)
+
+    visit(path)
+    return digest.hexdigest()
+
+
+def compile_with_p4c(path, cache_dir=P4C_CACHE_DIR):
+    """Compile a v1model program with p4c for BMv2, reusing a cached result.
+
+    Args:
+        path: the P4 program.
+        cache_dir: where results are kept, one folder per source hash.
+
+    Returns:
+        tuple: ``(p4info_txt_path, bmv2_json_path)``.
+
+    Raises:
+        TestbedError: p4c is missing or rejects the program (its message included).
+    """
+    if shutil.which("p4c") is None:
+        raise TestbedError("p4c is not on PATH: BMv2 programs cannot be compiled here")
+    folder = os.path.join(cache_dir, source_digest(path))
+    name = os.path.splitext(os.path.basename(path))[0]
+    p4info_path = os.path.join(folder, f"{name}.p4info.txt")
+    json_path = os.path.join(folder, f"{name}.json")
+    if os.path.exists(p4info_path) and os.path.exists(json_path):
+        return p4info_path, json_path
+    os.makedirs(folder, exist_ok=True)
+    result = subprocess.run(
+        ["p4c", "--target", "bmv2", "--arch", "v1model", "--std", "p4-16",
+         "--p4runtime-files", p4info_path, "-o", folder, path],
+        capture_output=True, text=True, check=False)
+    if result.returncode != 0:
+        shutil.rmtree(folder, ignore_errors=True)
+        raise TestbedError(f"p4c failed on {path}:\n{result.stderr.strip()}")
+    return p4info_path, json_path
+
+
+def pipeline_config(path, target="auto"):
+    """Build the pipeline config of ``path`` for a target.
+
+    Args:
+        path: the P4 program.
+        target: ``auto``, ``embedded`` or ``bmv2``.
+
+    Returns:
+        PipelineConfig: P4Info message and device config bytes.
+
+    Raises:
+        ParameterError: bad target. P4LoadError / TestbedError: the program
+        cannot be loaded or compiled.
+    """
+    target = resolve_target(target)
+    if target == "bmv2":
+        from google.protobuf import text_format
+        from p4.config.v1 import p4info_pb2
+
+        p4info_path, json_path = compile_with_p4c(path)
+        p4info = p4info_pb2.P4Info()
+        with open(p4info_path) as handle:
+            text_format.Merge(handle.read(), p4info)
+        with open(json_path, "rb") as handle:
+            device_config = handle.read()
+        return PipelineConfig("bmv2", p4info, device_config, path)
+    from testbed.p4.loader import load_program
+    from testbed.p4runtime.p4info import build_p4info
+    from testbed.p4runtime.target import device_config_for
+
+    program = load_program(path)
+    return PipelineConfig("embedded", build_p4info(program.info), device_config_for(program), path)
