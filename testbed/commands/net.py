@@ -81,6 +81,18 @@ def choose_switch(args):
     return kind, {"program": args.program}
 
 
+def program_routes(fabric, program, target):
+    """Push ``program`` and the fabric's routes to every switch; returns the programmer (open)."""
+    from testbed.controllers.fabric_programmer import programmer_for_network
+    from testbed.targets import pipeline_config
+
+    programmer = programmer_for_network(fabric, pipeline_config(program, target))
+    programmer.connect()
+    entries = programmer.program()
+    print(f"programmed {len(programmer.clients)} switches over P4Runtime: {entries} route entries")
+    return programmer
+
+
 def run_up(args):
     """Build the fabric, run the optional test and the CLI, always tear down."""
     from mininet.cli import CLI
@@ -92,11 +104,14 @@ def run_up(args):
                            shape_links=args.shape_links, state_file=args.state_file,
                            log_level="info" if args.verbose else "warning")
     status = 0
+    programmer = None
     with termination_as_interrupt():
         try:
             fabric.start()
             print(f"{topo.kind}: {len(fabric.hosts)} hosts, {len(fabric.switches)} {switch} switches up "
                   f"(state in {args.state_file})")
+            if args.program:
+                programmer = program_routes(fabric, args.program, switch)
             if args.test == "pingall":
                 loss = fabric.net.pingAll(timeout=2)
                 print(f"pingall: {loss:.1f}% dropped")
@@ -112,6 +127,8 @@ def run_up(args):
         except KeyboardInterrupt:
             print("interrupted: tearing the network down")
         finally:
+            if programmer is not None:
+                programmer.close()
             fabric.stop()
     return status
 

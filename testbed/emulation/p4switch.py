@@ -20,7 +20,7 @@ from mininet.node import Switch
 from testbed.errors import EmulationError
 
 GRPC_BASE_PORT = 50000
-DEFAULT_CPU_PORT = 510  # BMv2 ports are 9 bits; 511 is the drop port
+DEFAULT_CPU_PORT = 255  # the CPU_PORT_ID of p4src/include/headers.p4
 READY_TIMEOUT_S = 60.0
 
 
