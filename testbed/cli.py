@@ -46,6 +46,10 @@ def main(argv=None):
     except KeyboardInterrupt:
         print(f"testbed {args.command}: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # output piped into `head` and friends: stop quietly, like other Unix tools
+        sys.stderr.close()
+        return 0
     return 0 if status is None else int(status)
 
 

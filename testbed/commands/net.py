@@ -47,21 +47,6 @@ def register(subparsers):
     down.set_defaults(func=run_down)
 
 
-def parse_params(pairs):
-    """Turn ``["k=4", "levels=2"]`` into ``{"k": "4", "levels": "2"}``.
-
-    Raises:
-        ParameterError: an item is not of the form key=value.
-    """
-    params = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep or not key:
-            raise ParameterError("params", pair, "key=value pairs (see `testbed topo kinds`)")
-        params[key] = value
-    return params
-
-
 def choose_switch(args):
     """Return the switch kind and its options for ``net up``'s arguments."""
     kinds = switch_classes()
@@ -96,9 +81,9 @@ def program_routes(fabric, program, target):
 def run_up(args):
     """Build the fabric, run the optional test and the CLI, always tear down."""
     from mininet.cli import CLI
-    from testbed.topologies.registry import make_topology
+    from testbed.topologies.registry import make_topology, parse_key_values
 
-    topo = make_topology(args.kind, **parse_params(args.params))
+    topo = make_topology(args.kind, **parse_key_values(args.params))
     switch, switch_params = choose_switch(args)
     fabric = FabricNetwork(topo, switch=switch, switch_params=switch_params,
                            shape_links=args.shape_links, state_file=args.state_file,

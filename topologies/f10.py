@@ -1,0 +1,317 @@
+"""F10 routing properties on a topology graph (seed 002, section 5.1), networkx based.
+
+These functions work on any ``topo.graph()`` whose nodes carry ``role`` and
+``level`` (hosts level 0, tiers counted upwards), so the same checks run on a
+standard FatTree and an AB FatTree.
+
+Terms:
+
+* a *downward link* joins a parent ``u`` (higher level) to a child switch ``v``;
+* the *subtree* of ``v`` is the set of hosts reachable from ``v`` going strictly
+  down; its *roots* are the switches at ``v``'s level with the same host set;
+* the *failure group* of ``v`` is the set of ``v``'s parents (F10's ``(t, j)``:
+  every parent of root ``j`` of a type-``t`` subtree).
+
+F10 reroutes at the parent ``u`` of a failed downward link assuming the whole
+child ``v`` may have failed (``assume_node_failure=True``), so a detour must
+reach another root of ``v``'s subtree without touching ``v``:
+
+* **Scheme 1** (:func:`scheme1_detour`): ``u -> x -> u' -> w``: down to a child
+  ``x != v``, up to a parent ``u' != u`` of ``x`` outside ``v``'s failure group,
+  down to a root ``w != v`` of ``v``'s subtree; two hops more than ``u -> v``.
+  It exists for every such link of an AB FatTree and for none of a standard
+  FatTree.
+* **Scheme 2** (:func:`scheme2_detour`): the +4-hop detour through a
+  same-type child and its child; :func:`shortest_local_detour_hops` measures
+  the shortest detour of any shape (+4 in a standard FatTree).
+
+Edge (ToR) switches are the only root of their subtree, so under the
+whole-node assumption no detour can exist for an aggregation-to-edge link; with
+``assume_node_failure=False`` only the link is avoided and ``v`` itself is a
+valid target (there both FatTree variants have +2 detours through a sibling).
+"""
+from collections import deque
+
+from testbed.errors import ParameterError
+
+
+def _level(graph, node):
+    """Level attribute of ``node``."""
+    return graph.nodes[node]["level"]
+
+
+def _is_host(graph, node):
+    """True when ``node`` is a host."""
+    return graph.nodes[node].get("role") == "host"
+
+
+def downward_host_sets(graph):
+    """For every node, the frozenset of hosts reachable by strictly descending levels.
+
+    Hosts map to themselves.  Computed bottom-up once, O(nodes + links).
+
+    Returns:
+        dict: node -> frozenset of host names.
+    """
+    sets = {}
+    for node in sorted(graph.nodes, key=lambda n: _level(graph, n)):
+        if _is_host(graph, node):
+            sets[node] = frozenset([node])
+            continue
+        hosts = set()
+        for neighbour in graph.neighbors(node):
+            if _level(graph, neighbour) < _level(graph, node):
+                hosts |= sets[neighbour]
+        sets[node] = frozenset(hosts)
+    return sets
+
+
+def orient_link(graph, link):
+    """Return ``(parent, child, key)`` for a link given as ``(a, b)`` or ``(a, b, key)``.
+
+    Raises:
+        ParameterError: if the link does not exist or joins nodes of equal level.
+    """
+    a, b = link[0], link[1]
+    key = link[2] if len(link) > 2 else None
+    if not graph.has_edge(a, b) or (key is not None and not graph.has_edge(a, b, key)):
+        raise ParameterError("failed_link", link, "a link of the topology")
+    if key is None:
+        key = min(graph[a][b])
+    if _level(graph, a) == _level(graph, b):
+        raise ParameterError("failed_link", link, "a link between different levels")
+    return (a, b, key) if _level(graph, a) > _level(graph, b) else (b, a, key)
+
+
+def downward_links(graph, include_host_links=False):
+    """Every downward link as ``(parent, child, key)``, sorted; host links only when asked."""
+    links = []
+    for a, b, key in graph.edges(keys=True):
+        parent, child, key = orient_link(graph, (a, b, key))
+        if include_host_links or not _is_host(graph, child):
+            links.append((parent, child, key))
+    return sorted(links, key=lambda item: (str(item[0]), str(item[1]), item[2]))
+
+
+def subtree_roots(graph, node, host_sets=None):
+    """Switches at ``node``'s level whose downward host set equals ``node``'s (``node`` included)."""
+    host_sets = host_sets if host_sets is not None else downward_host_sets(graph)
+    level = _level(graph, node)
+    return sorted(n for n in graph.nodes
+                  if _level(graph, n) == level and not _is_host(graph, n) and host_sets[n] == host_sets[node])
+
+
+def parents(graph, node):
+    """Neighbours one level above ``node`` (sorted)."""
+    level = _level(graph, node)
+    return sorted({n for n in graph.neighbors(node) if _level(graph, n) == level + 1})
+
+
+def children(graph, node):
+    """Switch neighbours one level below ``node`` (sorted)."""
+    level = _level(graph, node)
+    return sorted({n for n in graph.neighbors(node) if _level(graph, n) == level - 1 and not _is_host(graph, n)})
+
+
+def failure_group(graph, node):
+    """The failure group of ``node``: the set of its parents (frozenset)."""
+    return frozenset(parents(graph, node))
+
+
+def _targets(graph, child, assume_node_failure, host_sets):
+    """Roots of ``child``'s subtree a detour may end at."""
+    roots = subtree_roots(graph, child, host_sets)
+    if assume_node_failure:
+        roots = [root for root in roots if root != child]
+    return set(roots)
+
+
+def scheme1_detour(graph, failed_link, assume_node_failure=True, host_sets=None):
+    """F10 Scheme 1: a +2-hop detour ``[u, x, u', w]`` at the parent ``u`` of a failed downward link.
+
+    ``x`` is a child of ``u`` other than the failed child ``v``; ``u'`` a parent
+    of ``x`` other than ``u`` and (under the whole-node assumption) outside
+    ``v``'s failure group; ``w`` a root of ``v``'s subtree reached from ``u'``
+    (``w != v`` under the whole-node assumption).  Children whose subtree type
+    differs from ``v``'s are tried first, as F10 picks a type-B child for a
+    type-A failure.
+
+    Args:
+        graph: topology multigraph (``topo.graph()``).
+        failed_link: ``(a, b)`` or ``(a, b, key)``, in either order.
+        assume_node_failure: treat the whole child ``v`` as failed (F10's rule).
+        host_sets: optional precomputed :func:`downward_host_sets`.
+
+    Returns:
+        list[str] or None: the path from ``u`` to ``w`` (3 hops replacing the
+        1-hop ``u -> v``), or None when no Scheme-1 detour exists.
+
+    Raises:
+        ParameterError: if the link does not exist or is not between levels.
+    """
+    u, v, key = orient_link(graph, failed_link)
+    if _is_host(graph, v):
+        return None
+    host_sets = host_sets if host_sets is not None else downward_host_sets(graph)
+    targets = _targets(graph, v, assume_node_failure, host_sets)
+    if not targets:
+        return None
+    group = failure_group(graph, v) if assume_node_failure else frozenset()
+    v_type = graph.nodes[v].get("subtree_type")
+    candidates = [x for x in children(graph, u) if x != v]
+    candidates.sort(key=lambda x: (graph.nodes[x].get("subtree_type") == v_type, x))
+    for x in candidates:
+        for u2 in parents(graph, x):
+            if u2 == u or u2 in group:
+                continue
+            for w in sorted(targets):
+                if graph.has_edge(u2, w):
+                    return [u, x, u2, w]
+    return None
+
+
+def scheme2_detour(graph, failed_link, host_sets=None):
+    """F10 Scheme 2: a +4-hop detour ``[u, y, z, y', u', w]`` at the parent ``u`` of a failed downward link.
+
+    ``u`` goes down to a child ``y != v``, down again to a child ``z`` of ``y``,
+    up to another parent ``y'`` of ``z`` (a sibling of ``y``), up to a parent
+    ``u'`` of ``y'`` outside ``v``'s failure group, and down to a root
+    ``w != v`` of ``v``'s subtree.  This works in a standard FatTree too; F10
+    uses it when Scheme 1 has no working first hop.  Children of the same
+    subtree type as ``v`` are tried first, as in the paper.
+
+    Args:
+        graph: topology multigraph.
+        failed_link: ``(a, b)`` or ``(a, b, key)``.
+        host_sets: optional precomputed :func:`downward_host_sets`.
+
+    Returns:
+        list[str] or None: the 5-hop path from ``u`` to ``w``, or None.
+    """
+    u, v, _key = orient_link(graph, failed_link)
+    if _is_host(graph, v):
+        return None
+    host_sets = host_sets if host_sets is not None else downward_host_sets(graph)
+    targets = _targets(graph, v, True, host_sets)
+    if not targets:
+        return None
+    group = failure_group(graph, v)
+    v_type = graph.nodes[v].get("subtree_type")
+    candidates = [y for y in children(graph, u) if y != v]
+    candidates.sort(key=lambda y: (graph.nodes[y].get("subtree_type") != v_type, y))
+    for y in candidates:
+        for z in children(graph, y):
+            for y2 in parents(graph, z):
+                if y2 == y:
+                    continue
+                for u2 in parents(graph, y2):
+                    if u2 == u or u2 in group:
+                        continue
+                    for w in sorted(targets):
+                        if graph.has_edge(u2, w):
+                            return [u, y, z, y2, u2, w]
+    return None
+
+
+def shortest_local_detour_hops(graph, failed_link, assume_node_failure=True, host_sets=None):
+    """Extra hops of the shortest detour from the failure's parent ``u`` back into ``v``'s subtree.
+
+    The detour runs over switches only, avoids the failed link (and ``v`` under
+    the whole-node assumption) and ends at a root of ``v``'s subtree; the result
+    is its length minus the one hop ``u -> v`` it replaces.
+
+    Args:
+        graph: topology multigraph.
+        failed_link: ``(a, b)`` or ``(a, b, key)``.
+        assume_node_failure: avoid the whole child ``v``, not only the link.
+        host_sets: optional precomputed :func:`downward_host_sets`.
+
+    Returns:
+        int or None: extra hops (2 for a Scheme-1 detour, 4 for Scheme 2), or
+        None when no detour exists.
+    """
+    u, v, key = orient_link(graph, failed_link)
+    if _is_host(graph, v):
+        return None
+    host_sets = host_sets if host_sets is not None else downward_host_sets(graph)
+    targets = _targets(graph, v, assume_node_failure, host_sets)
+    if not targets:
+        return None
+    parallel = len(graph[u][v])
+    distance = {u: 0}
+    queue = deque([u])
+    while queue:
+        node = queue.popleft()
+        if node in targets:
+            return distance[node] - 1
+        for neighbour in graph.neighbors(node):
+            if neighbour in distance or _is_host(graph, neighbour):
+                continue
+            if assume_node_failure and neighbour == v:
+                continue
+            if {node, neighbour} == {u, v} and parallel == 1:
+                continue  # the failed link (parallel links would still work)
+            distance[neighbour] = distance[node] + 1
+            queue.append(neighbour)
+    return None
+
+
+def downward_path_count(graph, top, bottom):
+    """Number of strictly descending paths from switch ``top`` to switch ``bottom``."""
+    target_level = _level(graph, bottom)
+    counts = {top: 1}
+    frontier = {top}
+    total = 0
+    while frontier:
+        next_frontier = {}
+        for node in frontier:
+            if node == bottom:
+                total += counts[node]
+                continue
+            if _level(graph, node) <= target_level:
+                continue
+            for neighbour in graph.neighbors(node):
+                if _level(graph, neighbour) == _level(graph, node) - 1 and not _is_host(graph, neighbour):
+                    next_frontier[neighbour] = next_frontier.get(neighbour, 0) + \
+                        counts[node] * graph.number_of_edges(node, neighbour)
+        counts = next_frontier
+        frontier = set(next_frontier)
+    return total
+
+
+def shortest_path_counts(graph, source):
+    """Number of shortest paths (hosts never transit) from ``source`` to every reachable node.
+
+    Parallel links count as distinct paths.
+
+    Returns:
+        dict: node -> ``(distance, number of shortest paths)``.
+    """
+    distance = {source: 0}
+    count = {source: 1}
+    queue = deque([source])
+    while queue:
+        node = queue.popleft()
+        if node != source and _is_host(graph, node):
+            continue
+        for neighbour in graph.neighbors(node):
+            multiplicity = graph.number_of_edges(node, neighbour)
+            if neighbour not in distance:
+                distance[neighbour] = distance[node] + 1
+                count[neighbour] = count[node] * multiplicity
+                queue.append(neighbour)
+            elif distance[neighbour] == distance[node] + 1:
+                count[neighbour] += count[node] * multiplicity
+    return {node: (distance[node], count[node]) for node in distance}
+
+
+def host_pair_path_counts(graph):
+    """``{(h1, h2): (distance, shortest path count)}`` for every ordered pair of distinct hosts."""
+    hosts = sorted(n for n in graph.nodes if _is_host(graph, n))
+    result = {}
+    for source in hosts:
+        reach = shortest_path_counts(graph, source)
+        for target in hosts:
+            if target != source and target in reach:
+                result[(source, target)] = reach[target]
+    return result
