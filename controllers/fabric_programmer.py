@@ -19,7 +19,7 @@ class RoutingTables:
     """Names of the routing objects in a program (defaults: p4src/l3_ecmp.p4)."""
 
     table: str = "MyIngress.ipv4_lpm"
-    action: str = "set_nhop"
+    action: str = "MyIngress.set_nhop"
     selector: str = "MyIngress.ecmp_selector"
     port_param: str = "port"
     dmac_param: str = "dmac"
@@ -112,33 +112,35 @@ class FabricProgrammer:
                                for ip, ports in by_ip.items()}
         return desired
 
+    def _ensure_member(self, switch, client, port, groups):
+        """Return the member id of ``port`` on ``switch``, creating the member once."""
+        members = groups.setdefault("_members", {})
+        if port not in members:
+            member_id = port + 1
+            client.insert_member(self.tables.selector, member_id, self.tables.action,
+                                 self._next_hop_params(switch, port))
+            members[port] = member_id
+        return members[port]
+
     def _ensure_group(self, switch, client, ports, groups):
         """Return the group id for ``ports`` on ``switch``, creating members and group once."""
-        if ports in groups:
-            return groups[ports]
-        members = groups.setdefault("_members", {})
-        member_ids = []
-        for port in ports:
-            if port not in members:
-                member_id = port + 1
-                client.insert_member(self.tables.selector, member_id, self.tables.action,
-                                     self._next_hop_params(switch, port))
-                members[port] = member_id
-            member_ids.append(members[port])
-        group_id = len([key for key in groups if key != "_members"]) + 1
-        client.insert_group(self.tables.selector, group_id, [(m, 1) for m in member_ids])
-        groups[ports] = group_id
-        return group_id
+        if ports not in groups:
+            member_ids = [self._ensure_member(switch, client, port, groups) for port in ports]
+            group_id = len([key for key in groups if key != "_members"]) + 1
+            client.insert_group(self.tables.selector, group_id, [(m, 1) for m in member_ids])
+            groups[ports] = group_id
+        return groups[ports]
 
     def _write_route(self, switch, ip, route, update):
+        # Tables with an action selector take members or groups only (P4Runtime
+        # forbids direct actions there): one next hop is its port's member.
         client = self.clients[switch]
         groups = self._groups.setdefault(switch, {})
         write = client.modify_table_entry if update else client.insert_table_entry
         match = {"hdr.ipv4.dstAddr": (ip, 32)}
         kind, value = route
         if kind == "port":
-            write(self.tables.table, match, action=self.tables.action,
-                  params=self._next_hop_params(switch, value))
+            write(self.tables.table, match, member_id=self._ensure_member(switch, client, value, groups))
         else:
             write(self.tables.table, match, group_id=self._ensure_group(switch, client, value, groups))
 

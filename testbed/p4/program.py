@@ -236,6 +236,7 @@ class ControllerPacketMetadata:
 
     name: str
     fields: List[PacketMetadataField]
+    type_name: Optional[str] = None  # the header type; p4c derives the P4Info id from it
 
     @property
     def bitwidth(self):

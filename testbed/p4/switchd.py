@@ -4,7 +4,7 @@ One process per switch, started by :class:`testbed.emulation.p4switch.EmbeddedP4
 (or by hand)::
 
     python -m testbed.p4.switchd --name s1 --device-id 1 --grpc-addr 127.0.0.1:50001 \\
-        --port 1=s1-eth1 --port 2=s1-eth2 --cpu-port 510 [--program p4src/l3_ecmp.p4] \\
+        --port 1=s1-eth1 --port 2=s1-eth2 --cpu-port 255 [--program p4src/l3_ecmp.p4] \\
         [--pcap-dir DIR] [--ready-file FILE]
 
 Like BMv2's ``simple_switch_grpc --no-p4`` it starts without a pipeline unless
@@ -151,7 +151,9 @@ class SwitchDaemon:
                 departure = device.next_departure_ns()
                 if departure is not None:
                     timeout_ms = max(0.0, (departure - time.monotonic_ns()) / 1e6)
-            for fd, _event in poller.poll(timeout_ms):
+            events = poller.poll(timeout_ms)
+            device = self.target.device  # a pipeline may have been set while we waited
+            for fd, _event in events:
                 if fd == wakeup_fd:
                     self.target.clear_wakeup()
                     continue

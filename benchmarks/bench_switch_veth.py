@@ -1,0 +1,126 @@
+"""Benchmark: one embedded P4 switch forwarding over veths, and k=4 FatTree setup time.
+
+Run as root::
+
+    /opt/testbed-venv/bin/python benchmarks/bench_switch_veth.py [--seconds 5] [--skip-fattree]
+
+Measures (1) packets per second forwarded by one embedded switch running
+p4src/l3_ecmp.p4 between two Mininet hosts (veth in, veth out), for 64-byte
+and 1500-byte frames, with the sender blasting prebuilt frames from a raw
+socket and the receiver counting on a raw socket; (2) how long a k=4 FatTree
+(16 hosts, 20 embedded switches) takes from nothing to programmed (Mininet
+build + switch processes ready + pipeline and routes over P4Runtime).
+Sender, receiver and switch share the machine's cores, so figures are a lower
+bound of the switch alone; the script prints the machine it ran on.
+"""
+import argparse
+import os
+import platform
+import sys
+import tempfile
+import time
+
+from testbed.controllers.fabric_programmer import programmer_for_network
+from testbed.emulation.network import FabricNetwork
+from testbed.targets import pipeline_config
+from testbed.topologies.registry import make_topology
+
+PROGRAM = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "p4src", "l3_ecmp.p4")
+
+BLAST = """
+import socket, sys, time
+from scapy.all import Ether, IP, UDP, Raw
+intf, src_mac, dst_mac, src_ip, dst_ip, size, seconds = sys.argv[1:8]
+size, seconds = int(size), float(seconds)
+header = Ether(src=src_mac, dst=dst_mac) / IP(src=src_ip, dst=dst_ip) / UDP(sport=1234, dport=4791)
+frame = bytes(header / Raw(b"\\0" * max(0, size - len(header))))
+sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)
+sock.bind((intf, 0))
+sent, end = 0, time.monotonic() + seconds
+while time.monotonic() < end:
+    for _ in range(100):
+        try:
+            sock.send(frame)
+            sent += 1
+        except OSError:
+            pass
+print(sent)
+"""
+
+COUNT = """
+import socket, sys, time, select
+intf, seconds = sys.argv[1], float(sys.argv[2])
+sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(0x0800))
+sock.bind((intf, 0))
+sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 24)
+sock.settimeout(0.2)
+count, first, last, end = 0, None, None, time.monotonic() + seconds
+while time.monotonic() < end:
+    try:
+        data, addr = sock.recvfrom(65535)
+    except socket.timeout:
+        continue
+    if addr[2] == socket.PACKET_OUTGOING:
+        continue
+    now = time.monotonic()
+    first = first or now
+    last = now
+    count += 1
+print(count, (last - first) if first and last else 0.0)
+"""
+
+
+def forwarding_rate(seconds, sizes):
+    """Return ``{size: (sent, received, received per second)}`` through one switch."""
+    topo = make_topology("clos", leaves=1, spines=1, hosts_per_leaf=2)
+    results = {}
+    with tempfile.TemporaryDirectory(prefix="testbed-bench-") as logs, \
+            FabricNetwork(topo, switch="embedded", state_file=None, log_dir=logs) as fabric:
+        with programmer_for_network(fabric, pipeline_config(PROGRAM, "embedded")) as programmer:
+            programmer.program()
+        src, dst = fabric.hosts[0], fabric.hosts[1]
+        for size in sizes:
+            receiver = dst.popen([sys.executable, "-c", COUNT, dst.defaultIntf().name, str(seconds + 3)])
+            time.sleep(1.0)
+            sent = int(src.cmd(f"{sys.executable} -c '{BLAST}' {src.defaultIntf().name} {src.MAC()} "
+                               f"{dst.MAC()} {src.IP()} {dst.IP()} {size} {seconds}").split()[-1])
+            out, _ = receiver.communicate(timeout=seconds + 30)
+            received, span = out.split()
+            received, span = int(received), float(span)
+            results[size] = (sent, received, received / span if span else 0.0)
+    return results
+
+
+def fattree_setup_seconds():
+    """Seconds from nothing to a programmed k=4 FatTree on the embedded target."""
+    started = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="testbed-bench-") as logs, \
+            FabricNetwork(make_topology("fattree", k=4), switch="embedded", state_file=None,
+                          log_dir=logs) as fabric:
+        built = time.monotonic()
+        with programmer_for_network(fabric, pipeline_config(PROGRAM, "embedded")) as programmer:
+            entries = programmer.program()
+        programmed = time.monotonic()
+        loss = fabric.net.pingAll(timeout=3)
+    return built - started, programmed - built, entries, loss
+
+
+def main():
+    """Run the benchmarks and print the figures."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seconds", type=float, default=5.0, help="sending time per frame size")
+    parser.add_argument("--skip-fattree", action="store_true", help="only the forwarding rate")
+    args = parser.parse_args()
+    print(f"machine: {platform.machine()}, {os.cpu_count()} cores, {platform.platform()}, "
+          f"Python {platform.python_version()}")
+    for size, (sent, received, rate) in forwarding_rate(args.seconds, (64, 1500)).items():
+        print(f"embedded switch, l3_ecmp, {size:4d}-byte frames: sent {sent}, forwarded {received} "
+              f"({100.0 * received / max(sent, 1):.1f}%), {rate:,.0f} packets/s forwarded")
+    if not args.skip_fattree:
+        build, program, entries, loss = fattree_setup_seconds()
+        print(f"k=4 FatTree (20 switches, 16 hosts): Mininet + switches ready {build:.1f} s, "
+              f"pipeline + {entries} routes over P4Runtime {program:.1f} s, pingall loss {loss:.0f}%")
+
+
+if __name__ == "__main__":
+    main()
