@@ -20,6 +20,7 @@ PROCESS_PATTERNS = (
     re.compile(r"testbed\.p4\.switchd"),
     re.compile(r"simple_switch_grpc"),
     re.compile(r"osken-manager"),
+    re.compile(r"testbed\.controllers\.launcher"),
     re.compile(r"testbed\.traffic\.(sender|receiver|agent)"),
 )
 
