@@ -77,7 +77,15 @@ class P4Switch(Switch):
         raise NotImplementedError
 
     def start(self, _controllers):
-        """Start the switch process (Mininet calls this after links exist)."""
+        """Start the switch process (Mininet calls this after links exist).
+
+        Raises:
+            EmulationError: another process already listens on this switch's gRPC
+                port (readiness could not be told apart from it).
+        """
+        if self._listening():
+            raise EmulationError(f"switch {self.name}: TCP port {self.grpc_port} is already in use "
+                                 "(another fabric or a leftover switch: run `testbed cleanup`)")
         os.makedirs(self.log_dir, exist_ok=True)
         for intf in self.intfList():
             if intf.name != "lo":

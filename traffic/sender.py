@@ -1,0 +1,474 @@
+"""RoCEv2-like sender: prebuilt frames through a raw AF_PACKET socket.
+
+Run inside a Mininet host::
+
+    python -m testbed.traffic.sender --intf h1-eth0 --dst-ip 10.0.0.2 \\
+        --dst-mac 00:00:00:00:00:02 --size 1048576 --qps 4 --rate-mbps 200 --json out.json
+
+or call :func:`run_sender` with a :class:`SenderConfig`.
+
+Frames are built with Scapy once per (destination, QP, payload length) as
+templates (:class:`testbed.traffic.roce.FramePatcher`); each packet only
+patches opcode, PSN and the payload header (sequence, transmit time) and
+recomputes the ICRC, then goes out with one ``send`` on a raw socket.  A
+token-bucket-like pacer holds the target rate (counted in frame bytes on the
+wire, without preamble/FCS); on/off bursts alternate ``on_ms`` of sending with
+``off_ms`` of silence.
+"""
+import argparse
+import errno
+import json
+import socket
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import Optional
+
+from testbed.errors import ParameterError
+from testbed.traffic import qp as qp_module
+from testbed.traffic import roce
+
+DEFAULT_BIN_MS = 10.0
+
+
+def open_raw_socket(intf, sndbuf=4 * 1024 * 1024):
+    """Open an AF_PACKET raw socket bound to ``intf`` for sending frames.
+
+    Returns:
+        tuple[socket.socket, str]: the socket and the interface MAC address.
+
+    Raises:
+        OSError: if the interface does not exist or raw sockets are not allowed.
+    """
+    sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, 0)
+    try:
+        sock.bind((intf, 0))
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, 32, sndbuf)  # SO_SNDBUFFORCE (root)
+        except OSError:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, sndbuf)
+        mac = sock.getsockname()[4]
+    except BaseException:
+        sock.close()
+        raise
+    return sock, ":".join(f"{b:02x}" for b in mac[:6])
+
+
+def interface_ipv4(intf):
+    """IPv4 address of ``intf`` in the current network namespace (SIOCGIFADDR)."""
+    import fcntl
+    import struct
+
+    probe = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    try:
+        answer = fcntl.ioctl(probe.fileno(), 0x8915, struct.pack("256s", intf.encode()[:15]))
+    finally:
+        probe.close()
+    return socket.inet_ntoa(answer[20:24])
+
+
+@dataclass
+class Endpoint:
+    """A host as a traffic endpoint.
+
+    Attributes:
+        rank: index of the host in its group (used for QP numbers).
+        ip: IPv4 address.
+        mac: MAC address of its fabric interface.
+    """
+
+    rank: int
+    ip: str
+    mac: str
+
+
+class Transfer:
+    """Bytes one host sends to one peer as RDMA WRITE messages over its QPs.
+
+    Args:
+        src: the sending :class:`Endpoint`.
+        dst: the receiving :class:`Endpoint`.
+        queue_pairs: the QPs of this NIC pair (from :func:`qp.make_queue_pairs`).
+        stream: stream id written into every packet (the receiver groups bytes by it).
+        message_sizes: sizes of the messages to post.
+        strategy: QP-scaling strategy (``roundrobin`` or ``split``).
+        mtu: path MTU.
+        first_qp: QP that takes the first message under round-robin.
+    """
+
+    def __init__(self, src, dst, queue_pairs, stream, message_sizes, strategy="roundrobin",
+                 mtu=roce.DEFAULT_MTU, first_qp=0):
+        self.src = src
+        self.dst = dst
+        self.queue_pairs = queue_pairs
+        self.stream = stream
+        self.mtu = mtu
+        self.total_bytes = sum(message_sizes)
+        self.per_qp_messages = qp_module.assign_messages(message_sizes, len(queue_pairs), strategy, mtu,
+                                                         first_qp=first_qp)
+
+    def packet_queues(self):
+        """Per-QP packet lists (consumes PSNs of the QPs)."""
+        queues = []
+        for queue_pair, sizes in zip(self.queue_pairs, self.per_qp_messages):
+            packets = []
+            for size in sizes:
+                packets.extend(qp_module.message_packets(queue_pair, size, self.mtu, tag=self))
+            queues.append(packets)
+        return queues
+
+
+class FrameFactory:
+    """Caches one Scapy-built template per (destination, QP, payload length)."""
+
+    def __init__(self, src_mac, src_ip, dscp=roce.DSCP_DATA):
+        self.src_mac = src_mac
+        self.src_ip = src_ip
+        self.dscp = dscp
+        self._patchers = {}
+        self.templates_built = 0
+
+    def patcher(self, dst_mac, dst_ip, queue_pair, payload_length, opcode=roce.OP_RDMA_WRITE_MIDDLE):
+        """Return the :class:`roce.FramePatcher` for this packet shape.
+
+        Args:
+            dst_mac, dst_ip: destination.
+            queue_pair: the QP (source port, destination QP).
+            payload_length: RDMA payload bytes.
+            opcode: the packet's opcode (decides whether the frame has a RETH).
+        """
+        extension = roce.extension_length(opcode)
+        key = (dst_ip, queue_pair.local_qpn, queue_pair.remote_qpn, payload_length, extension)
+        patcher = self._patchers.get(key)
+        if patcher is None:
+            template = roce.build_frame(self.src_mac, dst_mac, self.src_ip, dst_ip, queue_pair.udp_sport,
+                                        queue_pair.remote_qpn, queue_pair.next_psn, opcode,
+                                        bytes(extension + payload_length), dscp=self.dscp)
+            patcher = roce.FramePatcher(template, extension)
+            self._patchers[key] = patcher
+            self.templates_built += 1
+        return patcher
+
+
+class Pacer:
+    """Holds a target bit rate and on/off bursts for a stream of frames.
+
+    Args:
+        rate_mbps: target rate in Mbit/s; None or 0 sends as fast as possible.
+        on_ms: length of an on period (0: always on).
+        off_ms: length of an off period.
+        burst_bytes: how far the sender may fall behind before it stops catching up.
+    """
+
+    def __init__(self, rate_mbps=None, on_ms=0.0, off_ms=0.0, burst_bytes=64 * 1024):
+        self.ns_per_byte = (8000.0 / rate_mbps) if rate_mbps else 0.0
+        self.on_ns = int(on_ms * 1e6)
+        self.off_ns = int(off_ms * 1e6)
+        self.slack_ns = burst_bytes * self.ns_per_byte
+        self.origin = time.perf_counter_ns()
+        self.next_ns = self.origin
+
+    def wait(self, frame_bytes):
+        """Block until a frame of ``frame_bytes`` may go out."""
+        now = time.perf_counter_ns()
+        if self.on_ns and self.off_ns:
+            period = self.on_ns + self.off_ns
+            phase = (now - self.origin) % period
+            if phase >= self.on_ns:
+                resume = now + (period - phase)
+                self._sleep_until(resume)
+                now = time.perf_counter_ns()
+                self.next_ns = now
+        if self.ns_per_byte:
+            if self.next_ns < now - self.slack_ns:
+                self.next_ns = now
+            if self.next_ns > now:
+                self._sleep_until(self.next_ns)
+            self.next_ns += frame_bytes * self.ns_per_byte
+
+    @staticmethod
+    def _sleep_until(target_ns):
+        remaining = target_ns - time.perf_counter_ns()
+        if remaining > 300_000:
+            time.sleep((remaining - 200_000) / 1e9)
+        while time.perf_counter_ns() < target_ns:
+            pass
+
+
+@dataclass
+class SendStats:
+    """Counters of one sender run.
+
+    Attributes:
+        packets: frames sent.
+        bytes: frame bytes sent.
+        data_bytes: message bytes sent.
+        errors: frames the socket refused after retries.
+        per_qp: per destination QP: packets, first/last PSN, messages.
+        sent_bins: packets sent per transmit-time bin (absolute index tx_ns // bin_ns).
+    """
+
+    bin_ns: int = int(DEFAULT_BIN_MS * 1e6)
+    packets: int = 0
+    bytes: int = 0
+    data_bytes: int = 0
+    errors: int = 0
+    start_ns: int = 0
+    end_ns: int = 0
+    per_qp: dict = field(default_factory=dict)
+    sent_bins: dict = field(default_factory=dict)
+
+    def as_dict(self):
+        """JSON-ready dict of the counters."""
+        seconds = max(1e-9, (self.end_ns - self.start_ns) / 1e9)
+        return {
+            "packets": self.packets, "bytes": self.bytes, "data_bytes": self.data_bytes,
+            "errors": self.errors, "start_ns": self.start_ns, "end_ns": self.end_ns,
+            "seconds": seconds, "rate_mbps": self.bytes * 8 / seconds / 1e6,
+            "pps": self.packets / seconds, "bin_ns": self.bin_ns,
+            "per_qp": self.per_qp,
+            "sent_bins": {str(k): v for k, v in sorted(self.sent_bins.items())},
+        }
+
+
+def send_frame(sock, frame, retries=200):
+    """Send one frame, retrying briefly when the socket buffer is full.
+
+    Returns:
+        bool: True if sent.
+    """
+    for _ in range(retries):
+        try:
+            sock.send(frame)
+            return True
+        except OSError as error:
+            if error.errno not in (errno.ENOBUFS, errno.EAGAIN):
+                raise
+            time.sleep(0.0001)
+    return False
+
+
+def transmit(sock, packets, factory, pacer=None, stats=None, deadline_ns=None, kind=roce.KIND_DATA):
+    """Send packet specs in order as frames.
+
+    Args:
+        sock: raw socket from :func:`open_raw_socket`.
+        packets: iterable of :class:`qp.PacketSpec` whose ``tag`` is a :class:`Transfer`.
+        factory: the :class:`FrameFactory`.
+        pacer: optional :class:`Pacer`.
+        stats: :class:`SendStats` to update (created if None).
+        deadline_ns: stop once ``time.time_ns()`` passes this.
+        kind: payload header kind.
+
+    Returns:
+        SendStats
+    """
+    stats = stats or SendStats()
+    if not stats.start_ns:
+        stats.start_ns = time.time_ns()
+    bin_ns = stats.bin_ns
+    sent_bins = stats.sent_bins
+    per_qp = stats.per_qp
+    time_ns = time.time_ns
+    pack = roce.pack_header
+    pack_reth = roce.pack_reth
+    for spec in packets:
+        transfer = spec.tag
+        queue_pair = spec.qp
+        opcode = spec.opcode
+        patcher = factory.patcher(transfer.dst.mac, transfer.dst.ip, queue_pair, spec.payload_length, opcode)
+        if pacer is not None:
+            pacer.wait(patcher.length)
+        now = time_ns()
+        if deadline_ns is not None and now >= deadline_ns:
+            break
+        frame = patcher.frame(opcode, spec.psn,
+                              pack(kind, transfer.stream, spec.msg_id, spec.seq, now, spec.msg_bytes,
+                                   spec.offset),
+                              spec.ackreq,
+                              pack_reth(queue_pair.remote_qpn, spec.msg_bytes) if patcher.with_reth else None)
+        if not send_frame(sock, frame):
+            stats.errors += 1
+            continue
+        stats.packets += 1
+        stats.bytes += patcher.length
+        stats.data_bytes += roce.data_bytes(spec.payload_length, spec.msg_bytes, spec.offset)
+        index = now // bin_ns
+        sent_bins[index] = sent_bins.get(index, 0) + 1
+        key = f"{transfer.dst.ip}/{queue_pair.remote_qpn}"
+        entry = per_qp.get(key)
+        if entry is None:
+            entry = per_qp[key] = {"dst": transfer.dst.ip, "dqpn": queue_pair.remote_qpn,
+                                   "sport": queue_pair.udp_sport, "packets": 0, "first_psn": spec.psn,
+                                   "first_seq": spec.seq, "messages": 0}
+        entry["packets"] += 1
+        entry["last_psn"] = spec.psn
+        entry["last_seq"] = spec.seq
+        if spec.ackreq:
+            entry["messages"] += 1
+    stats.end_ns = time_ns()
+    return stats
+
+
+@dataclass
+class SenderConfig:
+    """What one standalone sender does.
+
+    Attributes:
+        intf: interface to send on.
+        dst_ip / dst_mac: destination host.
+        src_ip: source IP (default: the interface's address).
+        src_rank / dst_rank: ranks for QP numbering.
+        size: message size in bytes.
+        messages: number of messages (default: one per QP); with ``duration`` the
+            messages repeat until the time is up.
+        qps: number of queue pairs.
+        qp_scaling: ``roundrobin`` or ``split``.
+        rate_mbps: target rate (None: as fast as possible).
+        duration: seconds to keep sending (None: send the messages once).
+        on_ms / off_ms: on/off bursts.
+        mtu: path MTU.
+        stream: stream id in the packets.
+        bin_ms: bin of the sent-packet timeline.
+        start_psn: force the start PSN of every QP (tests of the wrap).
+        seed: varies the start PSNs.
+        job: traffic job number (0..255): the top byte of the QP numbers.
+    """
+
+    intf: str
+    dst_ip: str
+    dst_mac: str
+    src_ip: Optional[str] = None
+    src_rank: int = 0
+    dst_rank: int = 1
+    size: int = 1 << 20
+    messages: Optional[int] = None
+    qps: int = 1
+    qp_scaling: str = "roundrobin"
+    rate_mbps: Optional[float] = None
+    duration: Optional[float] = None
+    on_ms: float = 0.0
+    off_ms: float = 0.0
+    mtu: int = roce.DEFAULT_MTU
+    stream: int = 0
+    bin_ms: float = DEFAULT_BIN_MS
+    start_psn: Optional[int] = None
+    seed: int = 0
+    job: int = 0
+
+
+def run_sender(config, on_ready=None):
+    """Run a sender as configured and return its JSON-ready report.
+
+    Args:
+        config: the :class:`SenderConfig`.
+        on_ready: optional callable run once the socket is open, just before the first packet.
+
+    Raises:
+        ParameterError: on impossible settings (size < 1, qps out of range, rate <= 0,
+            job out of range), naming the option.
+    """
+    if config.size < 1:
+        raise ParameterError("--size", config.size, "an integer >= 1 (bytes)")
+    if not 1 <= config.qps < qp_module.MAX_QPS:
+        raise ParameterError("--qps", config.qps, f"an integer in 1..{qp_module.MAX_QPS - 1}")
+    if config.rate_mbps is not None and not config.rate_mbps > 0:
+        raise ParameterError("--rate-mbps", config.rate_mbps, "a number > 0 (Mbit/s)")
+    if not 0 <= config.job <= qp_module.MAX_JOB:
+        raise ParameterError("--job", config.job, f"an integer in 0..{qp_module.MAX_JOB}")
+    if config.qp_scaling not in qp_module.QP_SCALING_STRATEGIES:
+        raise ParameterError("--qp-scaling", config.qp_scaling, ", ".join(qp_module.QP_SCALING_STRATEGIES))
+    sock, src_mac = open_raw_socket(config.intf)
+    try:
+        src_ip = config.src_ip or interface_ipv4(config.intf)
+        src = Endpoint(config.src_rank, src_ip, src_mac)
+        dst = Endpoint(config.dst_rank, config.dst_ip, config.dst_mac)
+        queue_pairs = qp_module.make_queue_pairs(src.rank, dst.rank, config.qps, seed=config.seed,
+                                                 start_psn=config.start_psn, job=config.job)
+        factory = FrameFactory(src_mac, src_ip)
+        pacer = Pacer(config.rate_mbps, config.on_ms, config.off_ms)
+        stats = SendStats(bin_ns=int(config.bin_ms * 1e6))
+        count = config.messages or config.qps
+        if on_ready is not None:
+            on_ready()
+        deadline = None if config.duration is None else time.time_ns() + int(config.duration * 1e9)
+        rounds = 0
+        rr_next = 0
+        while True:
+            transfer = Transfer(src, dst, queue_pairs, config.stream, [config.size] * count,
+                                config.qp_scaling, config.mtu, first_qp=rr_next)
+            rr_next = (rr_next + count) % config.qps
+            transmit(sock, qp_module.interleave(transfer.packet_queues()), factory, pacer, stats, deadline)
+            rounds += 1
+            if deadline is None or time.time_ns() >= deadline:
+                break
+        report = {"role": "sender", "job": config.job, "src_ip": src_ip, "src_mac": src_mac, "dst_ip": config.dst_ip,
+                  "intf": config.intf, "qps": config.qps, "qp_scaling": config.qp_scaling,
+                  "message_bytes": config.size, "rounds": rounds,
+                  "templates_built": factory.templates_built}
+        report.update(stats.as_dict())
+        return report
+    finally:
+        sock.close()
+
+
+def build_argument_parser():
+    """Argument parser of ``python -m testbed.traffic.sender``."""
+    parser = argparse.ArgumentParser(prog="python -m testbed.traffic.sender", description=__doc__.split("\n")[0])
+    parser.add_argument("--intf", required=True)
+    parser.add_argument("--dst-ip", required=True)
+    parser.add_argument("--dst-mac", required=True)
+    parser.add_argument("--src-ip")
+    parser.add_argument("--src-rank", type=int, default=0)
+    parser.add_argument("--dst-rank", type=int, default=1)
+    parser.add_argument("--size", type=int, default=1 << 20, help="message size in bytes")
+    parser.add_argument("--messages", type=int, help="messages to post (default: one per QP)")
+    parser.add_argument("--qps", type=int, default=1)
+    parser.add_argument("--qp-scaling", choices=qp_module.QP_SCALING_STRATEGIES, default="roundrobin")
+    parser.add_argument("--rate-mbps", type=float)
+    parser.add_argument("--duration", type=float, help="seconds to keep sending")
+    parser.add_argument("--on-ms", type=float, default=0.0)
+    parser.add_argument("--off-ms", type=float, default=0.0)
+    parser.add_argument("--mtu", type=int, default=roce.DEFAULT_MTU)
+    parser.add_argument("--stream", type=int, default=0)
+    parser.add_argument("--bin-ms", type=float, default=DEFAULT_BIN_MS)
+    parser.add_argument("--start-psn", type=int)
+    parser.add_argument("--job", type=int, default=0, help="traffic job number 0..255 (top byte of the QP numbers)")
+    parser.add_argument("--delay", type=float, default=0.0, help="seconds to wait before sending")
+    parser.add_argument("--ready-file", help="create this file just before the first packet goes out")
+    parser.add_argument("--json", help="write the report here (default: stdout)")
+    return parser
+
+
+def main(argv=None):
+    """Command-line entry point; returns the exit status."""
+    args = build_argument_parser().parse_args(argv)
+    if args.delay:
+        time.sleep(args.delay)
+    config = SenderConfig(intf=args.intf, dst_ip=args.dst_ip, dst_mac=args.dst_mac, src_ip=args.src_ip,
+                          src_rank=args.src_rank, dst_rank=args.dst_rank, size=args.size,
+                          messages=args.messages, qps=args.qps, qp_scaling=args.qp_scaling,
+                          rate_mbps=args.rate_mbps, duration=args.duration, on_ms=args.on_ms,
+                          off_ms=args.off_ms, mtu=args.mtu, stream=args.stream, bin_ms=args.bin_ms,
+                          start_psn=args.start_psn, job=args.job)
+    def touch_ready_file():
+        if args.ready_file:
+            with open(args.ready_file, "w") as handle:
+                handle.write("sending\n")
+
+    try:
+        report = run_sender(config, on_ready=touch_ready_file)
+    except ParameterError as error:
+        print(f"sender: error: {error}", file=sys.stderr)
+        return 2
+    text = json.dumps(report, indent=1)
+    if args.json:
+        with open(args.json, "w") as handle:
+            handle.write(text)
+    else:
+        print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,192 @@
+"""Point-to-point RoCEv2 streams between host pairs, for failure experiments.
+
+:func:`run_streams` starts a receiver (``python -m testbed.traffic.receiver``)
+in every destination host, waits until each has its socket open, then starts
+the senders (``python -m testbed.traffic.sender``) for a fixed duration, and
+combines both sides' JSON reports: per-QP loss (PSN gaps and sender-vs-receiver
+counts, so tail loss is included), out-of-sequence counts, throughput
+timeline, latency, and delivery gaps from which
+:func:`testbed.traffic.metrics.time_to_recover` tells when delivery resumed
+after a failure.
+"""
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+from testbed.errors import EmulationError, ParameterError
+from testbed.traffic import metrics
+from testbed.traffic import qp as qp_module
+from testbed.traffic import roce
+from testbed.traffic.receiver import reconcile
+
+
+def pair_hosts(hosts):
+    """Pair hosts as (h1 -> h2), (h3 -> h4), ...
+
+    Raises:
+        ParameterError: odd number of hosts or fewer than two.
+    """
+    if len(hosts) < 2 or len(hosts) % 2:
+        raise ParameterError("--hosts", [h.name for h in hosts], "an even number (>= 2) of hosts: sender,receiver,...")
+    return [(hosts[i], hosts[i + 1]) for i in range(0, len(hosts), 2)]
+
+
+def _wait_files(paths, processes, deadline, what="receivers"):
+    """Wait until every path exists; fail if a process exits first or the deadline passes."""
+    while not all(os.path.exists(path) for path in paths):
+        for process in processes:
+            if process.poll() is not None and process.returncode != 0:
+                error = process.stderr.read().decode(errors="replace") if process.stderr else ""
+                raise EmulationError(f"{what}: a process exited early: {error.strip()[-2000:]}")
+        if time.monotonic() > deadline:
+            raise EmulationError(f"{what} did not start in time")
+        time.sleep(0.01)
+
+
+def run_streams(hosts, duration=2.0, size=1 << 20, qps=1, qp_scaling="roundrobin", rate_mbps=100.0,
+                mtu=roce.DEFAULT_MTU, on_ms=0.0, off_ms=0.0, bin_ms=10.0, gap_ms=5.0, loss_timeout=0.2,
+                python=None, on_start=None, failure_ns=None, linger=1.0, workdir=None, job=None):
+    """Run RoCEv2 streams between host pairs and return the combined report.
+
+    Args:
+        hosts: list of :class:`testbed.traffic.hosts.HostHandle`, paired by :func:`pair_hosts`.
+        duration: seconds each sender sends.
+        size: message size in bytes.
+        qps: queue pairs per pair.
+        qp_scaling: ``roundrobin`` or ``split``.
+        rate_mbps: each sender's rate.
+        mtu: path MTU.
+        on_ms / off_ms: on/off bursts.
+        bin_ms: timeline bin width.
+        gap_ms: shortest delivery gap recorded.
+        loss_timeout: PSN gap timeout.
+        python: interpreter for the processes (default: this one).
+        on_start: callable ``(start_ns)`` run once the senders start (schedule failures here);
+            it may return the failure time in ns to compute the time to recover.
+        failure_ns: when a failure happened (alternative to ``on_start``'s return value).
+        linger: seconds receivers keep listening after the senders stop.
+        workdir: where reports go (default: a temporary directory, removed).
+        job: traffic job number 1..255 (receivers keep only its packets, so runs may
+            share hosts); default: a fresh one.
+
+    Returns:
+        dict with ``pairs`` (sender, receiver, reconcile per pair) and totals:
+        ``sent_packets``, ``received_packets``, ``lost_packets``, ``out_of_sequence``,
+        ``duplicates``, ``goodput_mbps``, ``gaps`` and ``recovery`` (time to recover).
+    """
+    pairs = pair_hosts(hosts)
+    if duration <= 0:
+        raise ParameterError("--duration", duration, "a number of seconds > 0")
+    job = qp_module.allocate_job() if job is None else job
+    python = python or sys.executable
+    own_dir = workdir is None
+    workdir = workdir or tempfile.mkdtemp(prefix="testbed-streams-")
+    processes = []
+    try:
+        receivers = []
+        ready_files = []
+        for index, (_, dst) in enumerate(pairs):
+            ready = os.path.join(workdir, f"ready-{index}")
+            report = os.path.join(workdir, f"rx-{index}.json")
+            argv = [python, "-m", "testbed.traffic.receiver", "--capture", "raw", "--intf", dst.intf,
+                    "--job", str(job), "--duration", str(duration + linger + 60.0),
+                    "--bin-ms", str(bin_ms), "--gap-ms", str(gap_ms), "--loss-timeout", str(loss_timeout),
+                    "--ready-file", ready, "--json", report]
+            process = dst.popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+            processes.append(process)
+            receivers.append((process, report))
+            ready_files.append(ready)
+        _wait_files(ready_files, [p for p, _ in receivers], time.monotonic() + 120)
+        senders = []
+        for index, (src, dst) in enumerate(pairs):
+            report = os.path.join(workdir, f"tx-{index}.json")
+            argv = [python, "-m", "testbed.traffic.sender", "--intf", src.intf, "--src-ip", src.ip,
+                    "--dst-ip", dst.ip, "--dst-mac", src.frame_destination(dst), "--src-rank", str(2 * index),
+                    "--dst-rank", str(2 * index + 1), "--size", str(size), "--qps", str(qps),
+                    "--qp-scaling", qp_scaling, "--rate-mbps", str(rate_mbps), "--duration", str(duration),
+                    "--mtu", str(mtu), "--on-ms", str(on_ms), "--off-ms", str(off_ms), "--bin-ms", str(bin_ms),
+                    "--job", str(job), "--ready-file", os.path.join(workdir, f"sending-{index}"), "--json", report]
+            process = src.popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+            processes.append(process)
+            senders.append((process, report))
+        # time zero is when every sender is about to send (process start-up can take long)
+        _wait_files([os.path.join(workdir, f"sending-{index}") for index in range(len(pairs))],
+                    [p for p, _ in senders], time.monotonic() + 120, what="senders")
+        start_ns = time.time_ns()
+        if on_start is not None:
+            returned = on_start(start_ns)
+            if failure_ns is None and isinstance(returned, int):
+                failure_ns = returned
+        for process, _ in senders:
+            try:
+                process.wait(timeout=duration + 30)
+            except subprocess.TimeoutExpired:
+                raise EmulationError("a sender did not finish in time")
+        time.sleep(linger)
+        for process, _ in receivers:
+            if process.poll() is None:
+                process.send_signal(signal.SIGTERM)
+        for process, _ in senders + receivers:
+            try:
+                process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                raise EmulationError("a traffic process did not finish in time")
+            if process.returncode != 0:
+                error = process.stderr.read().decode(errors="replace") if process.stderr else ""
+                raise EmulationError(f"a traffic process failed: {error.strip()[-2000:]}")
+        results = []
+        for (src, dst), (_, tx_path), (_, rx_path) in zip(pairs, senders, receivers):
+            with open(tx_path) as handle:
+                tx = json.load(handle)
+            with open(rx_path) as handle:
+                rx = json.load(handle)
+            results.append({"src": src.name, "dst": dst.name, "sender": tx, "receiver": rx,
+                            "reconcile": reconcile(tx, rx)})
+        return summarize_streams(results, start_ns, failure_ns,
+                                 {"duration": duration, "size": size, "qps": qps, "qp_scaling": qp_scaling,
+                                  "rate_mbps": rate_mbps, "mtu": mtu, "on_ms": on_ms, "off_ms": off_ms,
+                                  "bin_ms": bin_ms, "job": job})
+    finally:
+        for process in processes:
+            if process.poll() is None:
+                process.kill()
+            try:
+                process.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                pass
+            if process.stderr is not None:
+                process.stderr.close()
+        if own_dir:
+            shutil.rmtree(workdir, ignore_errors=True)
+
+
+def summarize_streams(results, start_ns, failure_ns, options):
+    """Totals over stream pairs (see :func:`run_streams`)."""
+    sent = sum(r["reconcile"]["sent"] for r in results)
+    received = sum(r["reconcile"]["received"] for r in results)
+    totals = {}
+    for r in results:
+        for name, value in r["receiver"]["totals"].items():
+            totals[name] = totals.get(name, 0) + value
+    gaps = sorted(tuple(gap) for r in results for gap in r["receiver"]["gaps"])
+    active = [r["receiver"] for r in results if r["receiver"]["first_rx_ns"] is not None]
+    goodput = sum(r["goodput_mbps"] for r in active)
+    summary = {
+        "pattern": "stream", "options": options, "start_ns": start_ns,
+        "sent_packets": sent, "received_packets": received, "lost_packets": max(0, sent - received),
+        "psn_gap_losses": totals.get("lost", 0), "out_of_sequence": totals.get("out_of_sequence", 0),
+        "late": totals.get("late", 0), "duplicates": totals.get("duplicates", 0),
+        "goodput_mbps": goodput, "gaps": [list(gap) for gap in gaps], "failure_ns": failure_ns,
+        "recovery": metrics.time_to_recover(gaps, failure_ns) if failure_ns is not None else None,
+        "pairs": results,
+    }
+    if failure_ns is None and gaps:
+        longest = max(gaps, key=lambda gap: gap[1] - gap[0])
+        summary["longest_gap"] = {"seconds": (longest[1] - longest[0]) / 1e9, "stopped_ns": longest[0],
+                                  "resumed_ns": longest[1]}
+    return summary
