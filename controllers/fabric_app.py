@@ -393,7 +393,7 @@ class FabricRoutingApp(app_manager.OSKenApp):
         fabric = self.fabric
         config = fabric.config
         try:
-            from testbed.emulation.network import read_state
+            from testbed.emulation.state import read_state
             from testbed.targets import pipeline_config
 
             started = time.monotonic()

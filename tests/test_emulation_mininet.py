@@ -8,7 +8,8 @@ import time
 
 import pytest
 
-from testbed.emulation.network import FabricNetwork, read_state
+from testbed.emulation.network import FabricNetwork
+from testbed.emulation.state import read_state
 from testbed.errors import EmulationError, ParameterError
 from testbed.topologies.registry import make_topology
 

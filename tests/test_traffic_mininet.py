@@ -43,19 +43,19 @@ def run_cli(argv):
 ])
 def test_cli_refuses_bad_options_naming_them(argv, option, tmp_path):
     with pytest.raises(ParameterError) as caught:
-        run_cli(argv + ["--state", str(tmp_path / "none.json")])
+        run_cli(argv + ["--state-file", str(tmp_path / "none.json")])
     assert caught.value.field == option
 
 
 def test_cli_reports_errors_on_one_line(tmp_path, capsys):
-    status = cli.main(["traffic", "alltoall", "--hosts", "h1,h2", "--size", "0", "--state", str(tmp_path / "x")])
+    status = cli.main(["traffic", "alltoall", "--hosts", "h1,h2", "--size", "0", "--state-file", str(tmp_path / "x")])
     assert status == 2
     assert "--size" in capsys.readouterr().err
 
 
 def test_cli_without_a_running_fabric_says_so(tmp_path):
     with pytest.raises(EmulationError, match="testbed net up"):
-        run_cli(["traffic", "alltoall", "--hosts", "h1,h2", "--state", str(tmp_path / "missing.json")])
+        run_cli(["traffic", "alltoall", "--hosts", "h1,h2", "--state-file", str(tmp_path / "missing.json")])
 
 
 def test_state_file_host_not_in_fabric_is_refused(tmp_path):
@@ -65,7 +65,7 @@ def test_state_file_host_not_in_fabric_is_refused(tmp_path):
     handles = host_module.load_state(str(state))
     assert handles["h1"].ip == "10.0.0.1" and handles["h2"].intf == "h1-eth0"
     with pytest.raises(ParameterError) as caught:
-        run_cli(["traffic", "alltoall", "--hosts", "h1,h9", "--state", str(state)])
+        run_cli(["traffic", "alltoall", "--hosts", "h1,h9", "--state-file", str(state)])
     assert caught.value.field == "--hosts" and caught.value.value == "h9"
 
 
@@ -272,18 +272,18 @@ def test_cli_runs_a_collective_on_the_running_fabric(fabric, tmp_path):
     out = tmp_path / "report.json"
     names = ",".join(f"{PREFIX}h{i}" for i in range(1, 5))
     status = cli.main(["traffic", "alltoall", "--hosts", names, "--size", "262144", "--qps", "2",
-                       "--rate-mbps", "50", "--state", str(state), "--json", str(out)])
+                       "--rate-mbps", "50", "--state-file", str(state), "--json", str(out)])
     assert status == 0
     report = json.loads(out.read_text())
     assert report["complete"] and report["lost_packets"] == 0 and report["missing_bytes"] == 0
     assert report["completion_time_s"] > 0 and report["hosts"] == names.split(",")
     status = cli.main(["traffic", "stream", "--hosts", f"{PREFIX}h1,{PREFIX}h4", "--duration", "0.5",
-                       "--rate-mbps", "20", "--state", str(state), "--json", str(out)])
+                       "--rate-mbps", "20", "--state-file", str(state), "--json", str(out)])
     assert status == 0
     report = json.loads(out.read_text())
     assert report["lost_packets"] == 0 and report["sent_packets"] > 0
     with pytest.raises(ParameterError):
-        run_cli(["traffic", "alltoall", "--hosts", f"{PREFIX}h1,h99", "--state", str(state)])
+        run_cli(["traffic", "alltoall", "--hosts", f"{PREFIX}h1,h99", "--state-file", str(state)])
 
 
 BPF_PROBE = r"""

@@ -18,16 +18,14 @@ Two sources of hosts:
   that Ethernet destination (a routed fabric whose first-hop switch expects
   its own router MAC) instead of the destination host's MAC.
 """
-import json
 import os
 import shutil
 import subprocess
 from dataclasses import dataclass
 from typing import Callable, Optional
 
+from testbed.emulation.state import DEFAULT_STATE_FILE, read_state
 from testbed.errors import EmulationError, ParameterError
-
-DEFAULT_STATE_FILE = "/run/testbed/net.json"
 
 
 @dataclass
@@ -97,13 +95,7 @@ def load_state(path=DEFAULT_STATE_FILE):
     Raises:
         EmulationError: if the file is missing, malformed, or a host's process is gone.
     """
-    try:
-        with open(path) as handle:
-            state = json.load(handle)
-    except FileNotFoundError:
-        raise EmulationError(f"no running fabric: {path} does not exist (start one with `testbed net up`)")
-    except ValueError as error:
-        raise EmulationError(f"{path} is not valid JSON: {error}")
+    state = read_state(path)
     hosts = state.get("hosts") if isinstance(state, dict) else None
     if not isinstance(hosts, dict) or not hosts:
         raise EmulationError(f"{path} has no \"hosts\" table")

@@ -4,8 +4,8 @@ import os
 import signal
 import time
 
-from testbed.emulation.network import DEFAULT_STATE_FILE, FabricNetwork, read_state, switch_classes, \
-    termination_as_interrupt
+from testbed.emulation.network import FabricNetwork, switch_classes, termination_as_interrupt
+from testbed.emulation.state import DEFAULT_STATE_FILE, read_state
 from testbed.errors import ParameterError
 
 

@@ -51,7 +51,7 @@ def register(subparsers):
     parser.add_argument("--ack-timeout", type=float, default=0.5,
                         help="collectives: the senders' local ACK timeout in seconds (default 0.5)")
     parser.add_argument("--seed", type=int, default=0, help="seed of random patterns")
-    parser.add_argument("--state", default=host_module.DEFAULT_STATE_FILE,
+    parser.add_argument("--state-file", default=host_module.DEFAULT_STATE_FILE,
                         help=f"state file of the running fabric (default {host_module.DEFAULT_STATE_FILE})")
     parser.add_argument("--json", help="write the full JSON report here (default: print it)")
     parser.set_defaults(func=run)
@@ -79,7 +79,7 @@ def validate(args):
 def run(args):
     """Handler of ``testbed traffic``; returns the exit status."""
     names = validate(args)
-    available = host_module.load_state(args.state)
+    available = host_module.load_state(args.state_file)
     chosen = host_module.select_hosts(available, names)
     if args.pattern == "stream":
         from testbed.traffic import streams

@@ -11,13 +11,8 @@ topologies of :mod:`testbed.topologies`::
 
 Whatever happens inside the ``with`` block (an error, Ctrl-C, SIGTERM), the
 network is stopped and nothing is left behind.  While it runs, a state file
-(default ``/run/testbed/net.json``) tells other ``testbed`` commands how to
-reach it::
-
-    {"pid": <owner pid>, "kind": "fattree", "params": {...}, "switch": "bridge",
-     "hosts": {"h1": {"pid": 1234, "ip": "10.0.0.1", "mac": "00:00:0a:00:00:01",
-                      "intf": "h1-eth0"}, ...},
-     "switches": {"e0_0": {"pid": 1240, "role": "edge", "ports": {"1": "e0_0-eth1"}, ...}, ...}}
+(:mod:`testbed.emulation.state`) tells other ``testbed`` commands how to
+reach it.
 """
 import contextlib
 import functools
@@ -32,10 +27,9 @@ from mininet.net import Mininet
 
 from testbed.emulation.hosts import FabricHost
 from testbed.emulation.links import FabricLink
+from testbed.emulation.state import DEFAULT_STATE_FILE, write_state
 from testbed.emulation.switches import BridgeSwitch
 from testbed.errors import EmulationError, ParameterError
-
-DEFAULT_STATE_FILE = "/run/testbed/net.json"
 
 
 def switch_classes():
@@ -236,31 +230,5 @@ class FabricNetwork:
                 "hosts": hosts, "switches": switches}
 
     def _write_state(self):
-        if not self.state_file:
-            return
-        directory = os.path.dirname(self.state_file)
-        if directory:
-            os.makedirs(directory, exist_ok=True)
-        temporary = self.state_file + ".tmp"
-        with open(temporary, "w") as handle:
-            json.dump(self.describe(), handle, indent=1, sort_keys=True)
-        os.replace(temporary, self.state_file)
-
-
-def read_state(state_file=DEFAULT_STATE_FILE):
-    """Return the description of the running network written by :class:`FabricNetwork`.
-
-    Raises:
-        EmulationError: no network is running (no state file), or its owner died.
-    """
-    try:
-        with open(state_file) as handle:
-            state = json.load(handle)
-    except FileNotFoundError:
-        raise EmulationError(f"no running network ({state_file} does not exist): "
-                             "start one with `testbed net up`") from None
-    owner = state.get("pid")
-    if owner and not os.path.exists(f"/proc/{owner}"):
-        raise EmulationError(f"the network in {state_file} is stale (its owner {owner} is gone): "
-                             "run `testbed cleanup`")
-    return state
+        if self.state_file:
+            write_state(self.describe(), self.state_file)

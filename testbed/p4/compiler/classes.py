@@ -1,0 +1,172 @@
+"""Python classes for P4 headers and structs (parse/serialise/copy), and value conversions.
+
+A mixin of :class:`testbed.p4.compiler.codegen.CodeGenerator`; it uses the generator's
+``model`` (checker), ``info`` (ProgramInfo) and helper methods.
+"""
+from testbed.errors import P4LoadError
+from testbed.p4.compiler.pycode import attr, is_signed
+from testbed.p4.frontend import types as T
+
+
+class ClassesMixin:
+    """Python classes for P4 headers and structs (parse/serialise/copy), and value conversions."""
+
+    def class_for(self, type_):
+        """The generated class name of a header or struct type (generated on first use)."""
+        name = self.class_names.get(id(type_))
+        if name is not None:
+            return name
+        if isinstance(type_, T.HeaderType):
+            name = "H_" + type_.name
+            self.class_names[id(type_)] = name
+            self._header_class(type_, name)
+        elif isinstance(type_, T.StructType):
+            name = "S_" + type_.name
+            self.class_names[id(type_)] = name
+            self._struct_class(type_, name)
+        else:
+            raise TypeError(type_)
+        return name
+
+    def _header_class(self, header, name):
+        out = self.module
+        fields = header.fields
+        slots = ", ".join(repr(attr(f.name)) for f in fields)
+        out.line(f"class {name}:")
+        out.indent()
+        out.line(f"__slots__ = ('valid', {slots})")
+        out.line(f"WIDTH = {header.width}")
+        out.line(f"BYTES = {header.byte_size}")
+        out.line("def __init__(self):")
+        out.indent()
+        out.line("self.valid = False")
+        for f in fields:
+            out.line(f"self.{attr(f.name)} = {'False' if isinstance(f.type, T.BoolType) else '0'}")
+        out.dedent()
+        # extract
+        out.line("def extract(self, buf, off):")
+        out.indent()
+        out.line(f"v = int.from_bytes(buf[off:off + {header.byte_size}], 'big')")
+        for f in fields:
+            width = T.field_width(f.type)
+            shift = header.width - f.offset - width
+            mask = (1 << width) - 1
+            value = f"(v >> {shift})" if shift else "v"
+            if f.offset != 0:
+                value = f"({value} & {mask})"
+            value = self._from_unsigned(value, f.type)
+            out.line(f"self.{attr(f.name)} = {value}")
+        out.line("self.valid = True")
+        out.dedent()
+        # emit
+        out.line("def emit(self):")
+        out.indent()
+        parts = []
+        for f in fields:
+            width = T.field_width(f.type)
+            shift = header.width - f.offset - width
+            value = f"self.{attr(f.name)}"
+            if isinstance(f.type, T.BoolType):
+                value = f"(1 if {value} else 0)"
+            elif is_signed(f.type):
+                value = f"({value} & {(1 << width) - 1})"
+            parts.append(f"({value} << {shift})" if shift else value)
+        out.line(f"return ({' | '.join(parts)}).to_bytes({header.byte_size}, 'big')")
+        out.dedent()
+        # copy / copy_from
+        out.line("def copy(self):")
+        out.indent()
+        out.line(f"o = {name}.__new__({name})")
+        out.line("o.valid = self.valid")
+        for f in fields:
+            out.line(f"o.{attr(f.name)} = self.{attr(f.name)}")
+        out.line("return o")
+        out.dedent()
+        out.line("def copy_from(self, o):")
+        out.indent()
+        out.line("self.valid = o.valid")
+        for f in fields:
+            out.line(f"self.{attr(f.name)} = o.{attr(f.name)}")
+        out.dedent()
+        out.line("def fields(self):")
+        out.indent()
+        items = ", ".join(f"({self._to_unsigned('self.' + attr(f.name), f.type)}, {T.field_width(f.type)})"
+                          for f in fields)
+        out.line(f"return [{items}]")
+        out.dedent()
+        out.dedent()
+        out.line("")
+
+    def _struct_class(self, struct, name):
+        out = self.module
+        member_classes = {}
+        for f in struct.fields:
+            if isinstance(f.type, (T.HeaderType, T.StructType)):
+                member_classes[f.name] = self.class_for(f.type)
+            elif isinstance(f.type, T.StackType):
+                member_classes[f.name] = self.class_for(f.type.element)
+        slots = ", ".join(repr(attr(f.name)) for f in struct.fields)
+        out.line(f"class {name}:")
+        out.indent()
+        out.line(f"__slots__ = ({slots}{',' if struct.fields else ''})")
+        out.line("def __init__(self):")
+        out.indent()
+        if not struct.fields:
+            out.line("pass")
+        for f in struct.fields:
+            out.line(f"self.{attr(f.name)} = {self._initial_value(f.type)}")
+        out.dedent()
+        out.line("def copy(self):")
+        out.indent()
+        out.line(f"o = {name}.__new__({name})")
+        for f in struct.fields:
+            if isinstance(f.type, (T.HeaderType, T.StructType, T.StackType)):
+                out.line(f"o.{attr(f.name)} = self.{attr(f.name)}.copy()")
+            else:
+                out.line(f"o.{attr(f.name)} = self.{attr(f.name)}")
+        out.line("return o")
+        out.dedent()
+        out.line("def copy_from(self, o):")
+        out.indent()
+        if not struct.fields:
+            out.line("pass")
+        for f in struct.fields:
+            if isinstance(f.type, (T.HeaderType, T.StructType)):
+                out.line(f"self.{attr(f.name)}.copy_from(o.{attr(f.name)})")
+            elif isinstance(f.type, T.StackType):
+                out.line(f"self.{attr(f.name)} = o.{attr(f.name)}.copy()")
+            else:
+                out.line(f"self.{attr(f.name)} = o.{attr(f.name)}")
+        out.dedent()
+        out.dedent()
+        out.line("")
+
+    def _initial_value(self, type_):
+        if isinstance(type_, (T.HeaderType, T.StructType)):
+            return f"{self.class_for(type_)}()"
+        if isinstance(type_, T.StackType):
+            element = self.class_for(type_.element)
+            return f"RT.HeaderStack([{element}() for _ in range({type_.size})])"
+        if isinstance(type_, T.BoolType):
+            return "False"
+        if isinstance(type_, (T.BitType, T.InfIntType, T.EnumType, T.ErrorType)):
+            return "0"
+        raise P4LoadError(f"unsupported construct: variable of type {type_.name_text()}")
+
+    @staticmethod
+    def _from_unsigned(code, type_):
+        if isinstance(type_, T.BoolType):
+            return f"({code} != 0)"
+        if is_signed(type_):
+            width = T.field_width(type_)
+            half = 1 << (width - 1)
+            return f"((({code}) ^ {half}) - {half})"
+        return code
+
+    @staticmethod
+    def _to_unsigned(code, type_):
+        if isinstance(type_, T.BoolType):
+            return f"(1 if {code} else 0)"
+        if is_signed(type_):
+            return f"({code} & {(1 << T.field_width(type_)) - 1})"
+        return code

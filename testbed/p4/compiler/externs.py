@@ -1,0 +1,366 @@
+"""Code for v1model and core externs: packet_in/out, checksums, hashes, registers, counters, meters, clone, digest.
+
+A mixin of :class:`testbed.p4.compiler.codegen.CodeGenerator`; it uses the generator's
+``model`` (checker), ``info`` (ProgramInfo) and helper methods.
+"""
+from testbed.errors import P4LoadError
+from testbed.p4.compiler.pycode import HASH_ALGORITHMS, attr
+from testbed.p4.frontend import types as T
+from testbed.p4.v1model import runtime as RT
+
+
+class ExternsMixin:
+    """Code for v1model and core externs: packet_in/out, checksums, hashes, registers, counters, meters, clone, digest."""
+
+    def _field_list(self, node, scope, fn):
+        """(value code, width) pairs of a list expression, header or struct (checksums, hashes)."""
+        type_ = self.model.type_of(node, scope)
+        items = []
+        if node.kind == "list":
+            for item in node.items:
+                items.extend(self._field_list(item, scope, fn))
+            return items
+        if isinstance(type_, (T.HeaderType, T.StructType)):
+            base = self.expr(node, scope, fn)
+            return self._composite_fields(base, type_)
+        width = T.scalar_width(type_)
+        if width is None:
+            raise self.error(node, f"{type_.name_text()} cannot be part of a field list")
+        return [(self._to_unsigned(self.expr(node, scope, fn), type_), width)]
+
+    def _composite_fields(self, base, type_):
+        items = []
+        for field in type_.fields:
+            code = f"{base}.{attr(field.name)}"
+            if isinstance(field.type, (T.HeaderType, T.StructType)):
+                items.extend(self._composite_fields(code, field.type))
+            else:
+                width = T.scalar_width(field.type)
+                if width is None:
+                    raise P4LoadError(f"{field.type.name_text()} cannot be part of a field list")
+                items.append((self._to_unsigned(code, field.type), width))
+        return items
+
+    @staticmethod
+    def _packed(items):
+        """(int expression of the fields packed MSB first and zero-padded to bytes, byte count)."""
+        total = sum(width for _, width in items)
+        parts = []
+        shift = total
+        for code, width in items:
+            shift -= width
+            parts.append(f"({code} << {shift})" if shift else f"{code}")
+        pad = -total % 8
+        expression = " | ".join(parts) or "0"
+        expression = f"(({expression}) << {pad})" if pad else f"({expression})"
+        return expression, (total + pad) // 8
+
+    @staticmethod
+    def _fields_code(items):
+        return "(" + "".join(f"({code}, {width}), " for code, width in items) + ")"
+
+    def _algorithm(self, node, scope):
+        if node.kind != "type_member" or node.type_name != "HashAlgorithm":
+            raise self.error(node, "the hash algorithm must be HashAlgorithm.<name>")
+        if node.member not in HASH_ALGORITHMS:
+            raise self.error(node, f"unknown hash algorithm {node.member}")
+        return node.member
+
+    def extern_function(self, name, call, scope, fn):
+        """Emit a v1model/core extern function call."""
+        out = fn.out
+        args = call.args
+        model = self.model
+        for arg in args:
+            if arg.kind not in ("list", "dontcare"):
+                model.type_of(arg, scope)
+
+        def need(count):
+            if len(args) != count:
+                raise self.error(call, f"{name} needs {count} argument(s), got {len(args)}")
+
+        if name == "mark_to_drop":
+            target = self.expr(args[0], scope, fn) if args else "P.sm"
+            out.line(f"{target}.f_egress_spec = {RT.DROP_PORT}")
+            out.line(f"{target}.f_mcast_grp = 0")
+        elif name in ("verify_checksum", "update_checksum", "verify_checksum_with_payload",
+                      "update_checksum_with_payload"):
+            need(4)
+            algorithm = self._algorithm(args[3], scope)
+            cond = self.expr(args[0], scope, fn)
+            packed, nbytes = self._packed(self._field_list(args[1], scope, fn))
+            target_type = model.type_of(args[2], scope)
+            if not isinstance(target_type, T.BitType):
+                raise self.error(args[2], "checksum field must be bit<W>")
+            data = f"{packed}.to_bytes({nbytes}, 'big')"
+            if name.endswith("_with_payload"):
+                data = f"({data} + P.payload)"
+                if algorithm == "csum16":
+                    value = f"HASHES.csum16({data})"
+                else:
+                    value = f"(_compute_bytes({algorithm!r}, {data}) & {target_type.mask})"
+            elif algorithm == "csum16":
+                value = f"_csum_int({packed}, {nbytes})"
+            else:
+                value = f"(_compute_bytes({algorithm!r}, {data}) & {target_type.mask})"
+            out.line(f"if {cond}:")
+            out.indent()
+            if name.startswith("verify"):
+                out.line(f"if {value} != {self.expr(args[2], scope, fn)}:")
+                out.line("    P.sm.f_checksum_error = 1")
+            else:
+                self.store(args[2], value, scope, fn)
+            out.dedent()
+        elif name == "hash":
+            need(5)
+            result_type = model.type_of(args[0], scope)
+            if not isinstance(result_type, T.BitType):
+                raise self.error(args[0], "hash result must be bit<W>")
+            algorithm = self._algorithm(args[1], scope)
+            base = self.expr(args[2], scope, fn, want=result_type)
+            packed, nbytes = self._packed(self._field_list(args[3], scope, fn))
+            maximum = self.expr(args[4], scope, fn, want=T.BitType(64))
+            data = f"{packed}.to_bytes({nbytes}, 'big')"
+            self.store(args[0], f"_hash_ext({algorithm!r}, {base}, {data}, {maximum}, {result_type.width})",
+                       scope, fn)
+        elif name == "random":
+            need(3)
+            result_type = model.type_of(args[0], scope)
+            low = self.expr(args[1], scope, fn, want=result_type)
+            high = self.expr(args[2], scope, fn, want=result_type)
+            self.store(args[0], f"_random({low}, {high})", scope, fn)
+        elif name == "digest":
+            need(2)
+            digest_type = getattr(call, "digest_type", None)
+            if digest_type is None:
+                raise self.error(call, "digest data must have a named struct type")
+            data = args[1]
+            if data.kind == "list":
+                if len(data.items) != len(digest_type.fields):
+                    raise self.error(data, f"digest {digest_type.name}: {len(digest_type.fields)} fields expected")
+                values = [self._to_unsigned(self.expr(item, scope, fn, want=f.type), f.type)
+                          for item, f in zip(data.items, digest_type.fields)]
+            else:
+                base = self.expr(data, scope, fn)
+                values = [self._to_unsigned(f"{base}.{attr(f.name)}", f.type) for f in digest_type.fields]
+            out.line(f"P.digests.append(({digest_type.name!r}, ({''.join(v + ', ' for v in values)})))")
+        elif name in ("clone", "clone_preserving_field_list"):
+            need(2 if name == "clone" else 3)
+            if args[0].kind != "type_member" or args[0].type_name != "CloneType":
+                raise self.error(args[0], "clone type must be CloneType.I2E or CloneType.E2E")
+            clone_type = args[0].member
+            if fn.kind == "control" and self._role_of(fn) not in (None, "ingress", "egress"):
+                raise self.error(call, f"{name} is only allowed in ingress or egress")
+            session = self.expr(args[1], scope, fn, want=T.BitType(32))
+            field_list = str(model.const_value(args[2], scope)) if name != "clone" else "None"
+            out.line(f"P.clone_session = {session}")
+            out.line(f"P.clone_field_list = {field_list}")
+            call.clone_type = clone_type
+        elif name in ("resubmit_preserving_field_list", "recirculate_preserving_field_list"):
+            need(1)
+            index = model.const_value(args[0], scope)
+            attribute = "resubmit_field_list" if name.startswith("resubmit") else "recirculate_field_list"
+            out.line(f"P.{attribute} = {index}")
+        elif name == "truncate":
+            need(1)
+            out.line(f"P.truncate_length = {self.expr(args[0], scope, fn, want=T.BitType(32))}")
+        elif name in ("assert", "assume"):
+            need(1)
+            filename, line = model.location(call)
+            out.line(f"if not {self.expr(args[0], scope, fn)}:")
+            out.line(f"    raise RT.P4AssertionError({name + ' failed at ' + str(filename) + ':' + str(line)!r})")
+        elif name == "log_msg":
+            if not args or args[0].kind != "string":
+                raise self.error(call, "log_msg needs a string literal first")
+            values = []
+            if len(args) > 1:
+                data = args[1]
+                items = data.items if data.kind == "list" else [data]
+                for item in items:
+                    model.type_of(item, scope)
+                    values.append(self.expr(item, scope, fn))
+            out.line("if P.log is not None:")
+            out.line(f"    P.log(RT.format_log_message({args[0].value!r}, ({''.join(v + ', ' for v in values)})))")
+        elif name == "verify":
+            need(2)
+            if fn.kind != "parser":
+                raise self.error(call, "verify is only allowed in a parser")
+            out.line(f"if not {self.expr(args[0], scope, fn)}:")
+            out.line(f"    err = {self.expr(args[1], scope, fn)}")
+            out.line("    break")
+        elif name == "clone3":
+            # deprecated form: the data argument lists the metadata fields to preserve
+            need(3)
+            if args[0].kind != "type_member" or args[0].type_name != "CloneType":
+                raise self.error(args[0], "clone type must be CloneType.I2E or CloneType.E2E")
+            session = self.expr(args[1], scope, fn, want=T.BitType(32))
+            out.line(f"P.clone_session = {session}")
+            out.line(f"P.clone_field_list = {self._synthetic_field_list(args[2], scope, fn)}")
+        elif name in ("resubmit", "recirculate"):
+            need(1)
+            attribute = "resubmit_field_list" if name == "resubmit" else "recirculate_field_list"
+            out.line(f"P.{attribute} = {self._synthetic_field_list(args[0], scope, fn)}")
+        else:
+            raise self.error(call, f"unsupported construct: extern function {name}")
+
+    def _synthetic_field_list(self, data, scope, fn):
+        """Register the user-metadata fields named by a deprecated ``clone3``/``resubmit``/``recirculate``
+        data argument as a field list; return its index."""
+        items = data.items if data.kind == "list" else [data]
+        paths = []
+        for item in items:
+            type_ = self.model.type_of(item, scope)
+            path = []
+            node = item
+            while node.kind == "member":
+                path.insert(0, node.member)
+                node = node.expr
+            symbol = scope.lookup(node.name) if node.kind == "name" else None
+            if symbol is None or symbol.type is not self.meta_type:
+                raise self.error(item, "unsupported construct: only fields of the user metadata can be preserved")
+            paths.extend(self._leaf_paths(path, type_))
+        index = 1000 + len([i for i in self.field_lists if i >= 1000])
+        self.field_lists[index] = paths
+        return index
+
+    def _leaf_paths(self, path, type_):
+        if isinstance(type_, (T.HeaderType, T.StackType)):
+            raise P4LoadError("unsupported construct: preserving a header of the metadata")
+        if isinstance(type_, T.StructType):
+            result = []
+            for field in type_.fields:
+                result.extend(self._leaf_paths(path + [field.name], field.type))
+            return result
+        return [path]
+
+    def _role_of(self, fn):
+        control = getattr(fn, "control", None)
+        for role, candidate in self.pipeline.controls.items():
+            if candidate is control:
+                return role
+        return None
+
+    def extern_method(self, base, base_type, method, call, scope, fn):
+        """Emit a method call on an extern instance (packet_in/out, counter, register, meter, ...)."""
+        out = fn.out
+        args = call.args
+        model = self.model
+        for arg in args:
+            if arg.kind not in ("list", "dontcare"):
+                model.type_of(arg, scope)
+        extern = base_type.name
+        if extern == "packet_in":
+            if fn.kind != "parser":
+                raise self.error(call, "packet_in methods are only available in a parser")
+            if method == "extract":
+                if len(args) != 1:
+                    raise self.error(call, "unsupported construct: extract with a variable-size field")
+                self._extract(args[0], scope, fn)
+                return
+            if method == "advance":
+                amount = model.try_const(args[0], scope)
+                if amount is not None:
+                    bits = int(amount[0])
+                    if bits % 8:
+                        raise self.error(call, "advance by a number of bits that is not a multiple of 8")
+                    out.line(f"if off + {bits // 8} > n:")
+                    out.line("    err = _PacketTooShort")
+                    out.line("    break")
+                    out.line(f"off += {bits // 8}")
+                else:
+                    temp = fn.temp("adv")
+                    out.line(f"{temp} = {self.expr(args[0], scope, fn)}")
+                    out.line(f"if off + ({temp} >> 3) > n:")
+                    out.line("    err = _PacketTooShort")
+                    out.line("    break")
+                    out.line(f"off += {temp} >> 3")
+                return
+            raise self.error(call, f"unsupported construct: packet_in.{method} as a statement")
+        if extern == "packet_out":
+            if method != "emit":
+                raise self.error(call, f"packet_out has no method {method}")
+            if fn.kind != "deparser":
+                raise self.error(call, "emit is only allowed in the deparser")
+            arg = args[0]
+            arg_type = arg.type
+            code = self.expr(arg, scope, fn)
+            self._emit(code, arg_type, fn, arg)
+            return
+        symbol = getattr(base, "symbol", None)
+        if symbol is None or symbol.kind != "instance":
+            raise self.error(call, f"unsupported construct: method {method} of {extern}")
+        state = None
+        if extern in ("counter", "meter", "register", "direct_counter", "direct_meter"):
+            state = self.instance_global(symbol)
+        if extern == "counter" and method == "count":
+            index = self.expr(args[0], scope, fn)
+            out.line(f"{state}.count({index}, P.sm.f_packet_length)")
+        elif extern == "direct_counter" and method == "count":
+            out.line("pass  # direct_counter.count(): counted on table hit")
+        elif extern == "register" and method == "read":
+            element = base_type.type_args[0] if base_type.type_args else None
+            size = self.info.registers[symbol.qualified].size
+            index = fn.temp("i")
+            out.line(f"{index} = {self.expr(args[1], scope, fn)}")
+            value = f"{state}.values[{index}] if {index} < {size} else 0"
+            if isinstance(element, T.BitType) and element.signed:
+                value = self._from_unsigned(f"({value})", element)
+            self.store(args[0], f"({value})", scope, fn)
+        elif extern == "register" and method == "write":
+            element = base_type.type_args[0] if base_type.type_args else T.BitType(32)
+            size = self.info.registers[symbol.qualified].size
+            index = fn.temp("i")
+            out.line(f"{index} = {self.expr(args[0], scope, fn)}")
+            out.line(f"if {index} < {size}:")
+            value = self.expr(args[1], scope, fn, want=element)
+            out.line(f"    {state}.values[{index}] = ({value}) & {element.mask}")
+        elif extern == "meter" and method == "execute_meter":
+            unit = self.info.meters[symbol.qualified].unit
+            size = "P.sm.f_packet_length" if unit == "BYTES" else "1"
+            index = self.expr(args[0], scope, fn)
+            self.store(args[1], f"{state}.execute({index}, {size}, P.now_ns)", scope, fn)
+        elif extern == "direct_meter" and method == "read":
+            self.store(args[0], "P.meter_color", scope, fn)
+        else:
+            raise self.error(call, f"unsupported construct: {extern}.{method}")
+
+    def _extract(self, target, scope, fn):
+        out = fn.out
+        type_ = self.model.type_of(target, scope)
+        if target.kind == "member" and target.member == "next" and isinstance(target.expr.type, T.StackType):
+            stack_type = target.expr.type
+            stack = fn.temp("s")
+            out.line(f"{stack} = {self.expr(target.expr, scope, fn)}")
+            size = stack_type.element.byte_size
+            out.line(f"if {stack}.next_index >= {stack_type.size}:")
+            out.line(f"    err = {self.model.errors['StackOutOfBounds']}")
+            out.line("    break")
+            out.line(f"if off + {size} > n:")
+            out.line("    err = _PacketTooShort")
+            out.line("    break")
+            out.line(f"{stack}.items[{stack}.next_index].extract(buf, off)")
+            out.line(f"{stack}.next_index += 1")
+            out.line(f"off += {size}")
+            return
+        if not isinstance(type_, T.HeaderType):
+            raise self.error(target, f"extract needs a header, got {type_.name_text()}")
+        code = self.expr(target, scope, fn)
+        out.line(f"if off + {type_.byte_size} > n:")
+        out.line("    err = _PacketTooShort")
+        out.line("    break")
+        self._invalidate_union_siblings(target, scope, fn)
+        out.line(f"{code}.extract(buf, off)")
+        out.line(f"off += {type_.byte_size}")
+
+    def _emit(self, code, type_, fn, node):
+        out = fn.out
+        if isinstance(type_, T.HeaderType):
+            out.line(f"if {code}.valid:")
+            out.line(f"    _out.append({code}.emit())")
+        elif isinstance(type_, T.StackType):
+            out.line(f"{code}.emit(_out)")
+        elif isinstance(type_, T.StructType):
+            for field in type_.fields:
+                self._emit(f"{code}.{attr(field.name)}", field.type, fn, node)
+        else:
+            raise self.error(node, f"emit of a {type_.name_text()} (only headers, stacks and structs of them)")

@@ -1,0 +1,141 @@
+"""Build the control-plane view (:class:`testbed.p4.program.ProgramInfo`) of a checked program.
+
+Names follow p4c's P4Info: control-local objects are ``Control.local``,
+top-level ones keep their name, ``@name`` overrides, keys are named by their
+expression text, digests after the struct type they send.
+"""
+from testbed.p4 import program as P
+from testbed.p4.frontend import types as T
+from testbed.p4.frontend.ast import annotation_value
+
+_COUNTER_UNITS = {"packets": "PACKETS", "bytes": "BYTES", "packets_and_bytes": "BOTH"}
+_METER_UNITS = {"packets": "PACKETS", "bytes": "BYTES"}
+
+
+def _annotation_texts(annotations):
+    return [a.source() for a in annotations or () if a.name not in ("name",)]
+
+
+def _location(model, node):
+    filename, line = model.location(node)
+    return P.SourceLocation(filename, line) if filename else None
+
+
+def build_info(model, pipeline, table_entries):
+    """Return the ProgramInfo of ``pipeline``.
+
+    Args:
+        model: the ProgramModel.
+        pipeline: the Pipeline from :func:`testbed.p4.frontend.blocks.build_pipeline`.
+        table_entries: dict table name -> list of ConstEntry (already converted).
+    """
+    info = P.ProgramInfo(name=model.name)
+    for name, symbol in sorted(pipeline.actions.items()):
+        decl = symbol.decl
+        params = []
+        for param, param_symbol in zip(decl.params, decl.param_symbols):
+            if param.direction:
+                continue
+            width = T.scalar_width(param_symbol.type)
+            if width is None:
+                raise model.error(param, f"action {name}: parameter {param.name} of type "
+                                         f"{param_symbol.type.name_text()} cannot come from the control plane")
+            params.append(P.ActionParam(param.name, width))
+        info.actions[name] = P.Action(name, params, _annotation_texts(decl.annotations), _location(model, decl))
+    for name, table in pipeline.tables.items():
+        match_fields = [P.MatchField(k.name, k.width, k.match_kind, _annotation_texts(k.annotations))
+                        for k in table.keys]
+        action_refs = [P.ActionRef(ref.symbol.qualified, ref.scope) for ref in table.action_refs]
+        default = None
+        if table.default_action is not None:
+            symbol, args = table.default_action
+            values = []
+            for arg, param in zip(args, [p for p in symbol.decl.param_symbols if not p.direction]):
+                values.append(model.const_value(arg, table.control.scope, param.type) & ((1 << T.scalar_width(param.type)) - 1))
+            default = P.ActionCall(symbol.qualified, tuple(values))
+        info.tables[name] = P.Table(
+            name=name,
+            match_fields=match_fields,
+            action_refs=action_refs,
+            size=table.size,
+            default_action=default,
+            const_default_action=table.const_default_action,
+            const_entries=table_entries.get(name, []),
+            entries_are_const=table.entries_const,
+            implementation=table.implementation.qualified if table.implementation else None,
+            direct_counter=table.direct_counter.qualified if table.direct_counter else None,
+            direct_meter=table.direct_meter.qualified if table.direct_meter else None,
+            idle_timeout=table.idle_timeout,
+            annotations=_annotation_texts(table.decl.annotations),
+            location=_location(model, table.decl),
+        )
+    for qualified, symbol in pipeline.instances.items():
+        _add_instance(model, info, pipeline, qualified, symbol)
+    for type_ in model.types.values():
+        if isinstance(type_, T.HeaderType):
+            role = annotation_value(type_.annotations, "controller_header")
+            if role is not None:
+                info.controller_packet_metadata[role] = P.ControllerPacketMetadata(
+                    role, [P.PacketMetadataField(f.name, T.field_width(f.type)) for f in type_.fields],
+                    type_name=type_.name)
+    for digest_type in pipeline.digest_types.values():
+        info.digests[digest_type.name] = P.Digest(
+            digest_type.name, [P.DigestField(f.name, T.flatten_width(f.type)) for f in digest_type.fields])
+    return info
+
+
+def _ctor_int(model, symbol, index):
+    args = symbol.decl.args
+    if index >= len(args):
+        raise model.error(symbol.decl, f"{symbol.type.name} {symbol.name}: missing constructor argument {index + 1}")
+    return model.const_value(args[index], model.global_scope)
+
+
+def _ctor_enum(model, symbol, index, enum_name):
+    args = symbol.decl.args
+    if index >= len(args) or args[index].kind != "type_member" or args[index].type_name != enum_name:
+        raise model.error(symbol.decl, f"{symbol.type.name} {symbol.name}: argument {index + 1} must be "
+                                       f"{enum_name}.<member>")
+    return args[index].member
+
+
+def _add_instance(model, info, pipeline, qualified, symbol):
+    extern = symbol.type.name
+    if extern == "counter":
+        info.counters[qualified] = P.Counter(qualified, _ctor_int(model, symbol, 0),
+                                             _COUNTER_UNITS[_ctor_enum(model, symbol, 1, "CounterType")])
+    elif extern == "direct_counter":
+        tables = [t.name for t in pipeline.tables.values() if t.direct_counter is symbol]
+        if len(tables) != 1:
+            raise model.error(symbol.decl, f"direct_counter {qualified} must be attached to exactly one table "
+                                           f"(counters = {symbol.name}), found {len(tables)}")
+        info.direct_counters[qualified] = P.DirectCounter(qualified, tables[0],
+                                                          _COUNTER_UNITS[_ctor_enum(model, symbol, 0, "CounterType")])
+    elif extern == "meter":
+        info.meters[qualified] = P.Meter(qualified, _ctor_int(model, symbol, 0),
+                                         _METER_UNITS[_ctor_enum(model, symbol, 1, "MeterType")])
+    elif extern == "direct_meter":
+        tables = [t.name for t in pipeline.tables.values() if t.direct_meter is symbol]
+        if len(tables) != 1:
+            raise model.error(symbol.decl, f"direct_meter {qualified} must be attached to exactly one table "
+                                           f"(meters = {symbol.name}), found {len(tables)}")
+        info.direct_meters[qualified] = P.DirectMeter(qualified, tables[0],
+                                                      _METER_UNITS[_ctor_enum(model, symbol, 0, "MeterType")])
+    elif extern == "register":
+        if not symbol.type.type_args or not isinstance(symbol.type.type_args[0], T.BitType):
+            raise model.error(symbol.decl, f"register {qualified}: element type must be bit<W> or int<W>")
+        info.registers[qualified] = P.Register(qualified, symbol.type.type_args[0].width, _ctor_int(model, symbol, 0))
+    elif extern in ("action_profile", "action_selector"):
+        tables = [t.name for t in pipeline.tables.values() if t.implementation is symbol]
+        max_group = annotation_value(symbol.decl.annotations, "max_group_size")
+        if extern == "action_profile":
+            info.action_profiles[qualified] = P.ActionProfile(qualified, tables, _ctor_int(model, symbol, 0))
+        else:
+            algorithm = _ctor_enum(model, symbol, 0, "HashAlgorithm")
+            info.action_profiles[qualified] = P.ActionProfile(
+                qualified, tables, _ctor_int(model, symbol, 1), with_selector=True, algorithm=algorithm,
+                output_width=_ctor_int(model, symbol, 2), max_group_size=int(max_group) if max_group else 0)
+    elif extern in ("packet_in", "packet_out", "Checksum16"):
+        return
+    else:
+        raise model.error(symbol.decl, f"unsupported construct: extern {extern} (instance {qualified})")

@@ -1,0 +1,484 @@
+"""Resolved models of controls, parsers, actions and tables.
+
+:func:`build_pipeline` instantiates the parser and controls that the
+``V1Switch`` main package names, with their local objects (extern instances,
+actions, tables, variables, nested control instances) and the fully
+qualified names p4c would give them (``MyIngress.ipv4_lpm``).
+"""
+from testbed.p4.frontend import types as T
+from testbed.p4.frontend.ast import annotation_value, expression_text, has_annotation
+from testbed.p4.frontend.checker import Scope, Symbol
+
+
+def qualified_name(prefix, local_name, annotations):
+    """Fully qualified P4Info name of a control-local object (honours ``@name``)."""
+    override = annotation_value(annotations, "name")
+    if override is not None:
+        if override.startswith("."):
+            return override[1:]
+        local_name = override
+    return f"{prefix}.{local_name}" if prefix else local_name
+
+
+class KeyModel:
+    """A table key: expression, match kind, P4Info name and width."""
+
+    def __init__(self, expr, match_kind, name, width, annotations):
+        self.expr = expr
+        self.match_kind = match_kind
+        self.name = name
+        self.width = width
+        self.annotations = annotations
+
+
+class ActionRefModel:
+    """An action a table lists: the action's Symbol and its scope annotation."""
+
+    def __init__(self, symbol, scope, annotations):
+        self.symbol = symbol
+        self.scope = scope
+        self.annotations = annotations
+
+
+class TableModel:
+    """A table with its properties resolved."""
+
+    def __init__(self, name, local_name, decl, control):
+        self.name = name
+        self.local_name = local_name
+        self.decl = decl
+        self.control = control
+        self.keys = []
+        self.action_refs = []
+        self.default_action = None  # (Symbol, [arg exprs])
+        self.const_default_action = False
+        self.size = 1024
+        self.implementation = None  # Symbol of an action_profile / action_selector instance
+        self.direct_counter = None
+        self.direct_meter = None
+        self.entries = []  # list of (table_entry node)
+        self.entries_const = False
+        self.idle_timeout = False
+
+    @property
+    def match_keys(self):
+        """Keys that take part in the match."""
+        return [k for k in self.keys if k.match_kind != "selector"]
+
+    @property
+    def selector_keys(self):
+        """Keys hashed by the action selector."""
+        return [k for k in self.keys if k.match_kind == "selector"]
+
+
+class ControlModel:
+    """A control instance: scope, locals and tables."""
+
+    def __init__(self, name, decl, model):
+        self.name = name
+        self.decl = decl
+        self.model = model
+        self.scope = Scope(model.global_scope, owner=self)
+        self.params = []
+        self.instances = {}
+        self.actions = {}
+        self.tables = {}
+        self.variables = []
+        self.constants = []
+        self.subcontrols = {}
+
+
+class ParserModel:
+    """A parser instance: scope, locals and states."""
+
+    def __init__(self, name, decl, model):
+        self.name = name
+        self.decl = decl
+        self.model = model
+        self.scope = Scope(model.global_scope, owner=self)
+        self.params = []
+        self.instances = {}
+        self.variables = []
+        self.states = {state.name: state for state in decl.states}
+
+
+class Pipeline:
+    """The V1Switch blocks of a program, instantiated."""
+
+    def __init__(self, model):
+        self.model = model
+        self.parser = None
+        self.controls = {}  # role -> ControlModel
+        self.all_controls = []  # every control instance, nested ones included
+        self.tables = {}  # qualified name -> TableModel
+        self.instances = {}  # qualified name -> Symbol (extern instances, global and local)
+        self.actions = {}  # qualified name -> Symbol
+
+
+def build_pipeline(model):
+    """Instantiate the main package's parser and controls.
+
+    Returns:
+        Pipeline.
+
+    Raises:
+        P4LoadError: unsupported locals, unknown names, bad table properties.
+    """
+    pipeline = Pipeline(model)
+    for name, decl in model.global_instances.items():
+        pipeline.instances[name] = model.global_scope.lookup(name)
+    for name, decl in model.actions.items():
+        symbol = model.global_scope.lookup(name)
+        symbol.scope = _action_scope(model, decl, model.global_scope)
+    parser_name = model.pipeline["parser"]
+    pipeline.parser = _build_parser(model, model.parsers[parser_name], parser_name, pipeline)
+    for role in ("verify_checksum", "ingress", "egress", "compute_checksum", "deparser"):
+        control_name = model.pipeline[role]
+        pipeline.controls[role] = _build_control(model, model.controls[control_name], control_name, pipeline)
+    return pipeline
+
+
+def _declare_params(model, scope, params, owner_list):
+    for param in params:
+        type_ = model.resolve_type(param.type_ref)
+        symbol = Symbol("param", param.name, type_, direction=param.direction, decl=param)
+        scope.define(param.name, symbol)
+        owner_list.append(symbol)
+
+
+def _action_scope(model, decl, parent):
+    scope = Scope(parent)
+    decl.param_symbols = []
+    for param in decl.params:
+        type_ = model.resolve_type(param.type_ref)
+        symbol = Symbol("param", param.name, type_, direction=param.direction, decl=param, action_param=True)
+        scope.define(param.name, symbol)
+        decl.param_symbols.append(symbol)
+    return scope
+
+
+def _build_parser(model, decl, name, pipeline):
+    parser = ParserModel(name, decl, model)
+    _declare_params(model, parser.scope, decl.params, parser.params)
+    for local in decl.locals:
+        if local.kind == "const":
+            model._declare_const(local, parser.scope)
+        elif local.kind == "variable":
+            type_ = model.resolve_type(local.type_ref)
+            parser.variables.append(parser.scope.define(local.name, Symbol("var", local.name, type_, decl=local)))
+        elif local.kind == "instance":
+            type_ = model.resolve_type(local.type_ref)
+            if not isinstance(type_, T.ExternType):
+                raise model.error(local, f"unsupported construct: sub-parser instance {local.name}")
+            qualified = qualified_name(name, local.name, local.annotations)
+            symbol = Symbol("instance", local.name, type_, decl=local, qualified=qualified)
+            parser.scope.define(local.name, symbol)
+            parser.instances[local.name] = symbol
+            pipeline.instances[qualified] = symbol
+        else:
+            raise model.error(local, f"unsupported construct: {local.kind} in a parser")
+    if "start" not in parser.states:
+        raise model.error(decl, f"parser {decl.name} has no start state")
+    return parser
+
+
+def _build_control(model, decl, name, pipeline):
+    control = ControlModel(name, decl, model)
+    pipeline.all_controls.append(control)
+    _declare_params(model, control.scope, decl.params, control.params)
+    for local in decl.locals:
+        kind = local.kind
+        if kind == "const":
+            control.constants.append(model._declare_const(local, control.scope))
+        elif kind == "variable":
+            type_ = model.resolve_type(local.type_ref)
+            control.variables.append(control.scope.define(local.name, Symbol("var", local.name, type_, decl=local)))
+        elif kind == "instance":
+            type_ = model.resolve_type(local.type_ref)
+            qualified = qualified_name(name, local.name, local.annotations)
+            if isinstance(type_, T.BlockType) and type_.block_kind == "control":
+                if local.args:
+                    raise model.error(local, "unsupported construct: control constructor arguments")
+                sub = _build_control(model, type_.decl, qualified, pipeline)
+                symbol = Symbol("instance", local.name, type_, decl=local, qualified=qualified, control=sub)
+                control.subcontrols[local.name] = sub
+                control.scope.define(local.name, symbol)
+                continue
+            if not isinstance(type_, T.ExternType):
+                raise model.error(local, f"unsupported construct: instance of {type_.name_text()}")
+            symbol = Symbol("instance", local.name, type_, decl=local, qualified=qualified)
+            control.scope.define(local.name, symbol)
+            control.instances[local.name] = symbol
+            pipeline.instances[qualified] = symbol
+        elif kind == "action":
+            qualified = qualified_name(name, local.name, local.annotations)
+            symbol = Symbol("action", local.name, decl=local, qualified=qualified, control=control)
+            control.scope.define(local.name, symbol)
+            symbol.scope = _action_scope(model, local, control.scope)
+            control.actions[local.name] = symbol
+        elif kind == "table":
+            qualified = qualified_name(name, local.name, local.annotations)
+            table = TableModel(qualified, local.name, local, control)
+            symbol = Symbol("table", local.name, decl=local, qualified=qualified, table=table)
+            control.scope.define(local.name, symbol)
+            control.tables[local.name] = table
+            pipeline.tables[qualified] = table
+            _resolve_table(model, table, control, pipeline)
+        else:
+            raise model.error(local, f"unsupported construct: {kind} in a control")
+    return control
+
+
+def _resolve_table(model, table, control, pipeline):
+    scope = control.scope
+    seen = set()
+    for prop in table.decl.properties:
+        kind = prop.kind
+        if kind in seen and kind != "simple_property":
+            raise model.error(prop, f"table {table.name}: duplicate {kind.replace('_property', '')} property")
+        seen.add(kind)
+        if kind == "key_property":
+            for element in prop.elements:
+                type_ = model.type_of(element.expr, scope)
+                width = T.scalar_width(type_)
+                if width is None:
+                    raise model.error(element, f"table {table.name}: key {expression_text(element.expr)} of type "
+                                               f"{type_.name_text()} cannot be matched")
+                if element.match_kind not in model.match_kinds:
+                    raise model.error(element, f"table {table.name}: unknown match kind {element.match_kind!r}")
+                key_name = annotation_value(element.annotations, "name") or expression_text(element.expr)
+                table.keys.append(KeyModel(element.expr, element.match_kind, key_name, width, element.annotations))
+        elif kind == "actions_property":
+            for ref in prop.refs:
+                symbol = scope.lookup(ref.name)
+                if symbol is None or symbol.kind != "action":
+                    raise model.error(ref, f"table {table.name}: {ref.name!r} is not an action")
+                if ref.args:
+                    raise model.error(ref, "unsupported construct: action arguments bound in a table's actions list")
+                action_scope = "TABLE_AND_DEFAULT"
+                if has_annotation(ref.annotations, "tableonly"):
+                    action_scope = "TABLE_ONLY"
+                elif has_annotation(ref.annotations, "defaultonly"):
+                    action_scope = "DEFAULT_ONLY"
+                table.action_refs.append(ActionRefModel(symbol, action_scope, ref.annotations))
+                pipeline.actions[symbol.qualified] = symbol
+        elif kind == "entries_property":
+            table.entries = prop.entries
+            table.entries_const = prop.const
+        elif kind == "simple_property":
+            _simple_table_property(model, table, prop, scope, pipeline)
+    if not table.action_refs:
+        raise model.error(table.decl, f"table {table.name} has no actions")
+    if table.default_action is None:
+        noaction = model.global_scope.lookup("NoAction")
+        if noaction is not None:
+            # as p4c does: the implicit default is NoAction, added as @defaultonly if not listed
+            table.default_action = (noaction, [])
+            pipeline.actions["NoAction"] = noaction
+            if all(ref.symbol.qualified != "NoAction" for ref in table.action_refs):
+                table.action_refs.append(ActionRefModel(noaction, "DEFAULT_ONLY", []))
+    else:
+        symbol = table.default_action[0]
+        if symbol.qualified not in {ref.symbol.qualified for ref in table.action_refs}:
+            raise model.error(table.decl, f"table {table.name}: default action {symbol.name} is not in its actions")
+    if table.implementation is not None and not table.implementation.type.name == "action_selector" and \
+            table.selector_keys:
+        raise model.error(table.decl, f"table {table.name}: selector keys need an action_selector implementation")
+    if table.selector_keys and table.implementation is None:
+        raise model.error(table.decl, f"table {table.name}: selector keys without implementation = action_selector")
+
+
+def _instance_property(model, table, prop, scope, wanted):
+    value = prop.value
+    if value.kind != "name":
+        raise model.error(prop, f"unsupported construct: table {table.name}: {prop.name} must name an instance "
+                                f"declared before the table")
+    symbol = scope.lookup(value.name)
+    if symbol is None or symbol.kind != "instance" or not isinstance(symbol.type, T.ExternType) or \
+            symbol.type.name not in wanted:
+        raise model.error(prop, f"table {table.name}: {prop.name} = {value.name}: expected "
+                                f"{' or '.join(wanted)} instance")
+    return symbol
+
+
+def _simple_table_property(model, table, prop, scope, pipeline):
+    name = prop.name
+    if name == "default_action":
+        value = prop.value
+        if value.kind == "call" and value.func.kind == "name":
+            action_name, args = value.func.name, value.args
+        elif value.kind == "name":
+            action_name, args = value.name, []
+        else:
+            raise model.error(prop, f"table {table.name}: default_action must be an action call")
+        symbol = scope.lookup(action_name)
+        if symbol is None or symbol.kind != "action":
+            raise model.error(prop, f"table {table.name}: default_action {action_name!r} is not an action")
+        data_params = [p for p in symbol.decl.params if not p.direction]
+        if len(args) != len(data_params):
+            raise model.error(prop, f"table {table.name}: default_action {action_name} needs {len(data_params)} "
+                                    f"argument(s), got {len(args)}")
+        table.default_action = (symbol, args)
+        table.const_default_action = prop.const
+        pipeline.actions[symbol.qualified] = symbol
+    elif name == "size":
+        table.size = model.const_value(prop.value, scope)
+    elif name == "implementation":
+        table.implementation = _instance_property(model, table, prop, scope, ("action_profile", "action_selector"))
+    elif name == "counters":
+        table.direct_counter = _instance_property(model, table, prop, scope, ("direct_counter",))
+    elif name == "meters":
+        table.direct_meter = _instance_property(model, table, prop, scope, ("direct_meter",))
+    elif name == "support_timeout":
+        table.idle_timeout = bool(model.const_value(prop.value, scope))
+    elif name in ("max_group_size", "selector_size_semantics", "psa_empty_group_action"):
+        return
+    else:
+        raise model.error(prop, f"unsupported construct: table property {name!r}")
+
+
+# ---------------------------------------------------------------------- const entries
+def convert_entries(model, table):
+    """Convert a table's ``entries``/``const entries`` to ProgramInfo ConstEntry objects.
+
+    Priorities: an ``@priority(n)`` annotation wins; otherwise, in tables that need
+    priorities, the first entry gets the highest (P4Runtime: larger wins).
+    """
+    from testbed.p4 import program as P
+
+    if not table.entries:
+        return []
+    keys = table.match_keys
+    if table.selector_keys or table.implementation is not None:
+        raise model.error(table.entries[0], f"unsupported construct: entries in table {table.name} with an "
+                                            f"action profile/selector")
+    needs_priority = any(k.match_kind in ("ternary", "range", "optional") for k in keys)
+    result = []
+    count = len(table.entries)
+    scope = table.control.scope
+    allowed = {ref.symbol.qualified: ref for ref in table.action_refs}
+    for position, entry in enumerate(table.entries):
+        items = entry.keyset.items if entry.keyset.kind == "tuple_keyset" else [entry.keyset]
+        if len(items) == 1 and items[0].kind in ("default", "dontcare") and len(keys) > 1:
+            items = items * len(keys)
+        if len(items) != len(keys):
+            raise model.error(entry, f"table {table.name}: entry has {len(items)} key value(s), the table has "
+                                     f"{len(keys)} key(s)")
+        matches = [_key_match(model, key, item, scope, table) for key, item in zip(keys, items)]
+        action_symbol = scope.lookup(entry.action.name)
+        if action_symbol is None or action_symbol.kind != "action" or action_symbol.qualified not in allowed:
+            raise model.error(entry, f"table {table.name}: entry action {entry.action.name!r} is not one of "
+                                     f"the table's actions")
+        data_params = [p for p in action_symbol.decl.param_symbols if not p.direction]
+        if len(entry.action.args) != len(data_params):
+            raise model.error(entry, f"table {table.name}: action {entry.action.name} needs {len(data_params)} "
+                                     f"argument(s)")
+        args = tuple(model.const_value(arg, scope, param.type) & ((1 << T.scalar_width(param.type)) - 1)
+                     for arg, param in zip(entry.action.args, data_params))
+        priority = None
+        explicit = annotation_value(entry.annotations, "priority")
+        if explicit is not None:
+            priority = int(explicit)
+        elif needs_priority:
+            priority = count - position
+        result.append(P.ConstEntry(matches, P.ActionCall(action_symbol.qualified, args), priority))
+    return result
+
+
+def _key_match(model, key, item, scope, table):
+    from testbed.p4 import program as P
+
+    width = key.width
+    full = (1 << width) - 1
+    kind = key.match_kind
+    wildcard = item.kind in ("default", "dontcare")
+
+    def value_of(expr):
+        value = model.const_value(expr, scope)
+        if isinstance(value, bool):
+            value = int(value)
+        return value & full
+
+    if kind == "exact":
+        if wildcard:
+            raise model.error(item, f"table {table.name}: exact key {key.name} cannot be a wildcard")
+        return P.KeyMatch("exact", value_of(item))
+    if kind == "lpm":
+        if wildcard:
+            return P.KeyMatch("lpm", 0, prefix_len=0)
+        if item.kind == "mask":
+            value, mask = value_of(item.value), value_of(item.mask)
+            prefix = bin(mask).count("1")
+            if mask != (full >> (width - prefix)) << (width - prefix) if prefix else mask != 0:
+                raise model.error(item, f"table {table.name}: lpm mask {mask:#x} is not a prefix")
+            return P.KeyMatch("lpm", value & mask, prefix_len=prefix)
+        return P.KeyMatch("lpm", value_of(item), prefix_len=width)
+    if kind in ("ternary", "optional"):
+        if wildcard:
+            return P.KeyMatch(kind, 0, mask=0 if kind == "ternary" else None)
+        if item.kind == "mask":
+            if kind == "optional":
+                raise model.error(item, f"table {table.name}: optional key {key.name} takes a value or _")
+            value, mask = value_of(item.value), value_of(item.mask)
+            return P.KeyMatch("ternary", value & mask, mask=mask)
+        return P.KeyMatch(kind, value_of(item), mask=full)
+    if kind == "range":
+        if wildcard:
+            return P.KeyMatch("range", 0, high=full)
+        if item.kind == "range":
+            return P.KeyMatch("range", value_of(item.low), high=value_of(item.high))
+        value = value_of(item)
+        return P.KeyMatch("range", value, high=value)
+    raise model.error(item, f"table {table.name}: unsupported match kind {kind}")
+
+
+# ---------------------------------------------------------------------- digests
+def collect_digest_types(model, pipeline):
+    """Find every ``digest(...)`` call; record the struct type each sends (P4Info digest names)."""
+    pipeline.digest_types = {}
+    for control in pipeline.all_controls:
+        for action in control.actions.values():
+            _walk_digests(model, pipeline, action.decl.body, action.scope)
+        _walk_digests(model, pipeline, control.decl.body, control.scope)
+    for action in model.actions.values():
+        symbol = model.global_scope.lookup(action.name)
+        _walk_digests(model, pipeline, action.body, symbol.scope)
+
+
+def _walk_digests(model, pipeline, statement, scope):
+    kind = statement.kind
+    if kind == "block":
+        inner = scope.child()
+        for child in statement.statements:
+            if child.kind == "variable":
+                inner.define(child.name, Symbol("var", child.name, model.resolve_type(child.type_ref)))
+            elif child.kind == "const":
+                model._declare_const(child, inner)
+            else:
+                _walk_digests(model, pipeline, child, inner)
+    elif kind == "if":
+        _walk_digests(model, pipeline, statement.then, scope)
+        if statement.otherwise is not None:
+            _walk_digests(model, pipeline, statement.otherwise, scope)
+    elif kind == "switch":
+        for case in statement.cases:
+            if case.body is not None:
+                _walk_digests(model, pipeline, case.body, scope)
+    elif kind == "call_statement":
+        call = statement.call
+        if call.func.kind == "name" and call.func.name == "digest" and \
+                getattr(scope.lookup("digest"), "kind", None) == "extern_function":
+            if len(call.args) != 2:
+                raise model.error(call, "digest needs 2 arguments: digest(receiver, data)")
+            if call.type_args:
+                type_ = model.resolve_type(call.type_args[0])
+            else:
+                type_ = model.type_of(call.args[1], scope)
+            if not isinstance(type_, T.StructType):
+                raise model.error(call, "digest data must have a named struct type (digest<T>(...) or a struct "
+                                        "variable) so the control plane can name it")
+            for field in type_.fields:
+                if T.scalar_width(field.type) is None:
+                    raise model.error(call, f"digest struct {type_.name}: field {field.name} is not a bit field")
+            call.digest_type = type_
+            pipeline.digest_types[type_.name] = type_

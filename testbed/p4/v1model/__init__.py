@@ -1,0 +1,1 @@
+"""v1model architecture: device, pipeline runtime, externs, hashes and traffic manager."""

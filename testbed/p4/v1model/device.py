@@ -1,0 +1,363 @@
+"""The embedded v1model switch: a compiled P4 program run like BMv2 simple_switch.
+
+A packet goes through parser -> verifyChecksum -> ingress -> packet replication
+engine / traffic manager -> egress -> computeChecksum -> deparser.  At the end
+of ingress and egress the device does what simple_switch's pseudocode says
+(docs/simple_switch.md of p4lang/behavioral-model):
+
+end of ingress: I2E clone (one copy per replica of the clone session: the original
+bytes parsed again with reset metadata plus the @field_list fields, instance_type 1);
+digests; resubmit (the original packet
+again, instance_type 6, preserving the @field_list fields) and nothing else;
+else multicast (mcast_grp != 0: one copy per replica with egress_rid, instance_type 5);
+else drop when egress_spec == 511 (mark_to_drop); else unicast to egress_spec.
+
+end of egress: E2E clone (copy of the packet as egress left it, instance_type 2);
+drop when egress_spec == 511; deparse; truncate; recirculate (the deparsed
+packet back to ingress, instance_type 4) or transmit.
+
+Two modes: :meth:`Device.process` runs a frame through the whole pipeline
+synchronously; :meth:`Device.receive` / :meth:`Device.transmit_ready` put the
+traffic manager's per-port queues (rate, depth, priorities) between ingress and
+egress so queue depths and delays are real.
+"""
+import random
+import threading
+import time
+from collections import deque
+
+from testbed.p4.v1model import runtime as RT
+from testbed.p4.v1model.traffic_manager import DEFAULT_DEPTH_PACKETS, TrafficManager
+
+MAX_PASSES = 32  # resubmits + recirculations of one packet before it is dropped (loop guard)
+_MASK32 = (1 << 32) - 1
+_MASK48 = (1 << 48) - 1
+
+
+class _EgressJob:
+    """A packet between ingress and egress."""
+
+    __slots__ = ("hdr", "meta", "sm", "payload", "truncate", "passes")
+
+    def __init__(self, hdr, meta, sm, payload, truncate, passes):
+        self.hdr = hdr
+        self.meta = meta
+        self.sm = sm
+        self.payload = payload
+        self.truncate = truncate
+        self.passes = passes
+
+
+class _PortStats:
+    __slots__ = ("rx_packets", "rx_bytes", "tx_packets", "tx_bytes", "drops")
+
+    def __init__(self):
+        self.rx_packets = 0
+        self.rx_bytes = 0
+        self.tx_packets = 0
+        self.tx_bytes = 0
+        self.drops = 0
+
+
+class Device:
+    """One embedded P4 switch.
+
+    Args:
+        program: a LoadedProgram (``testbed.p4.loader.load_program``).
+        state: the switch's :class:`testbed.p4.state.SwitchState` (tables, externs, PRE).
+        cpu_port: the CPU port number (an ordinary port to the pipeline), or None.
+        seed: seed of the random() extern.
+        on_digest: callable(name, values tuple) called for each digest, or None.
+        on_log: callable(str) for log_msg and pipeline problems, or None.
+        clock_ns: monotonic clock in nanoseconds (timestamps, meters, queues).
+        raise_errors: re-raise unexpected exceptions of the generated code (tests); by default
+            they are logged through ``on_log`` and the packet is dropped, so one bad packet
+            cannot stop a switch.
+    """
+
+    def __init__(self, program, state, cpu_port=None, seed=0, on_digest=None, on_log=None,
+                 clock_ns=time.monotonic_ns, raise_errors=False):
+        if program.compiled is None:
+            raise ValueError("program was loaded without code generation")
+        self.program = program
+        self.state = state
+        self.cpu_port = cpu_port
+        self.on_digest = on_digest
+        self.on_log = on_log
+        self.clock_ns = clock_ns
+        self.rng = random.Random(seed)
+        namespace = program.compiled.instantiate(state, self.rng, on_log)
+        self._parser = namespace["parser"]
+        self._verify = namespace["verify_checksum"]
+        self._ingress = namespace["ingress"]
+        self._egress = namespace["egress"]
+        self._compute = namespace["compute_checksum"]
+        self._deparser = namespace["deparser"]
+        self._new_headers = namespace["new_headers"]
+        self._new_metadata = namespace["new_metadata"]
+        self._new_sm = namespace["new_standard_metadata"]
+        self._preserve = namespace["preserve_fields"]
+        self._start_ns = clock_ns()
+        self.tm = TrafficManager(clock_ns=clock_ns)
+        self._stats = {}
+        self._lock = threading.RLock()
+        self.raise_errors = raise_errors
+        self.errors = 0
+
+    # ------------------------------------------------------------------ public API
+    def process(self, ingress_port, frame):
+        """Run ``frame`` through the whole pipeline without queueing.
+
+        Returns:
+            list of (egress_port, frame bytes) in the order produced.
+        """
+        with self._lock:
+            outputs = []
+            pending = deque([(ingress_port, bytes(frame), RT.PKT_INSTANCE_TYPE_NORMAL, None, 0)])
+            while pending:
+                jobs = self._run_ingress(pending.popleft(), pending)
+                egress_queue = deque(jobs)
+                while egress_queue:
+                    job = egress_queue.popleft()
+                    self._run_egress(job, outputs, pending, egress_queue, None)
+            return outputs
+
+    def receive(self, ingress_port, frame):
+        """Queued mode: run parser..ingress and enqueue the result on its egress queue(s)."""
+        with self._lock:
+            pending = deque([(ingress_port, bytes(frame), RT.PKT_INSTANCE_TYPE_NORMAL, None, 0)])
+            while pending:
+                for job in self._run_ingress(pending.popleft(), pending):
+                    self._enqueue(job)
+
+    def transmit_ready(self, now_ns=None):
+        """Queued mode: dequeue what the port rates allow, run egress; return [(port, frame)]."""
+        with self._lock:
+            outputs = []
+            pending = deque()
+            for departure in self.tm.dequeue_ready(now_ns):
+                job = departure.item
+                sm = job.sm
+                sm.f_enq_timestamp = ((departure.enq_timestamp_ns - self._start_ns) // 1000) & _MASK32
+                sm.f_enq_qdepth = departure.enq_qdepth & 0x7FFFF
+                sm.f_deq_timedelta = (departure.deq_timedelta_ns // 1000) & _MASK32
+                sm.f_deq_qdepth = departure.deq_qdepth & 0x7FFFF
+                clones = deque()
+                self._run_egress(job, outputs, pending, clones, departure.deq_timestamp_ns)
+                for clone in clones:
+                    self._enqueue(clone)
+            while pending:
+                for job in self._run_ingress(pending.popleft(), pending):
+                    self._enqueue(job)
+            return outputs
+
+    def next_departure_ns(self):
+        """When :meth:`transmit_ready` will next have work (None: all queues empty)."""
+        return self.tm.next_departure_ns()
+
+    def set_queue(self, port, rate_pps=None, rate_bps=None, depth_packets=DEFAULT_DEPTH_PACKETS, priorities=1):
+        """Configure the egress queue of ``port`` (see TrafficManager.set_queue)."""
+        self.tm.set_queue(port, rate_pps=rate_pps, rate_bps=rate_bps, depth_packets=depth_packets,
+                          priorities=priorities)
+
+    def port_stats(self, port):
+        """Counters of ``port``: rx/tx packets and bytes, pipeline drops, queue depth and queue stats."""
+        stats = self._stats.get(port) or _PortStats()
+        result = {
+            "rx_packets": stats.rx_packets, "rx_bytes": stats.rx_bytes,
+            "tx_packets": stats.tx_packets, "tx_bytes": stats.tx_bytes,
+            "drops": stats.drops, "queue_depth": self.tm.depth(port),
+        }
+        try:
+            result["queue"] = self.tm.stats(port)
+        except Exception:  # a port that never had a queue
+            result["queue"] = {}
+        return result
+
+    # ------------------------------------------------------------------ internals
+    def _port(self, port):
+        stats = self._stats.get(port)
+        if stats is None:
+            stats = self._stats[port] = _PortStats()
+        return stats
+
+    def _log(self, message):
+        if self.on_log is not None:
+            self.on_log(message)
+
+    def _internal_error(self, where, port, error):
+        self.errors += 1
+        self._port(port).drops += 1
+        self._log(f"{where} port {port}: internal error, packet dropped: {type(error).__name__}: {error}")
+        if self.raise_errors:
+            raise error
+
+    def _parse(self, P, frame, hdr, meta, sm):
+        error = self._parser(P, frame, hdr, meta, sm)
+        sm.f_parser_error = error
+        P.payload = frame[P.parser_offset:]
+
+    def _run_ingress(self, item, pending):
+        """Parser, verifyChecksum, ingress and the end-of-ingress decisions; return egress jobs."""
+        port, frame, instance_type, preserved, passes = item
+        now = self.clock_ns()
+        if instance_type == RT.PKT_INSTANCE_TYPE_NORMAL:
+            stats = self._port(port)
+            stats.rx_packets += 1
+            stats.rx_bytes += len(frame)
+        sm = self._new_sm()
+        sm.f_ingress_port = port
+        sm.f_packet_length = len(frame)
+        sm.f_instance_type = instance_type
+        sm.f_ingress_global_timestamp = ((now - self._start_ns) // 1000) & _MASK48
+        hdr = self._new_headers()
+        meta = self._new_metadata()
+        P = RT.PacketContext(sm, now, self.on_log)
+        try:
+            self._parse(P, frame, hdr, meta, sm)
+            if preserved is not None:
+                self._preserve(preserved[1], preserved[0], meta)
+            self._verify(P, hdr, meta)
+            self._ingress(P, hdr, meta, sm)
+        except (RT.P4AssertionError, IndexError) as error:
+            self._log(f"ingress port {port}: packet dropped: {error}")
+            self._port(port).drops += 1
+            return []
+        except Exception as error:  # a fault of the generated code must not stop the switch
+            self._internal_error("ingress", port, error)
+            return []
+        jobs = []
+        if P.clone_session is not None:
+            jobs.extend(self._i2e_clones(P, frame, meta, port, passes))
+        for name, values in P.digests:
+            if self.on_digest is not None:
+                self.on_digest(name, values)
+        if P.resubmit_field_list is not None:
+            if passes + 1 >= MAX_PASSES:
+                self._log(f"ingress port {port}: resubmitted {MAX_PASSES} times, dropped")
+                return jobs
+            pending.append((port, frame, RT.PKT_INSTANCE_TYPE_RESUBMIT, (meta, P.resubmit_field_list), passes + 1))
+            return jobs
+        group = sm.f_mcast_grp
+        if group:
+            replicas = self.state.multicast_groups.replicas(group)
+            if not replicas:
+                self._port(port).drops += 1  # an unknown or empty group: nothing to send
+            for egress_port, rid in replicas:
+                sm_copy = self._copy_sm(sm)
+                sm_copy.f_egress_port = egress_port
+                sm_copy.f_egress_rid = rid
+                sm_copy.f_instance_type = RT.PKT_INSTANCE_TYPE_REPLICATION
+                jobs.append(_EgressJob(hdr.copy(), meta.copy(), sm_copy, P.payload, P.truncate_length, passes))
+            return jobs
+        if sm.f_egress_spec == RT.DROP_PORT:
+            self._port(port).drops += 1
+            return jobs
+        sm.f_egress_port = sm.f_egress_spec
+        jobs.append(_EgressJob(hdr, meta, sm, P.payload, P.truncate_length, passes))
+        return jobs
+
+    def _copy_sm(self, sm):
+        copy = self._new_sm()
+        copy.copy_from(sm)
+        return copy
+
+    def _i2e_clones(self, P, frame, meta, port, passes):
+        """Copies of the packet as it entered ingress, one per replica of the clone session.
+
+        As simple_switch does: the copy's metadata are reset (ingress_port is 0), the
+        @field_list fields are copied from the original, instance_type is set, and then
+        the original bytes are parsed again.
+        """
+        session = self.state.clone_sessions.get(P.clone_session)
+        if session is None:
+            return []
+        jobs = []
+        for egress_port, rid in session.replicas:
+            sm = self._new_sm()
+            hdr = self._new_headers()
+            clone_meta = self._new_metadata()
+            if P.clone_field_list is not None:
+                self._preserve(P.clone_field_list, meta, clone_meta)
+            sm.f_packet_length = len(frame)
+            sm.f_instance_type = RT.PKT_INSTANCE_TYPE_INGRESS_CLONE
+            P2 = RT.PacketContext(sm, P.now_ns, self.on_log)
+            try:
+                self._parse(P2, frame, hdr, clone_meta, sm)
+            except Exception as error:
+                self._internal_error("clone parser", port, error)
+                continue
+            sm.f_egress_port = egress_port
+            sm.f_egress_rid = rid
+            truncate = session.packet_length_bytes or None
+            jobs.append(_EgressJob(hdr, clone_meta, sm, P2.payload, truncate, passes))
+        return jobs
+
+    def _enqueue(self, job):
+        sm = job.sm
+        port = sm.f_egress_port
+        nbytes = sm.f_packet_length
+        depth = self.tm.enqueue(port, job, nbytes, sm.f_priority)
+        if depth is None:
+            self._port(port).drops += 1
+
+    def _run_egress(self, job, outputs, pending, egress_queue, deq_ns):
+        hdr, meta, sm = job.hdr, job.meta, job.sm
+        port = sm.f_egress_port
+        now = self.clock_ns() if deq_ns is None else deq_ns
+        sm.f_egress_spec = 0
+        sm.f_egress_global_timestamp = ((now - self._start_ns) // 1000) & _MASK48
+        P = RT.PacketContext(sm, now, self.on_log)
+        P.payload = job.payload
+        P.truncate_length = job.truncate
+        try:
+            self._egress(P, hdr, meta, sm)
+        except (RT.P4AssertionError, IndexError) as error:
+            self._log(f"egress port {port}: packet dropped: {error}")
+            self._port(port).drops += 1
+            return
+        except Exception as error:
+            self._internal_error("egress", port, error)
+            return
+        if P.clone_session is not None:
+            session = self.state.clone_sessions.get(P.clone_session)
+            if session is not None:
+                for clone_port, rid in session.replicas:
+                    clone_sm = self._new_sm()  # metadata reset, as simple_switch does
+                    clone_sm.f_packet_length = sm.f_packet_length
+                    clone_sm.f_instance_type = RT.PKT_INSTANCE_TYPE_EGRESS_CLONE
+                    clone_sm.f_egress_port = clone_port
+                    clone_sm.f_egress_rid = rid
+                    clone_meta = self._new_metadata()
+                    if P.clone_field_list is not None:
+                        self._preserve(P.clone_field_list, meta, clone_meta)
+                    egress_queue.append(_EgressJob(hdr.copy(), clone_meta, clone_sm, P.payload,
+                                                   session.packet_length_bytes or P.truncate_length, job.passes))
+        if sm.f_egress_spec == RT.DROP_PORT:
+            self._port(port).drops += 1
+            return
+        try:
+            self._compute(P, hdr, meta)
+            out = []
+            self._deparser(P, out, hdr)
+        except (RT.P4AssertionError, IndexError) as error:
+            self._log(f"egress port {port}: packet dropped: {error}")
+            self._port(port).drops += 1
+            return
+        except Exception as error:
+            self._internal_error("deparser", port, error)
+            return
+        data = b"".join(out) + P.payload
+        if P.truncate_length is not None and P.truncate_length < len(data):
+            data = data[:P.truncate_length]
+        if P.recirculate_field_list is not None:
+            if job.passes + 1 >= MAX_PASSES:
+                self._log(f"egress port {port}: recirculated {MAX_PASSES} times, dropped")
+                return
+            pending.append((sm.f_ingress_port, data, RT.PKT_INSTANCE_TYPE_RECIRC,
+                            (meta, P.recirculate_field_list), job.passes + 1))
+            return
+        stats = self._port(port)
+        stats.tx_packets += 1
+        stats.tx_bytes += len(data)
+        outputs.append((port, data))
