@@ -52,6 +52,7 @@ import tempfile
 import threading
 import time
 
+from testbed.emulation.logs import log_tail
 from testbed.errors import ParameterError, TestbedError
 
 HUB_ENV = "OSKEN_HUB_TYPE"
@@ -166,14 +167,6 @@ def write_config(path, options):
                 handle.write(f"{key} = {_conf_value(value)}\n")
 
 
-def _log_tail(path, lines=25):
-    try:
-        with open(path, errors="replace") as handle:
-            return "".join(handle.readlines()[-lines:])
-    except OSError:
-        return ""
-
-
 class FabricController:
     """The fabric controller as a subprocess: start, wait until programmed, stop.
 
@@ -266,19 +259,19 @@ class FabricController:
             while True:
                 if self.process.poll() is not None:
                     raise TestbedError(f"controller exited with status {self.process.returncode}; "
-                                       f"log {self.log_path}:\n{_log_tail(self.log_path)}")
+                                       f"log {self.log_path}:\n{log_tail(self.log_path, 25)}")
                 try:
                     status = self.client.status()
                 except TestbedError:
                     status = None
                 if status is not None and status.get("error"):
                     raise TestbedError(f"controller failed: {status['error']}; log {self.log_path}:\n"
-                                       f"{_log_tail(self.log_path)}")
+                                       f"{log_tail(self.log_path, 25)}")
                 if status is not None and status.get("ready"):
                     return status
                 if time.monotonic() > deadline:
                     raise TestbedError(f"controller not ready after {timeout:.0f} s; log {self.log_path}:\n"
-                                       f"{_log_tail(self.log_path)}")
+                                       f"{log_tail(self.log_path, 25)}")
                 time.sleep(0.1)
         except BaseException:
             self.stop()
@@ -295,7 +288,7 @@ class FabricController:
         except subprocess.TimeoutExpired:
             self.stop()
             raise TestbedError(f"controller still running after {timeout:.0f} s; log {self.log_path}:\n"
-                               f"{_log_tail(self.log_path)}") from None
+                               f"{log_tail(self.log_path, 25)}") from None
 
     def alive(self):
         """True while the controller process runs."""
@@ -368,7 +361,7 @@ def program_fabric(state_file=DEFAULT_STATE_FILE, program=None, target="auto", t
         status = controller.wait(timeout)
         if status != 0:
             raise TestbedError(f"programming the fabric failed (controller exit status {status}):\n"
-                               f"{_log_tail(controller.log_path)}")
+                               f"{log_tail(controller.log_path, 25)}")
     finally:
         controller.stop()
 

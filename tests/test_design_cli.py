@@ -10,12 +10,17 @@ STABLE_KEYS = ("nodes", "edge_switches", "core_switches", "bundle", "edge_ports_
 COST_KEYS = ("cost", "rack_units", "watts", "edge_model", "core_model")
 
 
-def _run_json(capsys, *argv):
-    """Run ``testbed design ... --json`` and return the decoded output."""
-    status = main(["design", *argv, "--json"])
+def _run_text(capsys, *argv):
+    """Run a successful ``testbed design ...`` (exit status 0) and return its stdout."""
+    status = main(["design", *argv])
     out = capsys.readouterr().out
     assert status == 0
-    return json.loads(out)
+    return out
+
+
+def _run_json(capsys, *argv):
+    """Run ``testbed design ... --json`` and return the decoded output."""
+    return json.loads(_run_text(capsys, *argv, "--json"))
 
 
 def _run_error(capsys, *argv):
@@ -47,8 +52,7 @@ def test_help_lists_the_options(capsys):
 
 def test_text_report_seed_example_128_nodes(capsys):
     """Text output shows the formulas' values, bundles, wasted ports and totals (seed example N=128)."""
-    assert main(["design", "--nodes", "128", "--edge-ports", "36", "--core-ports", "36", "--blocking", "1"]) == 0
-    text = capsys.readouterr().out
+    text = _run_text(capsys, "--nodes", "128", "--edge-ports", "36", "--core-ports", "36", "--blocking", "1")
     assert "Eptn = trunc(Pe*Bl/(1+Bl)) = trunc(36*1/(1+1)) = 18" in text
     assert "E = ceil(N/Eptn) = ceil(128/18) = 8" in text
     assert "B = Pc div E = 36 div 8 = 4" in text
@@ -111,8 +115,7 @@ def test_json_seed_expandability_200_400_600(capsys):
 
 
 def test_text_report_expansion_line(capsys):
-    assert main(["design", "--nodes", "200", "--edge-ports", "36", "--core-ports", "36", "--expand-to", "600"]) == 0
-    text = capsys.readouterr().out
+    text = _run_text(capsys, "--nodes", "200", "--edge-ports", "36", "--core-ports", "36", "--expand-to", "600")
     assert "E_max = ceil(M/Eptn) = ceil(600/18) = 34" in text
     assert "adds 22 edge switches" in text
     assert "396 kept for expansion" in text
@@ -148,8 +151,7 @@ def test_db_file_with_port_filter_and_limits(tmp_path, capsys):
     assert (data["edge_model"], data["core_model"], data["cost"]) == ("small", "big", 190)
     data = _run_json(capsys, "--nodes", "100", "--db", str(db), "--max-rack-units", "14")
     assert (data["core_model"], data["rack_units"]) == ("big", 13)
-    assert main(["design", "--nodes", "100", "--db", str(db)]) == 0
-    text = capsys.readouterr().out
+    text = _run_text(capsys, "--nodes", "100", "--db", str(db))
     assert "edge: 9 x small, core: 6 x small" in text and "cost 150 EUR" in text
 
 
@@ -225,9 +227,9 @@ def test_emitted_topology_params_rebuild_the_same_clos(tmp_path, capsys):
     from testbed.topologies.clos import ClosTopo
 
     out = tmp_path / "clos128.json"
-    assert main(["design", "--nodes", "128", "--edge-ports", "36", "--core-ports", "36", "--uniform",
-                 "--emit-topology", str(out)]) == 0
-    assert "Topology written to" in capsys.readouterr().out
+    text = _run_text(capsys, "--nodes", "128", "--edge-ports", "36", "--core-ports", "36", "--uniform",
+                     "--emit-topology", str(out))
+    assert "Topology written to" in text
     emitted = json.loads(out.read_text())
     rebuilt = ClosTopo(**emitted["params"]).to_dict()
     assert json.loads(json.dumps(rebuilt)) == emitted

@@ -11,78 +11,18 @@ import pytest
 from google.rpc import code_pb2, status_pb2
 from p4.v1 import p4runtime_pb2, p4runtime_pb2_grpc
 
-from testbed.p4.program import (
-    Action, ActionCall, ActionParam, ActionProfile, ActionRef, ConstEntry, ControllerPacketMetadata,
-    Counter, Digest, DigestField, DirectCounter, DirectMeter, KeyMatch, MatchField, Meter,
-    PacketMetadataField, ProgramInfo, Register, Table,
-)
 from testbed.p4runtime.client import P4RuntimeClient, P4RuntimeClientError
-from testbed.p4runtime.server import P4RuntimeServer
-from testbed.p4runtime.target import EmbeddedTarget
+
+from p4runtime_helpers import DEVICE_ID, demo_info, load_program_or_skip, running_server
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-DEVICE_ID = 1
-
-
-def demo_info():
-    """A control plane with every kind of object the server handles."""
-    info = ProgramInfo(name="demo")
-    info.actions["NoAction"] = Action("NoAction")
-    info.actions["MyIngress.drop"] = Action("MyIngress.drop")
-    info.actions["MyIngress.set_nhop"] = Action(
-        "MyIngress.set_nhop", [ActionParam("dmac", 48), ActionParam("port", 9)])
-    info.actions["MyIngress.set_port"] = Action("MyIngress.set_port", [ActionParam("port", 9)])
-    info.tables["MyIngress.ipv4_lpm"] = Table(
-        "MyIngress.ipv4_lpm", [MatchField("hdr.ipv4.dstAddr", 32, "lpm")],
-        [ActionRef("MyIngress.set_nhop"), ActionRef("MyIngress.drop"), ActionRef("NoAction", "DEFAULT_ONLY")],
-        size=64, default_action=ActionCall("MyIngress.drop"), direct_counter="MyIngress.lpm_counter")
-    info.tables["MyIngress.acl"] = Table(
-        "MyIngress.acl",
-        [MatchField("hdr.ipv4.srcAddr", 32, "ternary"), MatchField("hdr.tcp.dstPort", 16, "range"),
-         MatchField("hdr.ipv4.protocol", 8, "optional")],
-        [ActionRef("MyIngress.drop"), ActionRef("NoAction")], direct_meter="MyIngress.acl_meter")
-    info.tables["MyIngress.ecmp"] = Table(
-        "MyIngress.ecmp",
-        [MatchField("meta.nhop_group", 16, "exact"), MatchField("hdr.ipv4.srcAddr", 32, "selector")],
-        [ActionRef("MyIngress.set_port"), ActionRef("MyIngress.drop")],
-        implementation="MyIngress.ecmp_selector")
-    info.tables["MyEgress.fixed"] = Table(
-        "MyEgress.fixed", [MatchField("standard_metadata.egress_port", 9, "exact")],
-        [ActionRef("MyIngress.drop"), ActionRef("NoAction")], default_action=ActionCall("NoAction"),
-        const_default_action=True,
-        const_entries=[ConstEntry([KeyMatch("exact", 1)], ActionCall("MyIngress.drop"))],
-        entries_are_const=True)
-    info.tables["MyIngress.flows"] = Table(
-        "MyIngress.flows", [MatchField("meta.flow_id", 16, "exact")], [ActionRef("NoAction")],
-        idle_timeout=True)
-    info.action_profiles["MyIngress.ecmp_selector"] = ActionProfile(
-        "MyIngress.ecmp_selector", ["MyIngress.ecmp"], 64, with_selector=True, algorithm="crc16",
-        output_width=14)
-    info.direct_counters["MyIngress.lpm_counter"] = DirectCounter("MyIngress.lpm_counter", "MyIngress.ipv4_lpm")
-    info.direct_meters["MyIngress.acl_meter"] = DirectMeter("MyIngress.acl_meter", "MyIngress.acl")
-    info.counters["MyIngress.port_counter"] = Counter("MyIngress.port_counter", 8)
-    info.meters["MyIngress.port_meter"] = Meter("MyIngress.port_meter", 4, "PACKETS")
-    info.registers["MyIngress.reg"] = Register("MyIngress.reg", 32, 16)
-    info.digests["mac_learn_t"] = Digest("mac_learn_t", [DigestField("srcAddr", 48), DigestField("port", 9)])
-    info.controller_packet_metadata["packet_in"] = ControllerPacketMetadata(
-        "packet_in", [PacketMetadataField("ingress_port", 9), PacketMetadataField("_pad", 7)])
-    info.controller_packet_metadata["packet_out"] = ControllerPacketMetadata(
-        "packet_out", [PacketMetadataField("egress_port", 9), PacketMetadataField("_pad", 7)])
-    return info
 
 
 @pytest.fixture
 def switch():
     """A running server for demo_info(); yields (target, server, address)."""
-    target = EmbeddedTarget(cpu_port=510)
-    target.load_program_info(demo_info())
-    server = P4RuntimeServer(target, device_id=DEVICE_ID, address="127.0.0.1:0")
-    server.start()
-    try:
-        yield target, server, f"127.0.0.1:{server.port}"
-    finally:
-        server.stop()
-        target.close()
+    with running_server(demo_info()) as running:
+        yield running
 
 
 @pytest.fixture
@@ -544,30 +484,15 @@ def test_set_pipeline_errors(switch, client):
 
 # ---- the real program ------------------------------------------------------------------------
 
-def _loader_or_skip():
-    try:
-        from testbed.p4.loader import load_program
-        from testbed.p4.v1model.device import Device  # noqa: F401
-    except ImportError as exc:
-        pytest.skip(f"the embedded compiler is not available yet: {exc}")
-    return load_program
-
-
 @pytest.fixture
 def real_switch():
     """An empty switch (no pipeline), as switchd starts it; CPU port = the programs' CPU_PORT (255)."""
-    target = EmbeddedTarget(cpu_port=255)
-    server = P4RuntimeServer(target, device_id=DEVICE_ID, address="127.0.0.1:0")
-    server.start()
-    try:
-        yield target, f"127.0.0.1:{server.port}"
-    finally:
-        server.stop()
-        target.close()
+    with running_server(cpu_port=255) as (target, _server, address):
+        yield target, address
 
 
 def test_l3_ecmp_pipeline_entries_and_packet_io(real_switch):
-    _loader_or_skip()
+    load_program_or_skip()
     from scapy.layers.inet import IP, UDP
     from scapy.layers.l2 import Ether
 
@@ -682,7 +607,7 @@ def test_verify_loads_the_program_and_checks_the_p4info(switch, client):
 
 
 def test_l3_ecmp_forwarding_over_a_selector_group_programmed_over_p4runtime(real_switch):
-    _loader_or_skip()
+    load_program_or_skip()
     from scapy.layers.inet import IP, UDP
     from scapy.layers.l2 import Ether
 
@@ -716,7 +641,7 @@ def test_l3_ecmp_forwarding_over_a_selector_group_programmed_over_p4runtime(real
 
 
 def test_save_commit_reconcile_and_get_device_config(real_switch):
-    _loader_or_skip()
+    load_program_or_skip()
     import json
 
     from testbed.p4runtime.client import embedded_pipeline
@@ -764,7 +689,7 @@ def _free_port():
 @pytest.mark.mininet
 def test_packet_in_and_out_through_a_switch_process_on_a_veth(tmp_path):
     """switchd + server + client: frames from a real interface reach the controller and back."""
-    _loader_or_skip()
+    load_program_or_skip()
     import socket
     import subprocess
     import sys

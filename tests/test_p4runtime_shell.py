@@ -13,11 +13,9 @@ import textwrap
 import pytest
 
 from testbed.p4runtime.client import P4RuntimeClient
-from testbed.p4runtime.server import P4RuntimeServer
-from testbed.p4runtime.target import EmbeddedTarget
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from test_p4runtime_server import demo_info  # noqa: E402  (shared test program)
+from p4runtime_helpers import demo_info, load_program_or_skip, running_server  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -67,15 +65,8 @@ def run_shell(address, election_low, table, write=False):
 @pytest.fixture
 def switch():
     """A server for demo_info() on a free port; yields (target, address)."""
-    target = EmbeddedTarget(cpu_port=510)
-    target.load_program_info(demo_info())
-    server = P4RuntimeServer(target, device_id=1, address="127.0.0.1:0")
-    server.start()
-    try:
-        yield target, f"127.0.0.1:{server.port}"
-    finally:
-        server.stop()
-        target.close()
+    with running_server(demo_info()) as (target, _server, address):
+        yield target, address
 
 
 def test_shell_reads_entries_our_client_wrote_and_writes_entries_we_read(switch):
@@ -105,16 +96,8 @@ def test_shell_reads_entries_our_client_wrote_and_writes_entries_we_read(switch)
 
 
 def test_shell_with_the_real_l3_ecmp_program():
-    try:
-        from testbed.p4.loader import load_program  # noqa: F401
-        from testbed.p4.v1model.device import Device  # noqa: F401
-    except ImportError as exc:
-        pytest.skip(f"the embedded compiler is not available yet: {exc}")
-    target = EmbeddedTarget(cpu_port=510)
-    server = P4RuntimeServer(target, device_id=1, address="127.0.0.1:0")
-    server.start()
-    address = f"127.0.0.1:{server.port}"
-    try:
+    load_program_or_skip()
+    with running_server() as (_target, _server, address):
         with P4RuntimeClient(address, device_id=1, election_id=(0, 5), timeout=10) as controller:
             controller.set_pipeline(os.path.join(REPO, "p4src", "l3_ecmp.p4"))
             controller.insert_member("MyIngress.ecmp_selector", 1, "MyIngress.set_nhop",
@@ -125,6 +108,3 @@ def test_shell_with_the_real_l3_ecmp_program():
         assert len(result["entries"]) == 1
         assert result["entries"][0]["match"]["hdr.ipv4.dstAddr"] == ["0a000200", 24]
         assert "member_id: 1" in result["entries"][0]["text"].replace("action_profile_member_id", "member_id")
-    finally:
-        server.stop()
-        target.close()

@@ -126,6 +126,25 @@ def _targets(graph, child, assume_node_failure, host_sets):
     return set(roots)
 
 
+def _detour_ends(graph, failed_link, assume_node_failure, host_sets):
+    """``(u, v, targets)`` of a failed downward link ``u -> v``, or None when no detour can exist.
+
+    ``targets`` are the roots of ``v``'s subtree a detour may end at; there is no
+    detour when ``v`` is a host or no such root is left.
+
+    Raises:
+        ParameterError: if the link does not exist or is not between levels.
+    """
+    u, v, _key = orient_link(graph, failed_link)
+    if _is_host(graph, v):
+        return None
+    host_sets = host_sets if host_sets is not None else downward_host_sets(graph)
+    targets = _targets(graph, v, assume_node_failure, host_sets)
+    if not targets:
+        return None
+    return u, v, targets
+
+
 def scheme1_detour(graph, failed_link, assume_node_failure=True, host_sets=None):
     """F10 Scheme 1: a +2-hop detour ``[u, x, u', w]`` at the parent ``u`` of a failed downward link.
 
@@ -149,13 +168,10 @@ def scheme1_detour(graph, failed_link, assume_node_failure=True, host_sets=None)
     Raises:
         ParameterError: if the link does not exist or is not between levels.
     """
-    u, v, key = orient_link(graph, failed_link)
-    if _is_host(graph, v):
+    ends = _detour_ends(graph, failed_link, assume_node_failure, host_sets)
+    if ends is None:
         return None
-    host_sets = host_sets if host_sets is not None else downward_host_sets(graph)
-    targets = _targets(graph, v, assume_node_failure, host_sets)
-    if not targets:
-        return None
+    u, v, targets = ends
     group = failure_group(graph, v) if assume_node_failure else frozenset()
     v_type = graph.nodes[v].get("subtree_type")
     candidates = [x for x in children(graph, u) if x != v]
@@ -188,13 +204,10 @@ def scheme2_detour(graph, failed_link, host_sets=None):
     Returns:
         list[str] or None: the 5-hop path from ``u`` to ``w``, or None.
     """
-    u, v, _key = orient_link(graph, failed_link)
-    if _is_host(graph, v):
+    ends = _detour_ends(graph, failed_link, True, host_sets)
+    if ends is None:
         return None
-    host_sets = host_sets if host_sets is not None else downward_host_sets(graph)
-    targets = _targets(graph, v, True, host_sets)
-    if not targets:
-        return None
+    u, v, targets = ends
     group = failure_group(graph, v)
     v_type = graph.nodes[v].get("subtree_type")
     candidates = [y for y in children(graph, u) if y != v]
@@ -230,13 +243,10 @@ def shortest_local_detour_hops(graph, failed_link, assume_node_failure=True, hos
         int or None: extra hops (2 for a Scheme-1 detour, 4 for Scheme 2), or
         None when no detour exists.
     """
-    u, v, key = orient_link(graph, failed_link)
-    if _is_host(graph, v):
+    ends = _detour_ends(graph, failed_link, assume_node_failure, host_sets)
+    if ends is None:
         return None
-    host_sets = host_sets if host_sets is not None else downward_host_sets(graph)
-    targets = _targets(graph, v, assume_node_failure, host_sets)
-    if not targets:
-        return None
+    u, v, targets = ends
     parallel = len(graph[u][v])
     distance = {u: 0}
     queue = deque([u])

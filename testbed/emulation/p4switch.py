@@ -17,20 +17,12 @@ import time
 
 from mininet.node import Switch
 
+from testbed.emulation.logs import log_tail
 from testbed.errors import EmulationError
 
 GRPC_BASE_PORT = 50000
 DEFAULT_CPU_PORT = 255  # the CPU_PORT_ID of p4src/include/headers.p4
 READY_TIMEOUT_S = 60.0
-
-
-def log_tail(path, lines=15):
-    """Return the last ``lines`` lines of a log file ("" if unreadable)."""
-    try:
-        with open(path, errors="replace") as handle:
-            return "".join(handle.readlines()[-lines:])
-    except OSError:
-        return ""
 
 
 class P4Switch(Switch):

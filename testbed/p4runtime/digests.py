@@ -14,6 +14,9 @@ import time
 from p4.v1 import p4runtime_pb2
 
 from testbed.p4runtime.convert import p4data_struct
+from testbed.p4runtime.periodic import PeriodicWorker
+
+_TIMER_PERIOD_S = 0.001  # how often pending lists are checked for their max_timeout_ns
 
 
 class DigestConfig:
@@ -25,8 +28,10 @@ class DigestConfig:
         self.ack_timeout_ns = max(0, int(ack_timeout_ns))
 
 
-class DigestEngine:
+class DigestEngine(PeriodicWorker):
     """Batches digests of the data plane into DigestList messages.
+
+    :meth:`start` runs the timer thread that flushes lists on timeout, :meth:`stop` ends it.
 
     Args:
         send: callable(StreamMessageResponse) -> bool that delivers to the primary
@@ -35,6 +40,7 @@ class DigestEngine:
     """
 
     def __init__(self, send, clock_ns=time.monotonic_ns):
+        super().__init__("p4rt-digests", _TIMER_PERIOD_S)
         self._send = send
         self._clock = clock_ns
         self._lock = threading.Lock()
@@ -43,21 +49,6 @@ class DigestEngine:
         self._unacked = {}  # list id -> (digest id, set(values), deadline_ns)
         self._next_list_id = 1
         self.dropped = 0
-        self._stop = threading.Event()
-        self._thread = None
-
-    def start(self):
-        """Start the timer thread that flushes lists on timeout."""
-        if self._thread is None:
-            self._thread = threading.Thread(target=self._run, name="p4rt-digests", daemon=True)
-            self._thread.start()
-
-    def stop(self):
-        """Stop the timer thread."""
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=2)
-            self._thread = None
 
     def reset(self):
         """Forget every config and pending list (pipeline change)."""
@@ -132,17 +123,17 @@ class DigestEngine:
             with self._lock:
                 self._unacked.pop(list_id, None)
 
-    def _run(self):
-        while not self._stop.wait(0.001):
-            now = self._clock()
-            ready = []
-            with self._lock:
-                for digest_id, (first, _items, _seen) in list(self._pending.items()):
-                    config = self.configs.get(digest_id)
-                    if config is not None and now - first >= config.max_timeout_ns:
-                        ready.append(self._take_locked(digest_id))
-                for list_id, (_d, _s, deadline) in list(self._unacked.items()):
-                    if now >= deadline:
-                        del self._unacked[list_id]
-            for item in ready:
-                self._deliver(*item)
+    def tick(self):
+        """Send the lists whose max_timeout_ns passed; forget unacked lists whose ack timeout passed."""
+        now = self._clock()
+        ready = []
+        with self._lock:
+            for digest_id, (first, _items, _seen) in list(self._pending.items()):
+                config = self.configs.get(digest_id)
+                if config is not None and now - first >= config.max_timeout_ns:
+                    ready.append(self._take_locked(digest_id))
+            for list_id, (_d, _s, deadline) in list(self._unacked.items()):
+                if now >= deadline:
+                    del self._unacked[list_id]
+        for item in ready:
+            self._deliver(*item)

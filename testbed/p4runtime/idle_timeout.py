@@ -5,16 +5,18 @@ table that supports idle timeout for expired entries and streams one
 IdleTimeoutNotification per scan to the primary controller.  An entry is reported
 once per expiry: again only after it was hit (or modified) and expired anew.
 """
-import threading
 import time
 
 from p4.v1 import p4runtime_pb2
 
 from testbed.p4runtime.convert import matches_to_proto
+from testbed.p4runtime.periodic import PeriodicWorker
 
 
-class IdleTimeoutWatcher:
+class IdleTimeoutWatcher(PeriodicWorker):
     """Scans the target's tables and sends IdleTimeoutNotification messages.
+
+    :meth:`start` begins scanning every ``period_s`` in a daemon thread, :meth:`stop` ends it.
 
     Args:
         target: the EmbeddedTarget.
@@ -24,26 +26,11 @@ class IdleTimeoutWatcher:
     """
 
     def __init__(self, target, send, period_s=0.05, clock_ns=time.monotonic_ns):
+        super().__init__("p4rt-idle-timeout", period_s)
         self.target = target
         self._send = send
-        self._period = period_s
         self._clock = clock_ns
         self._reported = {}  # id(entry) -> last_hit_ns when reported
-        self._stop = threading.Event()
-        self._thread = None
-
-    def start(self):
-        """Start scanning in a daemon thread."""
-        if self._thread is None:
-            self._thread = threading.Thread(target=self._run, name="p4rt-idle-timeout", daemon=True)
-            self._thread.start()
-
-    def stop(self):
-        """Stop scanning."""
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=2)
-            self._thread = None
 
     def reset(self):
         """Forget what was reported (pipeline change)."""
@@ -84,9 +71,9 @@ class IdleTimeoutWatcher:
         self._send(response)
         return len(notification.table_entry)
 
-    def _run(self):
-        while not self._stop.wait(self._period):
-            try:
-                self.scan()
-            except Exception:  # a table changing under the scan: try again next period
-                continue
+    def tick(self):
+        """One periodic scan (errors are ignored: the next scan tries again)."""
+        try:
+            self.scan()
+        except Exception:  # a table changing under the scan: try again next period
+            pass

@@ -324,26 +324,19 @@ def build_p4info(info, arch="v1model"):
         if profile.with_selector and profile.max_group_size:
             message.max_group_size = profile.max_group_size
 
-    for counter in info.counters.values():
-        message = p4info.counters.add()
-        _preamble(message.preamble, alloc, "counter", counter.name)
-        message.spec.unit = _COUNTER_UNITS[counter.unit]
-        message.size = counter.size
-    for counter in info.direct_counters.values():
-        message = p4info.direct_counters.add()
-        _preamble(message.preamble, alloc, "direct_counter", counter.name)
-        message.spec.unit = _COUNTER_UNITS[counter.unit]
-        message.direct_table_id = alloc.id_of("table", counter.table_name)
-    for meter in info.meters.values():
-        message = p4info.meters.add()
-        _preamble(message.preamble, alloc, "meter", meter.name)
-        message.spec.unit = _METER_UNITS[meter.unit]
-        message.size = meter.size
-    for meter in info.direct_meters.values():
-        message = p4info.direct_meters.add()
-        _preamble(message.preamble, alloc, "direct_meter", meter.name)
-        message.spec.unit = _METER_UNITS[meter.unit]
-        message.direct_table_id = alloc.id_of("table", meter.table_name)
+    for kind, resources, messages, units in (
+            ("counter", info.counters, p4info.counters, _COUNTER_UNITS),
+            ("direct_counter", info.direct_counters, p4info.direct_counters, _COUNTER_UNITS),
+            ("meter", info.meters, p4info.meters, _METER_UNITS),
+            ("direct_meter", info.direct_meters, p4info.direct_meters, _METER_UNITS)):
+        for resource in resources.values():
+            message = messages.add()
+            _preamble(message.preamble, alloc, kind, resource.name)
+            message.spec.unit = units[resource.unit]
+            if kind.startswith("direct_"):
+                message.direct_table_id = alloc.id_of("table", resource.table_name)
+            else:
+                message.size = resource.size
 
     for header in info.controller_packet_metadata.values():
         message = p4info.controller_packet_metadata.add()

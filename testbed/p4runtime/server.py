@@ -31,6 +31,7 @@ Behaviour follows the P4Runtime specification 1.x:
 * The server never dies from a bad request: unexpected exceptions become INTERNAL.
 """
 import collections
+import contextlib
 import queue
 import threading
 import time
@@ -208,6 +209,18 @@ class _P4RuntimeService(p4runtime_pb2_grpc.P4RuntimeServicer):
     def _abort(context, exc):
         context.abort(_status_code(exc.code), exc.message)
 
+    @contextlib.contextmanager
+    def _errors_end_rpc(self, context):
+        """End the RPC with the status of an error raised in the block (INTERNAL for a bug)."""
+        try:
+            yield
+        except _Abort as exc:
+            self._abort(context, exc)
+        except _known_errors() as exc:
+            context.abort(_status_code(error_code(exc)), error_message(exc))
+        except Exception as exc:  # a bug must not take the server down
+            context.abort(grpc.StatusCode.INTERNAL, f"internal error: {type(exc).__name__}: {exc}")
+
     def close_streams(self):
         """End every open StreamChannel (server shutdown)."""
         with self._streams_lock:
@@ -223,16 +236,10 @@ class _P4RuntimeService(p4runtime_pb2_grpc.P4RuntimeServicer):
     # ---- pipeline config ------------------------------------------------------------------
     def SetForwardingPipelineConfig(self, request, context):
         """VERIFY, VERIFY_AND_SAVE, VERIFY_AND_COMMIT, COMMIT and RECONCILE_AND_COMMIT."""
-        try:
+        with self._errors_end_rpc(context):
             self._check_device(request.device_id)
             self._check_primary(request, "SetForwardingPipelineConfig")
             self._set_pipeline(request)
-        except _Abort as exc:
-            self._abort(context, exc)
-        except _known_errors() as exc:
-            context.abort(_status_code(error_code(exc)), error_message(exc))
-        except Exception as exc:  # a bug must not take the server down
-            context.abort(grpc.StatusCode.INTERNAL, f"internal error: {type(exc).__name__}: {exc}")
         return p4runtime_pb2.SetForwardingPipelineConfigResponse()
 
     def _set_pipeline(self, request):
@@ -434,7 +441,7 @@ class _P4RuntimeService(p4runtime_pb2_grpc.P4RuntimeServicer):
     # ---- Read -----------------------------------------------------------------------------
     def Read(self, request, context):
         """Stream the requested entities (wildcards expanded)."""
-        try:
+        with self._errors_end_rpc(context):
             self._check_device(request.device_id)
             self._check_pipeline()
             reader = _Reader(self.server)
@@ -442,12 +449,6 @@ class _P4RuntimeService(p4runtime_pb2_grpc.P4RuntimeServicer):
             with self.target.lock:
                 for entity in request.entities:
                     entities.extend(reader.read(entity))
-        except _Abort as exc:
-            self._abort(context, exc)
-        except _known_errors() as exc:
-            context.abort(_status_code(error_code(exc)), error_message(exc))
-        except Exception as exc:  # a bug must not take the server down
-            context.abort(grpc.StatusCode.INTERNAL, f"internal error: {type(exc).__name__}: {exc}")
         for start in range(0, max(len(entities), 1), _READ_CHUNK):
             response = p4runtime_pb2.ReadResponse()
             response.entities.extend(entities[start:start + _READ_CHUNK])
@@ -459,13 +460,21 @@ def _require(condition, code, message):
         raise P4RuntimeError(code, message)
 
 
-def _index_list(index_msg, has_index, size, what):
-    """Cells addressed by an optional Index message (all cells when unset)."""
-    if not has_index:
+def _index_list(proto, size, what):
+    """Cells addressed by the optional ``index`` of a counter/meter/register entry (all cells when unset)."""
+    if not proto.HasField("index"):
         return range(size)
-    value = index_msg.index
+    value = proto.index.index
     _require(0 <= value < size, "OUT_OF_RANGE", f"{what}: index {value} outside 0..{size - 1}")
     return [value]
+
+
+# Entity field of an indexed (non-direct) resource -> (P4Info/SwitchState collection, id field, label)
+_INDEXED = {
+    "counter_entry": ("counters", "counter_id", "counter"),
+    "meter_entry": ("meters", "meter_id", "meter"),
+    "register_entry": ("registers", "register_id", "register"),
+}
 
 
 class _Writer:
@@ -532,8 +541,7 @@ class _Writer:
         if proto.HasField("counter_data"):
             table.direct_counter.write(stored, proto.counter_data.packet_count, proto.counter_data.byte_count)
         if proto.HasField("meter_config"):
-            c = proto.meter_config
-            table.direct_meter.set_config(stored, c.cir, c.cburst, c.pir, c.pburst)
+            _configure_meter(table.direct_meter, stored, proto.meter_config)
 
     # -- action profiles
     def _profile(self, profile_id):
@@ -571,86 +579,67 @@ class _Writer:
             profile.modify_group(proto.group_id, members, proto.max_size or None)
 
     # -- counters, meters, registers
-    def _counter_entry(self, kind, proto):
-        info = self.index.by_id("counters", proto.counter_id)
+    def _indexed_target(self, entity_field, kind, proto):
+        """(P4Info entry, state object, label) of a counter/meter/register write; only MODIFY is allowed."""
+        collection, id_field, label = _INDEXED[entity_field]
+        info = self.index.by_id(collection, getattr(proto, id_field))
         name = info.preamble.name
-        self._only_modify(kind, f"counter {name}")
-        counter = self.state.counters[name]
-        for i in _index_list(proto.index, proto.HasField("index"), info.size, f"counter {name}"):
+        where = f"{label} {name}"
+        self._only_modify(kind, where)
+        return info, getattr(self.state, collection)[name], where
+
+    def _counter_entry(self, kind, proto):
+        info, counter, where = self._indexed_target("counter_entry", kind, proto)
+        for i in _index_list(proto, info.size, where):
             counter.write(i, proto.data.packet_count, proto.data.byte_count)
 
-    def _direct_entry_target(self, proto_table_entry, what):
-        from testbed.p4.state import TableEntry
-
-        table_info, entry = convert.table_entry_from_proto(self.index, proto_table_entry, TableEntry,
-                                                           key_only=True)
-        table = self.state.tables[table_info.preamble.name]
-        return table_info, table, entry
-
-    def _direct_counter_entry(self, kind, proto):
-        self._only_modify(kind, "direct counter entry")
-        _require(not proto.table_entry.is_default_action, "UNIMPLEMENTED",
-                 "direct counters of default entries are not supported")
-        table_info, table, entry = self._direct_entry_target(proto.table_entry, "direct counter")
-        _require(table.direct_counter is not None, "INVALID_ARGUMENT",
-                 f"table {table_info.preamble.name} has no direct counter")
-        table.direct_counter.write(entry, proto.data.packet_count, proto.data.byte_count)
-
     def _meter_entry(self, kind, proto):
-        info = self.index.by_id("meters", proto.meter_id)
-        name = info.preamble.name
-        self._only_modify(kind, f"meter {name}")
-        meter = self.state.meters[name]
-        for i in _index_list(proto.index, proto.HasField("index"), info.size, f"meter {name}"):
-            if proto.HasField("config"):
-                c = proto.config
-                meter.set_config(i, c.cir, c.cburst, c.pir, c.pburst)
-            else:
-                meter.reset_config(i)
-
-    def _direct_meter_entry(self, kind, proto):
-        self._only_modify(kind, "direct meter entry")
-        _require(not proto.table_entry.is_default_action, "UNIMPLEMENTED",
-                 "direct meters of default entries are not supported")
-        table_info, table, entry = self._direct_entry_target(proto.table_entry, "direct meter")
-        _require(table.direct_meter is not None, "INVALID_ARGUMENT",
-                 f"table {table_info.preamble.name} has no direct meter")
-        if proto.HasField("config"):
-            c = proto.config
-            table.direct_meter.set_config(entry, c.cir, c.cburst, c.pir, c.pburst)
-        else:
-            table.direct_meter.reset_config(entry)
+        info, meter, where = self._indexed_target("meter_entry", kind, proto)
+        for i in _index_list(proto, info.size, where):
+            _configure_meter(meter, i, proto.config if proto.HasField("config") else None)
 
     def _register_entry(self, kind, proto):
-        info = self.index.by_id("registers", proto.register_id)
-        name = info.preamble.name
-        self._only_modify(kind, f"register {name}")
-        width = info.type_spec.bitstring.bit.bitwidth
-        value = convert.p4data_bits(proto.data, width, f"register {name}")
-        register = self.state.registers[name]
-        for i in _index_list(proto.index, proto.HasField("index"), info.size, f"register {name}"):
+        info, register, where = self._indexed_target("register_entry", kind, proto)
+        value = convert.p4data_bits(proto.data, info.type_spec.bitstring.bit.bitwidth, where)
+        for i in _index_list(proto, info.size, where):
             register.write(i, value)
+
+    def _direct_target(self, kind, proto, attribute):
+        """(resource, stored entry key) of a direct counter/meter write; only MODIFY of a non-default entry.
+
+        Args:
+            attribute: the table attribute, ``"direct_counter"`` or ``"direct_meter"``.
+        """
+        from testbed.p4.state import TableEntry
+
+        what = attribute.replace("_", " ")
+        self._only_modify(kind, f"{what} entry")
+        _require(not proto.table_entry.is_default_action, "UNIMPLEMENTED",
+                 f"{what}s of default entries are not supported")
+        table_info, entry = convert.table_entry_from_proto(self.index, proto.table_entry, TableEntry,
+                                                           key_only=True)
+        resource = getattr(self.state.tables[table_info.preamble.name], attribute)
+        _require(resource is not None, "INVALID_ARGUMENT", f"table {table_info.preamble.name} has no {what}")
+        return resource, entry
+
+    def _direct_counter_entry(self, kind, proto):
+        counter, entry = self._direct_target(kind, proto, "direct_counter")
+        counter.write(entry, proto.data.packet_count, proto.data.byte_count)
+
+    def _direct_meter_entry(self, kind, proto):
+        meter, entry = self._direct_target(kind, proto, "direct_meter")
+        _configure_meter(meter, entry, proto.config if proto.HasField("config") else None)
 
     # -- packet replication engine
     def _packet_replication_engine_entry(self, kind, proto):
         which = proto.WhichOneof("type")
         if which == "multicast_group_entry":
             entry = proto.multicast_group_entry
-            groups = self.state.multicast_groups
-            if kind == _Update.DELETE:
-                groups.delete(entry.multicast_group_id)
-                return
-            replicas = [(convert.port_from_replica(r), r.instance) for r in entry.replicas]
-            (groups.insert if kind == _Update.INSERT else groups.modify)(entry.multicast_group_id, replicas)
+            _write_pre(self.state.multicast_groups, kind, entry.multicast_group_id, entry.replicas)
         elif which == "clone_session_entry":
             entry = proto.clone_session_entry
-            sessions = self.state.clone_sessions
-            if kind == _Update.DELETE:
-                sessions.delete(entry.session_id)
-                return
-            replicas = [(convert.port_from_replica(r), r.instance) for r in entry.replicas]
-            (sessions.insert if kind == _Update.INSERT else sessions.modify)(
-                entry.session_id, replicas, entry.class_of_service, entry.packet_length_bytes)
+            _write_pre(self.state.clone_sessions, kind, entry.session_id, entry.replicas,
+                       entry.class_of_service, entry.packet_length_bytes)
         else:
             raise P4RuntimeError("INVALID_ARGUMENT", "packet replication engine entry without a type")
 
@@ -674,6 +663,29 @@ class _Writer:
         engine.configure(proto.digest_id, DigestConfig(c.max_timeout_ns, c.max_list_size, c.ack_timeout_ns))
 
 
+def _configure_meter(meter, cell, config):
+    """Set a meter cell (index or table entry) from a MeterConfig message, or unconfigure it for None."""
+    if config is None:
+        meter.reset_config(cell)
+    else:
+        meter.set_config(cell, config.cir, config.cburst, config.pir, config.pburst)
+
+
+def _write_pre(collection, kind, key, replica_protos, *settings):
+    """Insert, modify or delete a multicast group or clone session (``settings`` follow the replicas)."""
+    if kind == _Update.DELETE:
+        collection.delete(key)
+        return
+    replicas = [(convert.port_from_replica(r), r.instance) for r in replica_protos]
+    (collection.insert if kind == _Update.INSERT else collection.modify)(key, replicas, *settings)
+
+
+def _new_entity(field):
+    """A new Entity and its ``field`` message (``"counter_entry"``, ...), which selects that oneof once set."""
+    entity = p4runtime_pb2.Entity()
+    return entity, getattr(entity, field)
+
+
 class _Reader:
     """Expands Read request entities into result entities (the caller holds the target lock)."""
 
@@ -689,10 +701,11 @@ class _Reader:
             raise P4RuntimeError("UNIMPLEMENTED", f"reading {which} entities is not supported")
         return handler(getattr(entity, which))
 
-    def _tables(self, table_id):
-        if table_id == 0:
-            return self.index.all("tables")
-        return [self.index.by_id("tables", table_id)]
+    def _infos(self, collection, object_id):
+        """P4Info entries a read selects: every one of ``collection`` for id 0 (wildcard), else that id's."""
+        if object_id == 0:
+            return self.index.all(collection)
+        return [self.index.by_id(collection, object_id)]
 
     def _selected_entries(self, table_info, request):
         """The stored entries of a table a request's match/priority selects."""
@@ -709,13 +722,12 @@ class _Reader:
 
     def _table_entry(self, request):
         results = []
-        for table_info in self._tables(request.table_id):
+        for table_info in self._infos("tables", request.table_id):
             name = table_info.preamble.name
             table = self.state.tables[name]
             const_table = table_info.is_const_table
             if request.is_default_action:
-                entity = p4runtime_pb2.Entity()
-                out = entity.table_entry
+                entity, out = _new_entity("table_entry")
                 out.table_id = table_info.preamble.id
                 out.is_default_action = True
                 convert.action_to_proto(self.index, table.default_action, out.action.action)
@@ -725,8 +737,7 @@ class _Reader:
                 continue
             _, entries = self._selected_entries(table_info, request)
             for stored in entries:
-                entity = p4runtime_pb2.Entity()
-                out = entity.table_entry
+                entity, out = _new_entity("table_entry")
                 convert.table_entry_to_proto(self.index, table_info, stored, out)
                 if stored.controller_metadata:
                     out.controller_metadata = stored.controller_metadata
@@ -743,168 +754,172 @@ class _Reader:
                     out.counter_data.packet_count = stored.counter_packets
                     out.counter_data.byte_count = stored.counter_bytes
                 if request.HasField("meter_config") and table.direct_meter is not None:
-                    config = table.direct_meter.get_config(stored)
-                    if config is not None:
-                        _meter_config_to_proto(config, out.meter_config)
+                    _meter_config_to_proto(table.direct_meter.get_config(stored), out.meter_config)
                 results.append(entity)
         return results
 
-    def _action_profile_member(self, request):
-        results = []
-        profiles = (self.index.all("action_profiles") if request.action_profile_id == 0
-                    else [self.index.by_id("action_profiles", request.action_profile_id)])
-        for info in profiles:
-            profile = self.state.action_profiles[info.preamble.name]
-            for member in profile.members():
-                if request.member_id and member.member_id != request.member_id:
-                    continue
-                entity = p4runtime_pb2.Entity()
-                out = entity.action_profile_member
-                out.action_profile_id = info.preamble.id
-                out.member_id = member.member_id
-                from testbed.p4.program import ActionCall
+    def _profile_items(self, request, entity_field, items, id_field):
+        """The members (or groups) of action profiles a read selects.
 
-                convert.action_to_proto(self.index, ActionCall(member.action, tuple(member.args)), out.action)
-                results.append(entity)
+        Args:
+            request: the ActionProfileMember/ActionProfileGroup of the read.
+            entity_field: ``"action_profile_member"`` or ``"action_profile_group"``.
+            items: the profile method listing them, ``"members"`` or ``"groups"``.
+            id_field: ``"member_id"`` or ``"group_id"`` (0 in the request: all).
+
+        Yields:
+            (entity, out, item): ``out`` is the entity's ``entity_field`` message with the
+            profile id and the item id set.
+        """
+        wanted = getattr(request, id_field)
+        for info in self._infos("action_profiles", request.action_profile_id):
+            profile = self.state.action_profiles[info.preamble.name]
+            for item in getattr(profile, items)():
+                item_id = getattr(item, id_field)
+                if wanted and item_id != wanted:
+                    continue
+                entity, out = _new_entity(entity_field)
+                out.action_profile_id = info.preamble.id
+                setattr(out, id_field, item_id)
+                yield entity, out, item
+
+    def _action_profile_member(self, request):
+        from testbed.p4.program import ActionCall
+
+        results = []
+        for entity, out, member in self._profile_items(request, "action_profile_member", "members", "member_id"):
+            convert.action_to_proto(self.index, ActionCall(member.action, tuple(member.args)), out.action)
+            results.append(entity)
         return results
 
     def _action_profile_group(self, request):
         results = []
-        profiles = (self.index.all("action_profiles") if request.action_profile_id == 0
-                    else [self.index.by_id("action_profiles", request.action_profile_id)])
-        for info in profiles:
-            profile = self.state.action_profiles[info.preamble.name]
-            for group in profile.groups():
-                if request.group_id and group.group_id != request.group_id:
-                    continue
-                entity = p4runtime_pb2.Entity()
-                out = entity.action_profile_group
-                out.action_profile_id = info.preamble.id
-                out.group_id = group.group_id
-                for member_id, weight in group.members:
-                    out.members.add(member_id=member_id, weight=weight)
-                if group.max_size:
-                    out.max_size = group.max_size
-                results.append(entity)
+        for entity, out, group in self._profile_items(request, "action_profile_group", "groups", "group_id"):
+            for member_id, weight in group.members:
+                out.members.add(member_id=member_id, weight=weight)
+            if group.max_size:
+                out.max_size = group.max_size
+            results.append(entity)
         return results
+
+    def _indexed_cells(self, entity_field, request):
+        """The cells of counters, meters or registers a read selects.
+
+        Yields:
+            (entity, out, state object, index): ``out`` is the entity's ``entity_field``
+            message with the object id and the index set.
+        """
+        collection, id_field, label = _INDEXED[entity_field]
+        for info in self._infos(collection, getattr(request, id_field)):
+            name = info.preamble.name
+            resource = getattr(self.state, collection)[name]
+            for i in _index_list(request, info.size, f"{label} {name}"):
+                entity, out = _new_entity(entity_field)
+                setattr(out, id_field, info.preamble.id)
+                out.index.index = i
+                yield entity, out, resource, i
 
     def _counter_entry(self, request):
         results = []
-        infos = (self.index.all("counters") if request.counter_id == 0
-                 else [self.index.by_id("counters", request.counter_id)])
-        for info in infos:
-            counter = self.state.counters[info.preamble.name]
-            for i in _index_list(request.index, request.HasField("index"), info.size,
-                                 f"counter {info.preamble.name}"):
-                packets, nbytes = counter.read(i)
-                entity = p4runtime_pb2.Entity()
-                out = entity.counter_entry
-                out.counter_id = info.preamble.id
-                out.index.index = i
-                out.data.packet_count = packets
-                out.data.byte_count = nbytes
-                results.append(entity)
-        return results
-
-    def _direct_tables(self, table_entry, attribute):
-        tables = []
-        for table_info in self._tables(table_entry.table_id):
-            table = self.state.tables[table_info.preamble.name]
-            if getattr(table, attribute) is None:
-                if table_entry.table_id:
-                    raise P4RuntimeError("INVALID_ARGUMENT", f"table {table_info.preamble.name} has no "
-                                                             f"{attribute.replace('_', ' ')}")
-                continue
-            tables.append(table_info)
-        return tables
-
-    def _direct_counter_entry(self, request):
-        results = []
-        for table_info in self._direct_tables(request.table_entry, "direct_counter"):
-            table, entries = self._selected_entries(table_info, request.table_entry)
-            for stored in entries:
-                entity = p4runtime_pb2.Entity()
-                out = entity.direct_counter_entry
-                convert.table_entry_to_proto(self.index, table_info, stored, out.table_entry)
-                out.table_entry.ClearField("action")
-                out.data.packet_count = stored.counter_packets
-                out.data.byte_count = stored.counter_bytes
-                results.append(entity)
+        for entity, out, counter, i in self._indexed_cells("counter_entry", request):
+            out.data.packet_count, out.data.byte_count = counter.read(i)
+            results.append(entity)
         return results
 
     def _meter_entry(self, request):
         results = []
-        infos = (self.index.all("meters") if request.meter_id == 0
-                 else [self.index.by_id("meters", request.meter_id)])
-        for info in infos:
-            meter = self.state.meters[info.preamble.name]
-            for i in _index_list(request.index, request.HasField("index"), info.size,
-                                 f"meter {info.preamble.name}"):
-                entity = p4runtime_pb2.Entity()
-                out = entity.meter_entry
-                out.meter_id = info.preamble.id
-                out.index.index = i
-                config = meter.get_config(i)
-                if config is not None:
-                    _meter_config_to_proto(config, out.config)
-                results.append(entity)
-        return results
-
-    def _direct_meter_entry(self, request):
-        results = []
-        for table_info in self._direct_tables(request.table_entry, "direct_meter"):
-            table, entries = self._selected_entries(table_info, request.table_entry)
-            for stored in entries:
-                entity = p4runtime_pb2.Entity()
-                out = entity.direct_meter_entry
-                convert.table_entry_to_proto(self.index, table_info, stored, out.table_entry)
-                out.table_entry.ClearField("action")
-                config = table.direct_meter.get_config(stored)
-                if config is not None:
-                    _meter_config_to_proto(config, out.config)
-                results.append(entity)
+        for entity, out, meter, i in self._indexed_cells("meter_entry", request):
+            _meter_config_to_proto(meter.get_config(i), out.config)
+            results.append(entity)
         return results
 
     def _register_entry(self, request):
         results = []
-        infos = (self.index.all("registers") if request.register_id == 0
-                 else [self.index.by_id("registers", request.register_id)])
-        for info in infos:
-            register = self.state.registers[info.preamble.name]
-            for i in _index_list(request.index, request.HasField("index"), info.size,
-                                 f"register {info.preamble.name}"):
-                entity = p4runtime_pb2.Entity()
-                out = entity.register_entry
-                out.register_id = info.preamble.id
-                out.index.index = i
-                out.data.bitstring = convert.encode(register.read(i))
-                results.append(entity)
+        for entity, out, register, i in self._indexed_cells("register_entry", request):
+            out.data.bitstring = convert.encode(register.read(i))
+            results.append(entity)
         return results
+
+    def _direct_entries(self, entity_field, attribute, table_entry):
+        """The table entries of a direct counter/meter read (tables without one are skipped for a wildcard).
+
+        Args:
+            entity_field: ``"direct_counter_entry"`` or ``"direct_meter_entry"``.
+            attribute: the table attribute, ``"direct_counter"`` or ``"direct_meter"``.
+            table_entry: the request's TableEntry.
+
+        Raises:
+            P4RuntimeError: INVALID_ARGUMENT when the named table has no such resource.
+
+        Yields:
+            (entity, out, resource, stored entry): ``out`` is the entity's ``entity_field``
+            message with its table entry (without action) set.
+        """
+        for table_info in self._infos("tables", table_entry.table_id):
+            resource = getattr(self.state.tables[table_info.preamble.name], attribute)
+            if resource is None:
+                if table_entry.table_id:
+                    raise P4RuntimeError("INVALID_ARGUMENT", f"table {table_info.preamble.name} has no "
+                                                             f"{attribute.replace('_', ' ')}")
+                continue
+            _, entries = self._selected_entries(table_info, table_entry)
+            for stored in entries:
+                entity, out = _new_entity(entity_field)
+                convert.table_entry_to_proto(self.index, table_info, stored, out.table_entry)
+                out.table_entry.ClearField("action")
+                yield entity, out, resource, stored
+
+    def _direct_counter_entry(self, request):
+        results = []
+        for entity, out, _counter, stored in self._direct_entries("direct_counter_entry", "direct_counter",
+                                                                 request.table_entry):
+            out.data.packet_count = stored.counter_packets
+            out.data.byte_count = stored.counter_bytes
+            results.append(entity)
+        return results
+
+    def _direct_meter_entry(self, request):
+        results = []
+        for entity, out, meter, stored in self._direct_entries("direct_meter_entry", "direct_meter",
+                                                               request.table_entry):
+            _meter_config_to_proto(meter.get_config(stored), out.config)
+            results.append(entity)
+        return results
+
+    @staticmethod
+    def _pre_entries(request, which, collection, id_field):
+        """The multicast groups (or clone sessions) a read selects.
+
+        Args:
+            request: the PacketReplicationEngineEntry of the read.
+            which: ``"multicast_group_entry"`` or ``"clone_session_entry"``.
+            collection: the state's multicast groups or clone sessions.
+            id_field: ``"multicast_group_id"`` or ``"session_id"`` (0 in the request: all).
+
+        Yields:
+            (entity, out, value): ``out`` is the entity's ``which`` message with the id set;
+            ``value`` is what :func:`_pre_items` pairs with the id.
+        """
+        wanted = getattr(getattr(request, which), id_field)
+        for key, value in _pre_items(collection):
+            if wanted and key != wanted:
+                continue
+            entity = p4runtime_pb2.Entity()
+            out = getattr(entity.packet_replication_engine_entry, which)
+            setattr(out, id_field, key)
+            yield entity, out, value
 
     def _packet_replication_engine_entry(self, request):
         results = []
         which = request.WhichOneof("type")
         if which == "multicast_group_entry":
-            wanted = request.multicast_group_entry.multicast_group_id
-            for group_id, replicas in _pre_items(self.state.multicast_groups):
-                if wanted and group_id != wanted:
-                    continue
-                entity = p4runtime_pb2.Entity()
-                out = entity.packet_replication_engine_entry.multicast_group_entry
-                out.multicast_group_id = group_id
-                for port, rid in replicas:
-                    out.replicas.add(egress_port=port, instance=rid)
+            for entity, out, replicas in self._pre_entries(request, which, self.state.multicast_groups,
+                                                           "multicast_group_id"):
+                _replicas_to_proto(replicas, out)
                 results.append(entity)
         elif which == "clone_session_entry":
-            wanted = request.clone_session_entry.session_id
-            for session_id, session in _pre_items(self.state.clone_sessions):
-                if wanted and session_id != wanted:
-                    continue
-                entity = p4runtime_pb2.Entity()
-                out = entity.packet_replication_engine_entry.clone_session_entry
-                out.session_id = session_id
-                for port, rid in session.replicas:
-                    out.replicas.add(egress_port=port, instance=rid)
+            for entity, out, session in self._pre_entries(request, which, self.state.clone_sessions, "session_id"):
+                _replicas_to_proto(session.replicas, out)
                 out.class_of_service = session.class_of_service
                 out.packet_length_bytes = session.packet_length_bytes
                 results.append(entity)
@@ -922,8 +937,7 @@ class _Reader:
             config = engine.configs.get(digest_id)
             if config is None:
                 continue
-            entity = p4runtime_pb2.Entity()
-            out = entity.digest_entry
+            entity, out = _new_entity("digest_entry")
             out.digest_id = digest_id
             out.config.max_timeout_ns = config.max_timeout_ns
             out.config.max_list_size = config.max_list_size
@@ -952,7 +966,16 @@ def _pre_items(collection):
     return items
 
 
+def _replicas_to_proto(replicas, out):
+    """Add (port, instance) pairs as the ``replicas`` of a multicast group or clone session message."""
+    for port, rid in replicas:
+        out.replicas.add(egress_port=port, instance=rid)
+
+
 def _meter_config_to_proto(config, out):
+    """Copy a MeterConfig into a p4.v1.MeterConfig message (leave it unset for None: unconfigured)."""
+    if config is None:
+        return
     out.cir = config.cir
     out.cburst = config.cburst
     out.pir = config.pir

@@ -66,14 +66,18 @@ class ExternsMixin:
             raise self.error(node, f"unknown hash algorithm {node.member}")
         return node.member
 
+    def _type_arguments(self, args, scope):
+        """Type-check the arguments of an extern call (list and ``_`` arguments are typed where used)."""
+        for arg in args:
+            if arg.kind not in ("list", "dontcare"):
+                self.model.type_of(arg, scope)
+
     def extern_function(self, name, call, scope, fn):
         """Emit a v1model/core extern function call."""
         out = fn.out
         args = call.args
         model = self.model
-        for arg in args:
-            if arg.kind not in ("list", "dontcare"):
-                model.type_of(arg, scope)
+        self._type_arguments(args, scope)
 
         def need(count):
             if len(args) != count:
@@ -245,9 +249,7 @@ class ExternsMixin:
         out = fn.out
         args = call.args
         model = self.model
-        for arg in args:
-            if arg.kind not in ("list", "dontcare"):
-                model.type_of(arg, scope)
+        self._type_arguments(args, scope)
         extern = base_type.name
         if extern == "packet_in":
             if fn.kind != "parser":

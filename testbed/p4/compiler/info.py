@@ -99,27 +99,31 @@ def _ctor_enum(model, symbol, index, enum_name):
     return args[index].member
 
 
+def _direct_table(model, pipeline, qualified, symbol, table_property):
+    """The one table whose ``table_property`` (``counters``/``meters``) names a direct counter/meter instance."""
+    extern = symbol.type.name  # also the TableModel attribute: direct_counter / direct_meter
+    tables = [t.name for t in pipeline.tables.values() if getattr(t, extern) is symbol]
+    if len(tables) != 1:
+        raise model.error(symbol.decl, f"{extern} {qualified} must be attached to exactly one table "
+                                       f"({table_property} = {symbol.name}), found {len(tables)}")
+    return tables[0]
+
+
 def _add_instance(model, info, pipeline, qualified, symbol):
     extern = symbol.type.name
     if extern == "counter":
         info.counters[qualified] = P.Counter(qualified, _ctor_int(model, symbol, 0),
                                              _COUNTER_UNITS[_ctor_enum(model, symbol, 1, "CounterType")])
     elif extern == "direct_counter":
-        tables = [t.name for t in pipeline.tables.values() if t.direct_counter is symbol]
-        if len(tables) != 1:
-            raise model.error(symbol.decl, f"direct_counter {qualified} must be attached to exactly one table "
-                                           f"(counters = {symbol.name}), found {len(tables)}")
-        info.direct_counters[qualified] = P.DirectCounter(qualified, tables[0],
+        table = _direct_table(model, pipeline, qualified, symbol, "counters")
+        info.direct_counters[qualified] = P.DirectCounter(qualified, table,
                                                           _COUNTER_UNITS[_ctor_enum(model, symbol, 0, "CounterType")])
     elif extern == "meter":
         info.meters[qualified] = P.Meter(qualified, _ctor_int(model, symbol, 0),
                                          _METER_UNITS[_ctor_enum(model, symbol, 1, "MeterType")])
     elif extern == "direct_meter":
-        tables = [t.name for t in pipeline.tables.values() if t.direct_meter is symbol]
-        if len(tables) != 1:
-            raise model.error(symbol.decl, f"direct_meter {qualified} must be attached to exactly one table "
-                                           f"(meters = {symbol.name}), found {len(tables)}")
-        info.direct_meters[qualified] = P.DirectMeter(qualified, tables[0],
+        table = _direct_table(model, pipeline, qualified, symbol, "meters")
+        info.direct_meters[qualified] = P.DirectMeter(qualified, table,
                                                       _METER_UNITS[_ctor_enum(model, symbol, 0, "MeterType")])
     elif extern == "register":
         if not symbol.type.type_args or not isinstance(symbol.type.type_args[0], T.BitType):

@@ -71,8 +71,8 @@ class TableModel:
         return [k for k in self.keys if k.match_kind == "selector"]
 
 
-class ControlModel:
-    """A control instance: scope, locals and tables."""
+class BlockModel:
+    """What parser and control instances have in common: a scope, parameters and local objects."""
 
     def __init__(self, name, decl, model):
         self.name = name
@@ -81,24 +81,25 @@ class ControlModel:
         self.scope = Scope(model.global_scope, owner=self)
         self.params = []
         self.instances = {}
+        self.variables = []
+
+
+class ControlModel(BlockModel):
+    """A control instance: scope, locals and tables."""
+
+    def __init__(self, name, decl, model):
+        super().__init__(name, decl, model)
         self.actions = {}
         self.tables = {}
-        self.variables = []
         self.constants = []
         self.subcontrols = {}
 
 
-class ParserModel:
+class ParserModel(BlockModel):
     """A parser instance: scope, locals and states."""
 
     def __init__(self, name, decl, model):
-        self.name = name
-        self.decl = decl
-        self.model = model
-        self.scope = Scope(model.global_scope, owner=self)
-        self.params = []
-        self.instances = {}
-        self.variables = []
+        super().__init__(name, decl, model)
         self.states = {state.name: state for state in decl.states}
 
 

@@ -359,11 +359,15 @@ class _AstBuilder(Transformer):
     def direction(self, meta, children):
         return str(children[0]) if children else ""
 
-    def parser_type_decl(self, meta, children):
+    def _type_declaration(self, kind, children):
+        """A parser/control/package type declaration: ``annotations name [<type params>] (params)``."""
         annotations, name = children[0], children[1]
         type_params, rest = self._split_generic(children[2:])
-        return Node("parser_type", name.loc, name=name.name, type_params=type_params, params=rest[0],
+        return Node(kind, name.loc, name=name.name, type_params=type_params, params=rest[0],
                     annotations=annotations)
+
+    def parser_type_decl(self, meta, children):
+        return self._type_declaration("parser_type", children)
 
     def parser_decl(self, meta, children):
         annotations, name = children[0], children[1]
@@ -407,10 +411,7 @@ class _AstBuilder(Transformer):
         return Node("dontcare", _loc(meta, children))
 
     def control_type_decl(self, meta, children):
-        annotations, name = children[0], children[1]
-        type_params, rest = self._split_generic(children[2:])
-        return Node("control_type", name.loc, name=name.name, type_params=type_params, params=rest[0],
-                    annotations=annotations)
+        return self._type_declaration("control_type", children)
 
     def control_decl(self, meta, children):
         annotations, name = children[0], children[1]
@@ -421,10 +422,7 @@ class _AstBuilder(Transformer):
                     locals=list(rest[1:-1]), body=body, annotations=annotations)
 
     def package_decl(self, meta, children):
-        annotations, name = children[0], children[1]
-        type_params, rest = self._split_generic(children[2:])
-        return Node("package", name.loc, name=name.name, type_params=type_params, params=rest[0],
-                    annotations=annotations)
+        return self._type_declaration("package", children)
 
     def action_decl(self, meta, children):
         annotations, name, params, body = children

@@ -93,7 +93,14 @@ class FieldInfo:
         self.offset = 0  # bit offset from the start of a header
 
 
-class StructLikeType(P4Type):
+class NamedType(P4Type):
+    """A type declared with a name (``self.name``, set by the subclass), which is also its source text."""
+
+    def name_text(self):
+        return self.name
+
+
+class StructLikeType(NamedType):
     """Headers and structs: named members."""
 
     def __init__(self, name, fields, annotations):
@@ -101,9 +108,6 @@ class StructLikeType(P4Type):
         self.fields = fields
         self.field_map = {f.name: f for f in fields}
         self.annotations = annotations
-
-    def name_text(self):
-        return self.name
 
 
 class HeaderType(StructLikeType):
@@ -150,7 +154,7 @@ class StackType(P4Type):
         return f"{self.element.name_text()}[{self.size}]"
 
 
-class EnumType(P4Type):
+class EnumType(NamedType):
     """``enum`` (``underlying`` None) or serializable ``enum bit<W>``."""
 
     kind = "enum"
@@ -159,9 +163,6 @@ class EnumType(P4Type):
         self.name = name
         self.members = members  # name -> int value
         self.underlying = underlying
-
-    def name_text(self):
-        return self.name
 
 
 class TupleType(P4Type):
@@ -176,7 +177,7 @@ class TupleType(P4Type):
         return "tuple<" + ", ".join(e.name_text() for e in self.elements) + ">"
 
 
-class ExternType(P4Type):
+class ExternType(NamedType):
     """An extern object type, possibly specialized (``register<bit<32>>``)."""
 
     kind = "extern"
@@ -186,11 +187,8 @@ class ExternType(P4Type):
         self.decl = decl
         self.type_args = list(type_args)
 
-    def name_text(self):
-        return self.name
 
-
-class BlockType(P4Type):
+class BlockType(NamedType):
     """A parser, control or package type (declaration ``decl``)."""
 
     kind = "block"
@@ -200,37 +198,32 @@ class BlockType(P4Type):
         self.decl = decl
         self.block_kind = block_kind
 
-    def name_text(self):
-        return self.name
+
+class TableApplyType(P4Type):
+    """Base of the types of a table's apply results; ``table`` is the table they come from."""
+
+    def __init__(self, table):
+        self.table = table
 
 
-class TableResultType(P4Type):
+class TableResultType(TableApplyType):
     """What ``t.apply()`` returns: ``.hit``, ``.miss``, ``.action_run``."""
 
     kind = "table_result"
 
-    def __init__(self, table):
-        self.table = table
 
-
-class ActionEnumType(P4Type):
+class ActionEnumType(TableApplyType):
     """The type of ``t.apply().action_run``."""
 
     kind = "action_enum"
 
-    def __init__(self, table):
-        self.table = table
-
 
 def field_width(type_):
     """Width in bits of a header field type (bit/int, bool = 1, serializable enum)."""
-    if isinstance(type_, BitType):
-        return type_.width
-    if isinstance(type_, BoolType):
-        return 1
-    if isinstance(type_, EnumType) and type_.underlying is not None:
-        return type_.underlying.width
-    raise TypeError(f"not a fixed-width field type: {type_.name_text()}")
+    width = None if isinstance(type_, ErrorType) else scalar_width(type_)
+    if width is None:
+        raise TypeError(f"not a fixed-width field type: {type_.name_text()}")
+    return width
 
 
 def scalar_width(type_):

@@ -44,6 +44,12 @@ def _check_count(value, what, where):
                          f"{where}: {what} {value!r} must be an unsigned 64-bit integer")
 
 
+def _check_counts(packets, nbytes, where):
+    """Check a packet count and a byte count (unsigned 64-bit)."""
+    _check_count(packets, "packet count", where)
+    _check_count(nbytes, "byte count", where)
+
+
 class RegisterState:
     """One register array.
 
@@ -127,8 +133,7 @@ class CounterState:
             StateError: OUT_OF_RANGE, INVALID_ARGUMENT for negative counts.
         """
         _check_index(index, self.info.size, self._where)
-        _check_count(packets, "packet count", self._where)
-        _check_count(nbytes, "byte count", self._where)
+        _check_counts(packets, nbytes, self._where)
         self.packets[index] = packets
         self.bytes[index] = nbytes
 
@@ -138,17 +143,26 @@ class CounterState:
         self.bytes[:] = [0] * self.info.size
 
 
-class DirectCounterState:
-    """A direct counter: one (packets, bytes) pair per entry of its table.
+class _DirectResource:
+    """A resource with one cell per entry of its table (direct counters and meters).
 
     Args:
-        info: the :class:`testbed.p4.program.DirectCounter`.
+        info: the program's description of the resource.
         table: the :class:`testbed.p4.state.tables.TableState` it is attached to.
     """
 
     def __init__(self, info, table):
         self.info = info
         self.table = table
+
+
+class DirectCounterState(_DirectResource):
+    """A direct counter: one (packets, bytes) pair per entry of its table.
+
+    Args:
+        info: the :class:`testbed.p4.program.DirectCounter`.
+        table: the :class:`testbed.p4.state.tables.TableState` it is attached to.
+    """
 
     @staticmethod
     def count(entry, nbytes):
@@ -172,9 +186,7 @@ class DirectCounterState:
             StateError: NOT_FOUND, INVALID_ARGUMENT for negative counts.
         """
         stored = self.table.stored_entry(entry)
-        where = f"direct counter {self.info.name}"
-        _check_count(packets, "packet count", where)
-        _check_count(nbytes, "byte count", where)
+        _check_counts(packets, nbytes, f"direct counter {self.info.name}")
         stored.counter_packets = packets
         stored.counter_bytes = nbytes
 
@@ -317,7 +329,7 @@ class MeterState:
         self._cells = [None] * self.info.size
 
 
-class DirectMeterState:
+class DirectMeterState(_DirectResource):
     """A direct meter: one meter cell per entry of its table.
 
     Args:
@@ -326,8 +338,7 @@ class DirectMeterState:
     """
 
     def __init__(self, info, table):
-        self.info = info
-        self.table = table
+        super().__init__(info, table)
         self._packets = info.unit == "PACKETS"
         self._where = f"direct meter {info.name}"
 
