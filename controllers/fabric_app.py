@@ -326,33 +326,6 @@ def find_object(p4info, kind, name):
     return None
 
 
-class SelectorAwareProgrammer(FabricProgrammer):
-    """A :class:`FabricProgrammer` that updates each switch on its own.
-
-    When a switch cannot be reached (its process crashed), the base class
-    would stop at it and leave the switches after it unchanged; here every
-    reachable switch still gets its new routes and the failures are kept in
-    :attr:`unreachable` (``{switch: message}`` of the last write).  (The name
-    is historical: the selector handling it once added - one next hop written
-    as its port's action-profile member - is now in the base class.)
-    """
-
-    unreachable = None
-
-    def _apply(self, desired):
-        from testbed.p4runtime.client import P4RuntimeClientError
-
-        self.unreachable = {}
-        written = 0
-        for switch, routes in sorted(desired.items()):
-            try:
-                written += super()._apply({switch: routes})
-            except P4RuntimeClientError as error:
-                self.unreachable[switch] = str(error)
-                LOG.warning("switch %s not updated: %s", switch, error)
-        return written
-
-
 # -- the routing app ---------------------------------------------------------------------
 class FabricRoutingApp(app_manager.OSKenApp):
     """Routes and ECMP groups for every switch; recomputation on link failures; parameters.
@@ -406,7 +379,7 @@ class FabricRoutingApp(app_manager.OSKenApp):
             if target == "auto":  # the target the switches run
                 target = state["switches"][next(iter(switches))].get("target") or "auto"
             pipeline = pipeline_config(program_path(config, state), target)
-            programmer = SelectorAwareProgrammer(graph, switches, pipeline, RoutingTables(), config.election_id)
+            programmer = FabricProgrammer(graph, switches, pipeline, RoutingTables(), config.election_id)
             fabric.state, fabric.graph, fabric.pipeline = state, graph, pipeline
             fabric.programmer = programmer
             programmer.failed_links = {tuple(sorted(pair)) for pair in self.failed_pairs}

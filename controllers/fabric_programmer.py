@@ -11,7 +11,7 @@ import time
 from dataclasses import dataclass
 
 from testbed.controllers.routing import compute_host_routes, is_host, port_toward
-from testbed.p4runtime.client import P4RuntimeClient
+from testbed.p4runtime.client import P4RuntimeClient, P4RuntimeClientError
 
 
 @dataclass(frozen=True)
@@ -45,6 +45,9 @@ class FabricProgrammer:
     Attributes:
         clients: ``{switch: P4RuntimeClient}`` once :meth:`connect` ran.
         failed_links: the links currently treated as down.
+        unreachable: ``{switch: error message}`` of the switches the last
+            route update could not write (a crashed switch does not stop the
+            others from being updated).
     """
 
     def __init__(self, graph, switches, pipeline, tables=RoutingTables(), election_id=(0, 1)):
@@ -57,6 +60,7 @@ class FabricProgrammer:
         self.failed_links = set()
         self._installed = {}  # switch -> {ip: (kind, value)} as written
         self._groups = {}  # switch -> {ports tuple: group id, "_members": {port: member id}}
+        self.unreachable = {}
 
     # -- session ------------------------------------------------------------------------
     def connect(self):
@@ -70,6 +74,18 @@ class FabricProgrammer:
         for client in self.clients.values():
             client.close()
         self.clients = {}
+
+    def forget_switch(self, switch):
+        """Stop programming ``switch`` (it crashed): close its session, drop it from updates."""
+        client = self.clients.pop(switch, None)
+        self.switches = {name: info for name, info in self.switches.items() if name != switch}
+        self._installed.pop(switch, None)
+        self._groups.pop(switch, None)
+        if client is not None:
+            try:
+                client.close()
+            except Exception:  # noqa: BLE001 - the switch is gone; closing its channel may fail too
+                pass
 
     def __enter__(self):
         self.connect()
@@ -155,19 +171,29 @@ class FabricProgrammer:
         return self._apply(self._desired(compute_host_routes(self.graph, self.failed_links)))
 
     def _apply(self, desired):
+        """Write the difference between ``desired`` and what is installed, switch by switch."""
         written = 0
+        self.unreachable = {}
         for switch, routes in sorted(desired.items()):
-            installed = self._installed.setdefault(switch, {})
-            for ip, route in sorted(routes.items()):
-                if installed.get(ip) == route:
-                    continue
-                self._write_route(switch, ip, route, update=ip in installed)
-                installed[ip] = route
-                written += 1
-            for ip in sorted(set(installed) - set(routes)):
-                self.clients[switch].delete_table_entry(self.tables.table, {"hdr.ipv4.dstAddr": (ip, 32)})
-                del installed[ip]
-                written += 1
+            try:
+                written += self._apply_switch(switch, routes)
+            except P4RuntimeClientError as error:
+                self.unreachable[switch] = str(error)
+        return written
+
+    def _apply_switch(self, switch, routes):
+        written = 0
+        installed = self._installed.setdefault(switch, {})
+        for ip, route in sorted(routes.items()):
+            if installed.get(ip) == route:
+                continue
+            self._write_route(switch, ip, route, update=ip in installed)
+            installed[ip] = route
+            written += 1
+        for ip in sorted(set(installed) - set(routes)):
+            self.clients[switch].delete_table_entry(self.tables.table, {"hdr.ipv4.dstAddr": (ip, 32)})
+            del installed[ip]
+            written += 1
         return written
 
     def reroute(self, failed_links):
@@ -201,5 +227,5 @@ def programmer_for_network(fabric, pipeline, **kwargs):
     """
     description = fabric.describe()
     switches = {name: {"grpc": entry["grpc"], "device_id": entry["device_id"]}
-                for name, entry in description["switches"].items()}
+                for name, entry in description["switches"].items() if "grpc" in entry}
     return FabricProgrammer(fabric.topo.graph(), switches, pipeline, **kwargs)

@@ -1,7 +1,6 @@
 """Helpers shared by the P4Runtime server tests: the demo control plane and a running server."""
 import contextlib
 
-import pytest
 
 from testbed.p4.program import (
     Action, ActionCall, ActionParam, ActionProfile, ActionRef, ConstEntry, ControllerPacketMetadata,
@@ -85,13 +84,3 @@ def running_server(info=None, cpu_port=510, device_id=DEVICE_ID):
         if server is not None:
             server.stop()
         target.close()
-
-
-def load_program_or_skip():
-    """``testbed.p4.loader.load_program``; skips the test when the embedded compiler is not available."""
-    try:
-        from testbed.p4.loader import load_program
-        from testbed.p4.v1model.device import Device  # noqa: F401
-    except ImportError as exc:
-        pytest.skip(f"the embedded compiler is not available yet: {exc}")
-    return load_program

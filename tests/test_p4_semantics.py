@@ -8,7 +8,7 @@ import struct
 import zlib
 
 import pytest
-from scapy.all import IP, TCP, UDP, Ether, Raw
+from scapy.all import IP, TCP, Ether, Raw
 
 from testbed.errors import P4LoadError
 from testbed.p4.loader import load_program_from_sources

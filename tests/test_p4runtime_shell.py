@@ -15,7 +15,7 @@ import pytest
 from testbed.p4runtime.client import P4RuntimeClient
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from p4runtime_helpers import demo_info, load_program_or_skip, running_server  # noqa: E402
+from p4runtime_helpers import demo_info, running_server  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -96,7 +96,6 @@ def test_shell_reads_entries_our_client_wrote_and_writes_entries_we_read(switch)
 
 
 def test_shell_with_the_real_l3_ecmp_program():
-    load_program_or_skip()
     with running_server() as (_target, _server, address):
         with P4RuntimeClient(address, device_id=1, election_id=(0, 5), timeout=10) as controller:
             controller.set_pipeline(os.path.join(REPO, "p4src", "l3_ecmp.p4"))

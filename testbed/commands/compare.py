@@ -1,0 +1,65 @@
+"""``testbed compare SPEC.yaml --modes ecmp,eecmp,spray,flowlet``: one spec under several modes.
+
+Runs the spec once per mode (same seed: same flows and failures), each into
+``<out>/<mode>/``, and writes one side-by-side table (comparison.txt, .csv,
+.json) and one plot (comparison.png) into ``--out``.
+"""
+
+
+def register(subparsers):
+    """Add the ``compare`` subcommand."""
+    parser = subparsers.add_parser("compare", help="run a spec under several load-balancing modes, side by side",
+                                   description=__doc__.split("\n\n")[1])
+    parser.add_argument("spec", metavar="SPEC.yaml", help="experiment spec (its mode is replaced)")
+    parser.add_argument("--modes", required=True,
+                        help="comma-separated modes (ecmp, eecmp, spray, flowlet, pinning); with --sweep, one mode")
+    parser.add_argument("--sweep", metavar="PARAM=V1,V2,...", default=None,
+                        help="instead of modes side by side, run the one mode once per value of a mode "
+                        "parameter, e.g. flowlet_interval_us=50,100,250,500,1000,5000")
+    parser.add_argument("--target", choices=("auto", "embedded", "bmv2"), default=None,
+                        help="P4 target (default: the spec's target)")
+    parser.add_argument("--out", default=None, metavar="DIR",
+                        help="output folder (default: the spec's out_dir + '-compare')")
+    parser.add_argument("-q", "--quiet", action="store_true", help="no per-run progress output")
+    parser.set_defaults(func=run)
+
+
+def run(args):
+    """Check the modes, run them, print the table; returns the exit status."""
+    from testbed.errors import ParameterError
+    from testbed.experiment.compare import compare_modes
+    from testbed.experiment.spec import load_spec
+
+    modes = [mode.strip() for mode in args.modes.split(",") if mode.strip()]
+    if not modes:
+        raise ParameterError("--modes", args.modes, "a comma-separated list of modes")
+    if len(set(modes)) != len(modes):
+        raise ParameterError("--modes", args.modes, "each mode once")
+    spec = load_spec(args.spec)
+    sweep = None
+    if args.sweep is not None:
+        param, sep, text = args.sweep.partition("=")
+        try:
+            values = [float(value) for value in text.split(",") if value.strip()]
+        except ValueError:
+            values = []
+        if not sep or not values or any(value <= 0 for value in values):
+            raise ParameterError("--sweep", args.sweep, "PARAM=V1,V2,... with numbers > 0")
+        if len(modes) != 1:
+            raise ParameterError("--modes", args.modes, "exactly one mode with --sweep")
+        sweep = (param.strip(), [int(v) if v == int(v) else v for v in values])
+    progress = _headlines_only if args.quiet else print
+    if sweep is not None:
+        from testbed.experiment.compare import sweep_mode_param
+
+        rows = sweep_mode_param(spec, sweep[0], sweep[1], mode=modes[0], out_dir=args.out, target=args.target,
+                                progress=progress)
+    else:
+        rows = compare_modes(spec, modes, args.out, target=args.target, progress=progress)
+    return 0 if all(row["status"] == "ok" for row in rows) else 1
+
+
+def _headlines_only(line):
+    """Progress printer for --quiet: only the run headlines and the comparison."""
+    if line.startswith(("===", "\n", "comparison")):
+        print(line, flush=True)

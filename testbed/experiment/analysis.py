@@ -1,0 +1,221 @@
+"""Turn traffic reports, counters and the failure log of a run into results.json's sections.
+
+Pure functions on the JSON reports of :func:`testbed.traffic.streams.run_streams`
+and :func:`testbed.traffic.collectives.run_collective`; all times in the output
+are seconds since the run's time zero ``t0_ns``.
+"""
+from testbed.traffic import metrics
+
+DEFAULT_BIN_S = 0.01
+GAP_START_WINDOW_NS = 500_000_000
+EPISODE_GAP_BINS = 3
+"""Lossy transmit bins at most this many bins apart belong to one loss episode."""
+"""A delivery gap counts for a failure when it starts at most this long after it (and before the next one)."""
+
+
+def _seconds(ns, t0_ns):
+    return None if ns is None or t0_ns is None else (ns - t0_ns) / 1e9
+
+
+def traffic_row(index, entry, report, error, t0_ns):
+    """One ``traffic`` row of results.json for a traffic entry.
+
+    Args:
+        index: position in the spec.
+        entry: the :class:`testbed.experiment.spec.TrafficSpec`.
+        report: the run_streams / run_collective report (None if it failed).
+        error: error text or None.
+        t0_ns: the run's time zero.
+    """
+    row = {"index": index, "pattern": entry.pattern, "hosts": list(entry.hosts),
+           "planned_start_s": entry.start_s, "started_at_s": None, "error": error,
+           "sent_packets": None, "received_packets": None, "lost_packets": None, "out_of_sequence": None,
+           "late": None, "duplicates": None, "goodput_mbps": None, "completion_time_s": None}
+    if report is None:
+        return row
+    row["started_at_s"] = _seconds(report.get("start_ns"), t0_ns)
+    for key in ("sent_packets", "received_packets", "lost_packets", "out_of_sequence", "late", "duplicates"):
+        if report.get(key) is not None:
+            row[key] = int(report[key])
+    if report.get("completion_time_s") is not None:
+        row["completion_time_s"] = float(report["completion_time_s"])
+        seconds = row["completion_time_s"]
+        row["goodput_mbps"] = report.get("received_bytes", 0) * 8 / seconds / 1e6 if seconds > 0 else 0.0
+    elif report.get("goodput_mbps") is not None:
+        row["goodput_mbps"] = float(report["goodput_mbps"])
+    return row
+
+
+def stream_receivers(reports):
+    """``[(sender report, receiver report)]`` of every stream pair in the reports."""
+    pairs = []
+    for report in reports:
+        if report is None:
+            continue
+        for pair in report.get("pairs", []):
+            pairs.append((pair.get("sender"), pair.get("receiver")))
+    return pairs
+
+
+def all_gaps(reports):
+    """Every delivery gap ``(start_ns, end_ns)`` any receiver saw, sorted."""
+    gaps = []
+    for report in reports:
+        if report is not None:
+            gaps += [tuple(gap) for gap in report.get("gaps", [])]
+    return sorted(gaps)
+
+
+def throughput_timeline(reports, t0_ns, bin_s=DEFAULT_BIN_S):
+    """Aggregate received throughput over every stream receiver, in Mbit/s per bin.
+
+    Returns:
+        dict: ``{"bin_s", "t_s": [...], "mbps": [...]}`` (empty lists when no timeline).
+    """
+    by_index = {}
+    bin_ns = None
+    for _, receiver in stream_receivers(reports):
+        timeline = (receiver or {}).get("timeline") or {}
+        bin_ns = timeline.get("bin_ns") or bin_ns
+        for index, _packets, data in timeline.get("bins", []):
+            by_index[int(index)] = by_index.get(int(index), 0) + data
+    if not by_index or bin_ns is None or t0_ns is None:
+        return {"bin_s": bin_s, "t_s": [], "mbps": []}
+    seconds = bin_ns / 1e9
+    first, last = min(by_index), max(by_index)
+    t_s, mbps = [], []
+    for index in range(first, last + 1):
+        t_s.append(round(index * bin_ns / 1e9 - t0_ns / 1e9, 6))
+        mbps.append(by_index.get(index, 0) * 8 / seconds / 1e6)
+    return {"bin_s": seconds, "t_s": t_s, "mbps": mbps}
+
+
+def lossy_span(reports, start_ns, end_ns, episode_gap_ns=None):
+    """The loss episode a failure at ``start_ns`` causes, by transmit time.
+
+    Compares every stream sender's packets per transmit bin with what its
+    receiver got of those bins: a bin is lossy when some of its packets never
+    arrived.  Unlike a receiver's delivery gap, this sees a failure that cuts
+    only some of a receiver's queue pairs (others keep delivering).  The
+    episode starts at the first lossy bin from the failure on and lasts while
+    lossy bins follow each other with at most ``episode_gap_ns`` between them
+    (default :data:`EPISODE_GAP_BINS` bins), so later, unrelated losses
+    (congestion) are counted apart.
+
+    Returns:
+        dict | None: ``first_ns`` (start of the first lossy bin), ``last_ns``
+        (end of the episode's last one), ``lost`` (packets in the episode) and
+        ``lost_later`` (lost packets sent after the episode, before ``end_ns``);
+        None when nothing was lost.
+    """
+    missing_by_bin = {}
+    bin_ns = None
+    for sender, receiver in stream_receivers(reports):
+        if not sender or not receiver or not receiver.get("timeline"):
+            continue
+        bin_ns = receiver["timeline"]["bin_ns"]
+        received = {int(k): v for k, v in receiver.get("rx_by_tx_bin", {}).items()}
+        for key, count in sender.get("sent_bins", {}).items():
+            index = int(key)
+            begin = index * bin_ns
+            if not start_ns - bin_ns <= begin < end_ns:
+                continue
+            missing = count - received.get(index, 0)
+            if missing > 0:
+                missing_by_bin[begin] = missing_by_bin.get(begin, 0) + missing
+    if not missing_by_bin:
+        return None
+    gap_ns = episode_gap_ns if episode_gap_ns is not None else EPISODE_GAP_BINS * bin_ns
+    ordered = sorted(missing_by_bin.items())
+    first = ordered[0][0]
+    last = first + bin_ns
+    lost = 0
+    lost_later = 0
+    in_episode = True
+    for begin, missing in ordered:
+        if in_episode and begin - last <= gap_ns:
+            lost += missing
+            last = max(last, begin + bin_ns)
+        else:
+            in_episode = False
+            lost_later += missing
+    return {"first_ns": first, "last_ns": last, "lost": lost, "lost_later": lost_later}
+
+
+def recovery_rows(reports, failure_log, t0_ns, end_ns):
+    """Delivery gap and loss window of every disruptive failure (link_down, switch_crash, lossy_link).
+
+    ``gap_s``: the longest delivery gap any receiver saw that ends after the
+    failure and starts within :data:`GAP_START_WINDOW_NS` of it (and before
+    the next failure); the outage a failure causes starts at once, whatever
+    the controller's delay, so later gaps are not its doing;
+    ``stopped_at_s`` / ``resumed_at_s`` bound it.  ``loss_window_s``: from the
+    first to the end of the last transmit bin whose packets were lost, between
+    the failure and the next one (:func:`lossy_span`); ``lost_in_window``:
+    those packets.
+
+    Args:
+        reports: traffic reports.
+        failure_log: ``results["failures"]`` rows (with ``applied_at_s``).
+        t0_ns: time zero.
+        end_ns: end of the run.
+
+    Returns:
+        list[dict]: one row per applied disruptive failure.
+    """
+    gaps = all_gaps(reports)
+    applied = [row for row in failure_log if row.get("applied_at_s") is not None]
+    rows = []
+    for position, row in enumerate(applied):
+        if row["action"] == "link_up":
+            continue
+        failure_ns = t0_ns + int(row["applied_at_s"] * 1e9)
+        next_ns = end_ns
+        if position + 1 < len(applied):
+            next_ns = t0_ns + int(applied[position + 1]["applied_at_s"] * 1e9)
+        gap_window_ns = min(max(0, next_ns - failure_ns), GAP_START_WINDOW_NS)
+        found = metrics.time_to_recover(gaps, failure_ns, window_ns=gap_window_ns)
+        result = {"failure_index": row["index"], "gap_s": None, "stopped_at_s": None, "resumed_at_s": None,
+                  "recovery_after_failure_s": None, "loss_window_s": None, "first_loss_at_s": None,
+                  "last_loss_at_s": None, "lost_in_window": None, "lost_later": None}
+        if found is not None:
+            result.update(gap_s=found["seconds"], stopped_at_s=_seconds(found["stopped_ns"], t0_ns),
+                          resumed_at_s=_seconds(found["resumed_ns"], t0_ns),
+                          recovery_after_failure_s=found["recovery_after_failure_s"])
+        span = lossy_span(reports, failure_ns, next_ns)
+        if span is not None:
+            result.update(loss_window_s=(span["last_ns"] - span["first_ns"]) / 1e9,
+                          first_loss_at_s=_seconds(span["first_ns"], t0_ns),
+                          last_loss_at_s=_seconds(span["last_ns"], t0_ns), lost_in_window=span["lost"],
+                          lost_later=span["lost_later"])
+        elif stream_receivers(reports):
+            result["lost_in_window"] = result["lost_later"] = 0
+        rows.append(result)
+    return rows
+
+
+def summarize(traffic_rows, uplinks, recovery, reactions):
+    """The ``summary`` section from traffic rows, uplink loads, recovery rows and controller reactions."""
+    def total(key):
+        return sum(row[key] or 0 for row in traffic_rows)
+
+    sent, received = total("sent_packets"), total("received_packets")
+    lost, out_of_sequence = total("lost_packets"), total("out_of_sequence")
+    loads = list(uplinks.values())
+    has_load = bool(loads) and sum(loads) > 0
+    reaction_times = [r["reaction_s"] for r in reactions if r.get("reaction_s") is not None]
+    return {
+        "sent_packets": sent, "received_packets": received, "lost_packets": lost,
+        "loss_rate": lost / sent if sent else 0.0,
+        "out_of_sequence": out_of_sequence,
+        "out_of_order_rate": metrics.out_of_order_rate(out_of_sequence, received),
+        "late": total("late"),
+        "reorder_rate": metrics.out_of_order_rate(total("late"), received),
+        "duplicates": total("duplicates"),
+        "goodput_mbps": float(sum(row["goodput_mbps"] or 0.0 for row in traffic_rows)),
+        "uplink_loads": dict(uplinks),
+        "uplink_mmr": metrics.max_mean_ratio(loads) if has_load else None,
+        "uplink_jain": metrics.jain_fairness(loads) if has_load else None,
+        "recovery": recovery,
+        "controller_reaction_s": max(reaction_times) if reaction_times else None,
+    }

@@ -1,0 +1,149 @@
+"""Per-port switch counters over P4Runtime, and the per-link load they add up to.
+
+Programs count every packet per port in an indirect ``counter`` indexed by
+port (p4src/l3_ecmp.p4: ``MyIngress.ingress_port_counter`` and
+``MyEgress.egress_port_counter``).  :func:`read_port_counters` reads both on
+every switch; :func:`link_loads` subtracts a baseline snapshot and turns the
+counts into one row per link and direction:
+
+* ``a_to_b`` is what ``a`` sent on the link: ``a``'s egress counter at
+  ``a_port`` when ``a`` is a switch, else ``b``'s ingress counter at ``b_port``
+  (hosts have no counters); ``b_to_a`` likewise.
+* ``tx_packets`` / ``tx_bytes`` are both directions together; ``share`` is the
+  link's ``tx_bytes`` over the total of its tier (links between the same two
+  switch levels), so a tier's shares add up to 1.
+"""
+from testbed.controllers.routing import is_host
+
+INGRESS_SUFFIX = "ingress_port_counter"
+EGRESS_SUFFIX = "egress_port_counter"
+
+
+def counter_names(p4info):
+    """Return ``(ingress counter name, egress counter name)`` of a P4Info (None when absent)."""
+    ingress = egress = None
+    for counter in p4info.counters:
+        name = counter.preamble.name
+        if name.endswith(EGRESS_SUFFIX):
+            egress = name
+        elif name.endswith(INGRESS_SUFFIX):
+            ingress = name
+    return ingress, egress
+
+
+def read_port_counters(clients, p4info, skip=()):
+    """Read the per-port counters of every switch.
+
+    Args:
+        clients: ``{switch: P4RuntimeClient}``.
+        p4info: the pipeline's P4Info (to find the counter names).
+        skip: switches not to read (crashed ones).
+
+    Returns:
+        dict: ``{switch: {"ingress": {port: [packets, bytes]}, "egress": {...}}}``;
+        a switch whose read failed maps to ``{"error": text}``.
+    """
+    ingress_name, egress_name = counter_names(p4info)
+    snapshot = {}
+    for switch, client in sorted(clients.items()):
+        if switch in skip:
+            continue
+        entry = {}
+        try:
+            for key, name in (("ingress", ingress_name), ("egress", egress_name)):
+                cells = client.read_counter(name) if name else {}
+                entry[key] = {int(port): [int(p), int(b)] for port, (p, b) in cells.items() if p or b}
+        except Exception as error:  # noqa: BLE001 - a dead switch must not lose the other counters
+            entry = {"error": f"{type(error).__name__}: {error}"}
+        snapshot[switch] = entry
+    return snapshot
+
+
+def _delta(after, before, switch, kind, port):
+    now = after.get(switch, {}).get(kind, {}).get(port)
+    if now is None:
+        return None
+    then = before.get(switch, {}).get(kind, {}).get(port, [0, 0])
+    return [max(0, now[0] - then[0]), max(0, now[1] - then[1])]
+
+
+def _direction(graph, after, before, sender, sender_port, receiver, receiver_port):
+    """[packets, bytes] ``sender`` put on the link (None when no counter saw it)."""
+    if not is_host(graph, sender):
+        counted = _delta(after, before, sender, "egress", sender_port)
+        if counted is not None or "error" not in after.get(sender, {"error": 1}):
+            return counted or [0, 0]
+    if not is_host(graph, receiver):
+        counted = _delta(after, before, receiver, "ingress", receiver_port)
+        if counted is not None or "error" not in after.get(receiver, {"error": 1}):
+            return counted or [0, 0]
+    return None
+
+
+def link_loads(graph, before, after):
+    """Rows of per-link load between two counter snapshots.
+
+    Args:
+        graph: the topology multigraph (``topo.graph()``).
+        before: :func:`read_port_counters` snapshot at the start of traffic.
+        after: snapshot at the end.
+
+    Returns:
+        list[dict]: ``link, a, a_port, b, b_port, tier, a_to_b_packets, a_to_b_bytes,
+        b_to_a_packets, b_to_a_bytes, tx_packets, tx_bytes, share`` in topology
+        order; counts are None when neither end could be read.
+    """
+    rows = []
+    for a, b, key, data in graph.edges(keys=True, data=True):
+        a, b = data["a"], data["b"]
+        a_port, b_port = data["a_port"], data["b_port"]
+        forward = _direction(graph, after, before, a, a_port, b, b_port)
+        backward = _direction(graph, after, before, b, b_port, a, a_port)
+        levels = (graph.nodes[a].get("level", 0), graph.nodes[b].get("level", 0))
+        row = {"link": f"{a}:{a_port}-{b}:{b_port}", "a": a, "a_port": a_port, "b": b, "b_port": b_port,
+               "tier": f"{min(levels)}-{max(levels)}",
+               "a_to_b_packets": forward[0] if forward else None, "a_to_b_bytes": forward[1] if forward else None,
+               "b_to_a_packets": backward[0] if backward else None,
+               "b_to_a_bytes": backward[1] if backward else None}
+        if forward is None and backward is None:
+            row["tx_packets"] = row["tx_bytes"] = None
+        else:
+            row["tx_packets"] = (forward or [0, 0])[0] + (backward or [0, 0])[0]
+            row["tx_bytes"] = (forward or [0, 0])[1] + (backward or [0, 0])[1]
+        rows.append(row)
+    totals = {}
+    for row in rows:
+        totals[row["tier"]] = totals.get(row["tier"], 0) + (row["tx_bytes"] or 0)
+    for row in rows:
+        total = totals[row["tier"]]
+        row["share"] = (row["tx_bytes"] or 0) / total if total else 0.0
+    return rows
+
+
+def uplink_loads(graph, rows, unit="bytes"):
+    """Upward load on the first switch tier's uplinks that carried traffic up.
+
+    The links from the lowest switch level (leaves, edges, RDSWs) to the level
+    above, restricted to the lower switches that sent anything upward: these
+    are the equal-cost choices a load-balancing scheme makes at the source
+    leaf, so their Max-Mean Ratio measures its balance.
+
+    Args:
+        graph: the topology multigraph.
+        rows: :func:`link_loads` rows.
+        unit: ``"bytes"`` or ``"packets"``.
+
+    Returns:
+        dict: ``{link name: upward load}`` (empty when nothing went up).
+    """
+    switch_levels = sorted({data.get("level", 0) for node, data in graph.nodes(data=True)
+                            if data.get("role") != "host"})
+    if len(switch_levels) < 2:
+        return {}
+    low, high = switch_levels[0], switch_levels[1]
+    key = f"a_to_b_{unit}"
+    candidates = [row for row in rows
+                  if graph.nodes[row["a"]].get("level") == low and graph.nodes[row["b"]].get("level") == high
+                  and not is_host(graph, row["a"]) and row[key] is not None]
+    sending = {row["a"] for row in candidates if row[key] > 0}
+    return {row["link"]: row[key] for row in candidates if row["a"] in sending}

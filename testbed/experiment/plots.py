@@ -1,0 +1,184 @@
+"""PNG plots of experiment results (matplotlib with the Agg backend; no display needed).
+
+* :func:`plot_link_load`: uplink load per link, one bar group per scheme (a single run is one scheme).
+* :func:`plot_timeline`: aggregate receiver throughput over time with failure markers
+  (and the controller's reactions).
+* :func:`plot_comparison`: the side-by-side figure of ``testbed compare``: uplink load
+  per scheme, and MMR / goodput / out-of-order per scheme.
+* :func:`plot_sweep`: out-of-order rate and uplink MMR against a swept parameter
+  (the flowlet interval), on two y axes.
+"""
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402 - the backend must be chosen first
+
+
+def _bars(axis, loads_by_scheme, ylabel="bytes sent upward"):
+    schemes = list(loads_by_scheme)
+    links = sorted({link for loads in loads_by_scheme.values() for link in loads})
+    width = 0.8 / max(1, len(schemes))
+    for position, scheme in enumerate(schemes):
+        xs = [index + position * width - 0.4 + width / 2 for index in range(len(links))]
+        axis.bar(xs, [loads_by_scheme[scheme].get(link, 0) for link in links], width, label=scheme)
+    axis.set_xticks(range(len(links)))
+    axis.set_xticklabels(links, rotation=30, ha="right", fontsize=7)
+    axis.set_ylabel(ylabel)
+    if len(schemes) > 1:
+        axis.legend(fontsize=8)
+
+
+def plot_link_load(loads_by_scheme, path, title="Uplink load per link"):
+    """Bar chart of per-link upward load, one bar group per scheme.
+
+    Args:
+        loads_by_scheme: ``{scheme: {link: bytes}}``.
+        path: PNG file to write.
+        title: figure title.
+
+    Returns:
+        str: ``path``.
+    """
+    figure, axis = plt.subplots(figsize=(8, 4.5))
+    try:
+        if any(loads_by_scheme.values()):
+            _bars(axis, loads_by_scheme)
+        else:
+            axis.text(0.5, 0.5, "no uplink load measured", ha="center", va="center", transform=axis.transAxes)
+        axis.set_title(title)
+        figure.tight_layout()
+        figure.savefig(path, dpi=110)
+    finally:
+        plt.close(figure)
+    return path
+
+
+def rebin(t_s, values, factor):
+    """Average ``values`` over groups of ``factor`` consecutive bins (times: each group's first)."""
+    if factor <= 1:
+        return list(t_s), list(values)
+    times, averaged = [], []
+    for start in range(0, len(values), factor):
+        chunk = values[start:start + factor]
+        times.append(t_s[start])
+        averaged.append(sum(chunk) / len(chunk))
+    return times, averaged
+
+
+def plot_timeline(timeline, failures, path, reactions=(), title="Aggregate receiver throughput",
+                  plot_bin_s=0.05):
+    """Throughput over time with a dashed line at each failure and a dotted one at each reaction.
+
+    Args:
+        timeline: ``{"bin_s", "t_s": [...], "mbps": [...]}``.
+        failures: ``[(time_s, label)]``.
+        path: PNG file to write.
+        reactions: ``[(time_s, label)]`` of controller reactions.
+        title: figure title.
+        plot_bin_s: bins are averaged to about this width for the plot (results keep the raw bins).
+
+    Returns:
+        str: ``path``.
+    """
+    figure, axis = plt.subplots(figsize=(8, 4))
+    try:
+        if timeline.get("t_s"):
+            bin_s = timeline.get("bin_s") or plot_bin_s
+            factor = max(1, int(round(plot_bin_s / bin_s)))
+            times, mbps = rebin(timeline["t_s"], timeline["mbps"], factor)
+            axis.plot(times, mbps, linewidth=1.0, color="tab:blue",
+                      label=f"throughput ({factor * bin_s * 1000:.0f} ms bins)")
+        else:
+            axis.text(0.5, 0.5, "no receiver timeline", ha="center", va="center", transform=axis.transAxes)
+        for index, (time_s, label) in enumerate(failures):
+            axis.axvline(time_s, color="tab:red", linestyle="--", linewidth=1,
+                         label="failure" if index == 0 else None)
+            axis.annotate(label, (time_s, 1.0), xycoords=("data", "axes fraction"), rotation=90,
+                          va="top", ha="right", fontsize=7, color="tab:red")
+        for index, (time_s, label) in enumerate(reactions):
+            axis.axvline(time_s, color="tab:green", linestyle=":", linewidth=1,
+                         label="controller reaction" if index == 0 else None)
+        axis.set_xlabel("time since start (s)")
+        axis.set_ylabel("Mbit/s")
+        axis.set_title(title)
+        if failures or reactions:
+            axis.legend(fontsize=8, loc="lower right")
+        figure.tight_layout()
+        figure.savefig(path, dpi=110)
+    finally:
+        plt.close(figure)
+    return path
+
+
+def plot_comparison(rows, loads_by_scheme, path, title="Load-balancing schemes"):
+    """The compare figure: uplink load per scheme (left) and per-scheme metrics (right).
+
+    Args:
+        rows: compare table rows (``mode``, ``uplink_mmr``, ``goodput_mbps``, ``out_of_order_rate``).
+        loads_by_scheme: ``{scheme: {link: bytes}}``.
+        path: PNG file to write.
+        title: figure title.
+
+    Returns:
+        str: ``path``.
+    """
+    figure, (left, middle, right) = plt.subplots(1, 3, figsize=(14, 4.5),
+                                                 gridspec_kw={"width_ratios": [2.2, 1, 1]})
+    try:
+        if any(loads_by_scheme.values()):
+            _bars(left, loads_by_scheme)
+        left.set_title("uplink load")
+        modes = [row["mode"] for row in rows]
+        mmr = [row.get("uplink_mmr") or 0.0 for row in rows]
+        middle.bar(modes, mmr, color="tab:orange")
+        middle.axhline(1.0, color="grey", linestyle=":", linewidth=1)
+        middle.set_title("uplink MMR (1 = perfect)")
+        goodput = [row.get("goodput_mbps") or 0.0 for row in rows]
+        right.bar(modes, goodput, color="tab:green")
+        right.set_title("aggregate goodput (Mbit/s)")
+        for axis in (middle, right):
+            axis.tick_params(axis="x", rotation=30)
+        figure.suptitle(title)
+        figure.tight_layout()
+        figure.savefig(path, dpi=110)
+    finally:
+        plt.close(figure)
+    return path
+
+
+def plot_sweep(rows, param, path, title="Parameter sweep"):
+    """Out-of-order rates (left axis) and uplink MMR (right axis) against a swept parameter.
+
+    Args:
+        rows: table rows with ``param_value``, ``out_of_order_rate`` and ``uplink_mmr``.
+        param: the parameter's name (x axis label).
+        path: PNG file to write.
+        title: figure title.
+
+    Returns:
+        str: ``path``.
+    """
+    ordered = sorted(rows, key=lambda row: row["param_value"])
+    xs = [row["param_value"] for row in ordered]
+    figure, left = plt.subplots(figsize=(7, 4.5))
+    try:
+        left.plot(xs, [row.get("out_of_order_rate") or 0.0 for row in ordered], "o-", color="tab:red",
+                  label="out-of-sequence rate")
+        if any(row.get("reorder_rate") is not None for row in ordered):
+            left.plot(xs, [row.get("reorder_rate") or 0.0 for row in ordered], "^:", color="tab:purple",
+                      label="reordered (late) rate")
+        left.legend(fontsize=8, loc="upper center")
+        left.set_xlabel(param)
+        left.set_ylabel("out-of-order packets / received", color="tab:red")
+        if xs and min(xs) > 0 and max(xs) / min(xs) >= 10:
+            left.set_xscale("log")
+        right = left.twinx()
+        right.plot(xs, [row.get("uplink_mmr") or 0.0 for row in ordered], "s--", color="tab:blue",
+                   label="uplink MMR")
+        right.set_ylabel("uplink MMR (1 = perfect balance)", color="tab:blue")
+        left.set_title(title)
+        figure.tight_layout()
+        figure.savefig(path, dpi=110)
+    finally:
+        plt.close(figure)
+    return path

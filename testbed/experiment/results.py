@@ -1,0 +1,180 @@
+"""What an experiment run writes, and the documented schema of results.json.
+
+A run writes into its output folder:
+
+* ``results.json``: the whole record (schema below, checked by :func:`check_schema`);
+* ``link_load.csv``: one row per link (:data:`LINK_CSV_COLUMNS`);
+* ``link_load.png`` and ``throughput.png`` (see :mod:`testbed.experiment.plots`);
+* ``traffic/``: the raw sender and receiver reports of each traffic entry (JSON).
+
+results.json (``schema_version`` 1); times ``*_s`` are seconds since the run's
+time zero ``t0`` (the instant traffic and the failure schedule start), wall
+clock values are ISO 8601 UTC::
+
+    {
+      "schema_version": 1,
+      "name": str, "seed": int, "mode": str | null, "program": str, "target": "embedded" | "bmv2",
+      "status": "ok" | "error" | "interrupted", "error": str | null,
+      "started_at": str, "finished_at": str, "wall_s": float, "t0_ns": int | null,
+      "spec": {...the validated spec, ExperimentSpec.to_dict()...},
+      "topology": {"kind": str, "params": {...}, "hosts": int, "switches": int, "links": int},
+      "controller": {"kind": str, "detection_delay_ms": float, "entries_written": int,
+                     "mode_params_written": {...}, "notes": [str],
+                     "reactions": [{"failure_index": int, "action": str, "failed_at_s": float,
+                                    "reacted_at_s": float | null, "reaction_s": float | null,
+                                    "entries_written": int | null, "error": str | null}]},
+      "failures": [{"index": int, "action": str, "target": str, "loss": float | null,
+                    "planned_at_s": float, "applied_at_s": float | null, "apply_s": float | null,
+                    "error": str | null}],
+      "traffic": [{"index": int, "pattern": str, "hosts": [str], "planned_start_s": float,
+                   "started_at_s": float | null, "error": str | null,
+                   "sent_packets": int | null, "received_packets": int | null, "lost_packets": int | null,
+                   "out_of_sequence": int | null, "late": int | null, "duplicates": int | null,
+                   "goodput_mbps": float | null,
+                   "completion_time_s": float | null}],
+      "links": [{"link", "a", "a_port", "b", "b_port", "tier", "a_to_b_packets", "a_to_b_bytes",
+                 "b_to_a_packets", "b_to_a_bytes", "tx_packets", "tx_bytes", "share"}],
+      "summary": {"sent_packets": int, "received_packets": int, "lost_packets": int, "loss_rate": float,
+                  "out_of_sequence": int, "out_of_order_rate": float, "late": int, "reorder_rate": float,
+                  "duplicates": int,
+                  "goodput_mbps": float, "uplink_loads": {link: bytes}, "uplink_mmr": float | null,
+                  "uplink_jain": float | null,
+                  "recovery": [{"failure_index": int, "gap_s": float | null, "stopped_at_s": float | null,
+                                "resumed_at_s": float | null, "recovery_after_failure_s": float | null,
+                                "loss_window_s": float | null, "first_loss_at_s": float | null,
+                                "last_loss_at_s": float | null, "lost_in_window": int | null,
+                                "lost_later": int | null}],
+                  "controller_reaction_s": float | null},
+      "timeline": {"bin_s": float, "t_s": [float], "mbps": [float]},
+      "files": {"results": "results.json", "link_load_csv": str | null, "plots": [str]}
+    }
+
+Counters: ``out_of_sequence`` is the receivers' NIC-style OOS count (an
+arrival whose PSN skips ahead: loss or reordering, seed 004 6.3.1);
+``late`` counts packets that arrived after a later one of their QP (pure
+reordering); ``*_rate`` divide by received packets.  ``uplink_loads`` are the
+bytes the source leaves sent up each uplink (egress counters, before any
+shaping drop), ``uplink_mmr`` their Max-Mean Ratio.
+
+:data:`RESULTS_SCHEMA` states the same as a small JSON-schema-like dict:
+a key maps to a type, a tuple of allowed types, a nested dict (an object
+with those keys) or a one-element list (a list of that shape).
+"""
+import csv
+import json
+import os
+
+NUMBER = (int, float)
+OPT_NUMBER = (int, float, type(None))
+OPT_INT = (int, type(None))
+OPT_STR = (str, type(None))
+
+LINK_CSV_COLUMNS = ("link", "a", "a_port", "b", "b_port", "tx_packets", "tx_bytes", "share", "tier",
+                    "a_to_b_packets", "a_to_b_bytes", "b_to_a_packets", "b_to_a_bytes")
+
+LINK_SCHEMA = {"link": str, "a": str, "a_port": int, "b": str, "b_port": int, "tier": str,
+               "a_to_b_packets": OPT_INT, "a_to_b_bytes": OPT_INT, "b_to_a_packets": OPT_INT,
+               "b_to_a_bytes": OPT_INT, "tx_packets": OPT_INT, "tx_bytes": OPT_INT, "share": NUMBER}
+
+RESULTS_SCHEMA = {
+    "schema_version": int,
+    "name": str, "seed": int, "mode": OPT_STR, "program": str, "target": str,
+    "status": str, "error": OPT_STR,
+    "started_at": str, "finished_at": str, "wall_s": NUMBER, "t0_ns": OPT_INT,
+    "spec": dict,
+    "topology": {"kind": str, "params": dict, "hosts": int, "switches": int, "links": int},
+    "controller": {"kind": str, "detection_delay_ms": NUMBER, "entries_written": int,
+                   "mode_params_written": dict, "notes": [str],
+                   "reactions": [{"failure_index": int, "action": str, "failed_at_s": NUMBER,
+                                  "reacted_at_s": OPT_NUMBER, "reaction_s": OPT_NUMBER,
+                                  "entries_written": OPT_INT, "error": OPT_STR}]},
+    "failures": [{"index": int, "action": str, "target": str, "loss": OPT_NUMBER, "planned_at_s": NUMBER,
+                  "applied_at_s": OPT_NUMBER, "apply_s": OPT_NUMBER, "error": OPT_STR}],
+    "traffic": [{"index": int, "pattern": str, "hosts": [str], "planned_start_s": NUMBER,
+                 "started_at_s": OPT_NUMBER, "error": OPT_STR, "sent_packets": OPT_INT,
+                 "received_packets": OPT_INT, "lost_packets": OPT_INT, "out_of_sequence": OPT_INT,
+                 "late": OPT_INT, "duplicates": OPT_INT, "goodput_mbps": OPT_NUMBER, "completion_time_s": OPT_NUMBER}],
+    "links": [LINK_SCHEMA],
+    "summary": {"sent_packets": int, "received_packets": int, "lost_packets": int, "loss_rate": NUMBER,
+                "out_of_sequence": int, "out_of_order_rate": NUMBER, "late": int, "reorder_rate": NUMBER,
+                "duplicates": int,
+                "goodput_mbps": NUMBER, "uplink_loads": dict, "uplink_mmr": OPT_NUMBER,
+                "uplink_jain": OPT_NUMBER,
+                "recovery": [{"failure_index": int, "gap_s": OPT_NUMBER, "stopped_at_s": OPT_NUMBER,
+                              "resumed_at_s": OPT_NUMBER, "recovery_after_failure_s": OPT_NUMBER,
+                              "loss_window_s": OPT_NUMBER, "first_loss_at_s": OPT_NUMBER,
+                              "last_loss_at_s": OPT_NUMBER, "lost_in_window": OPT_INT,
+                              "lost_later": OPT_INT}],
+                "controller_reaction_s": OPT_NUMBER},
+    "timeline": {"bin_s": NUMBER, "t_s": [NUMBER], "mbps": [NUMBER]},
+    "files": {"results": str, "link_load_csv": OPT_STR, "plots": [str]},
+}
+
+STATUSES = ("ok", "error", "interrupted")
+
+
+def check_schema(value, schema=RESULTS_SCHEMA, path="results"):
+    """Check a results object against a schema of :data:`RESULTS_SCHEMA`'s form.
+
+    Extra keys are allowed (forward compatible); missing keys and wrong types are not.
+
+    Returns:
+        list[str]: one line per problem (empty when the object conforms).
+    """
+    problems = []
+    if isinstance(schema, dict):
+        if not isinstance(value, dict):
+            return [f"{path}: expected an object, got {type(value).__name__}"]
+        for key, sub in schema.items():
+            if key not in value:
+                problems.append(f"{path}.{key}: missing")
+            else:
+                problems += check_schema(value[key], sub, f"{path}.{key}")
+        return problems
+    if isinstance(schema, list):
+        if not isinstance(value, list):
+            return [f"{path}: expected a list, got {type(value).__name__}"]
+        for index, item in enumerate(value):
+            problems += check_schema(item, schema[0], f"{path}[{index}]")
+        return problems
+    allowed = schema if isinstance(schema, tuple) else (schema,)
+    if isinstance(value, bool) and bool not in allowed:
+        return [f"{path}: expected {'/'.join(t.__name__ for t in allowed)}, got bool"]
+    if not isinstance(value, allowed):
+        return [f"{path}: expected {'/'.join(t.__name__ for t in allowed)}, got {type(value).__name__}"]
+    return []
+
+
+def empty_summary():
+    """The ``summary`` of a run that measured nothing (all counts zero, ratios None)."""
+    return {"sent_packets": 0, "received_packets": 0, "lost_packets": 0, "loss_rate": 0.0,
+            "out_of_sequence": 0, "out_of_order_rate": 0.0, "late": 0, "reorder_rate": 0.0, "duplicates": 0,
+            "goodput_mbps": 0.0,
+            "uplink_loads": {}, "uplink_mmr": None, "uplink_jain": None, "recovery": [],
+            "controller_reaction_s": None}
+
+
+def write_link_csv(rows, path):
+    """Write the per-link load rows (:data:`LINK_CSV_COLUMNS`) to ``path``."""
+    with open(path, "w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=LINK_CSV_COLUMNS, extrasaction="ignore")
+        writer.writeheader()
+        for row in rows:
+            writer.writerow({key: ("" if row.get(key) is None else row.get(key)) for key in LINK_CSV_COLUMNS})
+
+
+def write_json(data, path):
+    """Write JSON atomically (a temporary file renamed into place)."""
+    temporary = path + ".tmp"
+    with open(temporary, "w") as handle:
+        json.dump(data, handle, indent=1, sort_keys=False, default=str)
+        handle.write("\n")
+    os.replace(temporary, path)
+
+
+def load_results(path):
+    """Read a results.json (a folder holding one is accepted too)."""
+    if os.path.isdir(path):
+        path = os.path.join(path, "results.json")
+    with open(path) as handle:
+        return json.load(handle)

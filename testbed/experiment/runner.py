@@ -1,0 +1,336 @@
+"""Run one experiment spec end to end on an emulated fabric.
+
+:func:`run_experiment` loads the P4 program, builds the fabric in Mininet
+with P4 switches, starts the controller (which pushes pipeline, routes and
+mode parameters), reads the per-port counters, starts the traffic entries and
+the failure schedule keyed to one time zero, waits for the run's duration,
+reads the counters again, and ALWAYS tears everything down (traffic
+processes, controller sessions, switches, network), also on an error, Ctrl-C
+or SIGTERM.  It then writes results.json, link_load.csv and the plots into
+the output folder (see :mod:`testbed.experiment.results`), with
+``status`` ``ok``, ``error`` or ``interrupted``.
+"""
+import contextlib
+import datetime
+import os
+import signal
+import threading
+import time
+
+from testbed.emulation.network import FabricNetwork, termination_as_interrupt
+from testbed.errors import EmulationError, TestbedError
+from testbed.experiment import analysis, plots, results as results_module
+from testbed.experiment.control import make_controller
+from testbed.experiment.counters import link_loads, read_port_counters, uplink_loads
+from testbed.experiment.failures import FailureScheduler
+from testbed.experiment.spec import ExperimentSpec, check_capabilities, load_spec
+from testbed.experiment.traffic_jobs import ProcessRegistry, TrafficJob, host_handles
+from testbed.targets import pipeline_config, resolve_target
+
+STATE_DIR = "/run/testbed"
+START_MARGIN_S = 0.3
+PROGRESS_EVERY_S = 1.0
+DRAIN_TIMEOUT_S = 120.0
+
+
+class ExperimentFailed(TestbedError):
+    """The run ended in an error; ``results`` holds what was recorded (also written to disk).
+
+    Args:
+        message: what went wrong.
+        results: the results dict (``status`` ``"error"``).
+    """
+
+    def __init__(self, message, results=None):
+        super().__init__(message)
+        self.results = results
+
+
+def _now_iso():
+    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+
+
+def _base_record(spec, target):
+    return {
+        "schema_version": 1, "name": spec.name, "seed": spec.seed, "mode": spec.mode,
+        "program": spec.program, "target": target, "status": "error", "error": None,
+        "started_at": _now_iso(), "finished_at": "", "wall_s": 0.0, "t0_ns": None,
+        "spec": spec.to_dict(),
+        "topology": {"kind": spec.topology.kind, "params": dict(spec.topology.params),
+                     "hosts": 0, "switches": 0, "links": 0},
+        "controller": {"kind": spec.controller.kind, "detection_delay_ms": spec.controller.detection_delay_ms,
+                       "entries_written": 0, "mode_params_written": {}, "notes": [], "reactions": []},
+        "failures": [], "traffic": [], "links": [], "summary": results_module.empty_summary(),
+        "timeline": {"bin_s": analysis.DEFAULT_BIN_S, "t_s": [], "mbps": []},
+        "files": {"results": "results.json", "link_load_csv": None, "plots": []},
+    }
+
+
+def _open_readers(fabric, skip=()):
+    """Backup (read-only) P4Runtime sessions to every switch, for counters."""
+    from testbed.p4runtime.client import P4RuntimeClient
+
+    readers = {}
+    for switch in fabric.switches:
+        if switch.name in skip or not hasattr(switch, "grpc_address"):
+            continue
+        readers[switch.name] = P4RuntimeClient(switch.grpc_address, device_id=switch.device_id,
+                                               election_id=None)
+    return readers
+
+
+def _check_switches(fabric, crashed):
+    for switch in fabric.switches:
+        if switch.name not in crashed and hasattr(switch, "check_alive"):
+            switch.check_alive()
+
+
+def _required_params(spec):
+    from testbed.experiment.modes import MODES
+
+    if spec.mode is None:
+        return ()
+    return tuple(name for name in MODES[spec.mode].parameters if name != "hash_seed" and name in spec.mode_params)
+
+
+def run_experiment(spec, out_dir=None, target=None, progress=print, state_file=None, log_dir=None):
+    """Run an experiment and write its results.
+
+    Args:
+        spec: an :class:`~testbed.experiment.spec.ExperimentSpec` or a YAML path.
+        out_dir: output folder (default: the spec's ``out_dir``).
+        target: ``embedded``, ``bmv2`` or ``auto`` (default: the spec's ``target``).
+        progress: called with one line of text per step (``print`` by default).
+        state_file: write the running network's state file here (default: none, except for the
+            ``osken`` controller, which gets ``/run/testbed/experiment-<pid>.json``; removed at the end).
+        log_dir: switch logs (default: ``<out_dir>/logs``).
+
+    Returns:
+        dict: the results (also in ``<out_dir>/results.json``), ``status`` ``"ok"``.
+
+    Raises:
+        SpecError / ParameterError: invalid spec or target (nothing was started).
+        ExperimentFailed: the run failed midway (results written with ``status`` ``"error"``).
+        KeyboardInterrupt: Ctrl-C / SIGTERM (everything torn down, results written as ``"interrupted"``).
+    """
+    if not isinstance(spec, ExperimentSpec):
+        spec = load_spec(spec)
+    check_capabilities(spec)
+    target = resolve_target(target or spec.target)
+    out_dir = os.path.abspath(out_dir or spec.out_dir)
+    os.makedirs(out_dir, exist_ok=True)
+    record = _base_record(spec, target)
+    wall_start = time.monotonic()
+    fabric = controller = scheduler = None
+    readers = {}
+    jobs = []
+    registry = ProcessRegistry()
+    failure = None
+    before = after = None
+    end_ns = None
+    with termination_as_interrupt():
+        try:
+            try:
+                progress(f"[{spec.name}] loading {os.path.basename(spec.program)} for the {target} target")
+                pipeline = pipeline_config(spec.program, target)
+                topo = spec.build_topology()
+                record["topology"].update(hosts=len(topo.hosts()), switches=len(topo.switches()),
+                                          links=len(topo.link_records()))
+                progress(f"[{spec.name}] starting {topo.kind}: {len(topo.switches())} {target} switches, "
+                         f"{len(topo.hosts())} hosts")
+                if state_file is None and spec.controller.kind == "osken":
+                    # the os-ken app reads the network from a state file; a private one per run
+                    state_file = os.path.join(STATE_DIR, f"experiment-{os.getpid()}.json")
+                fabric = FabricNetwork(topo, switch=target, switch_params={"program": spec.program},
+                                       shape_links=spec.topology.shape_links, state_file=state_file,
+                                       log_dir=log_dir or os.path.join(out_dir, "logs"))
+                try:
+                    fabric.start()
+                except EmulationError as error:
+                    if "File exists" in str(error) or "already in use" in str(error):
+                        raise EmulationError(f"{error} (another emulated network with the same node names or "
+                                             "P4Runtime ports is running: see `testbed net status`)") from error
+                    raise
+                progress(f"[{spec.name}] controller {spec.controller.kind}: pushing pipeline and routes")
+                controller = make_controller(spec)
+                controller.start(fabric, pipeline, spec, _required_params(spec), state_file=state_file,
+                                 log_path=os.path.join(out_dir, "controller.log"))
+                readers = _open_readers(fabric)
+                before = read_port_counters(readers, pipeline.p4info)
+                handles = host_handles(fabric, registry)
+                t0_ns = time.time_ns() + int(START_MARGIN_S * 1e9)
+                record["t0_ns"] = t0_ns
+                controller.set_time_zero(t0_ns)
+                jobs = [TrafficJob(index, entry, handles, t0_ns, spec.duration_s,
+                                   os.path.join(out_dir, "traffic", f"entry-{index}"))
+                        for index, entry in enumerate(spec.traffic)]
+                scheduler = FailureScheduler(fabric, spec.failures, controller, t0_ns, progress)
+                progress(f"[{spec.name}] running {len(jobs)} traffic entries and {len(spec.failures)} failures "
+                         f"for {spec.duration_s:g} s")
+                for job in jobs:
+                    job.start()
+                scheduler.start()
+                _wait_for_run(spec, fabric, jobs, scheduler, t0_ns, progress)
+                end_ns = time.time_ns()
+                after = read_port_counters(readers, pipeline.p4info, skip=scheduler.crashed)
+                errors = [f"traffic[{job.index}]: {job.error}" for job in jobs if job.error]
+                if errors:
+                    raise ExperimentFailed("; ".join(errors))
+                record["status"] = "ok"
+            except KeyboardInterrupt as error:
+                record["status"] = "interrupted"
+                record["error"] = f"interrupted ({error})" if str(error) else "interrupted"
+                failure = error
+                progress(f"[{spec.name}] interrupted: tearing down")
+            except Exception as error:  # noqa: BLE001 - recorded, torn down, re-raised below
+                record["status"] = "error"
+                record["error"] = str(error) if isinstance(error, TestbedError) else f"{type(error).__name__}: {error}"
+                failure = error
+                progress(f"[{spec.name}] error: {record['error']}")
+        finally:
+            # teardown and writing the results must finish even if Ctrl-C is pressed again
+            with _signals_deferred():
+                _teardown(scheduler, jobs, registry, readers, controller, fabric, progress, spec.name)
+                end_ns = end_ns or time.time_ns()
+                try:
+                    _fill_results(record, spec, fabric, scheduler, controller, jobs, before, after, end_ns)
+                except Exception as error:  # noqa: BLE001 - keep what was recorded, say what failed
+                    record["controller"]["notes"].append(f"analysis failed: {type(error).__name__}: {error}")
+                    if record["status"] == "ok":
+                        record["status"] = "error"
+                        record["error"] = f"analysis failed: {type(error).__name__}: {error}"
+                        failure = error
+                record["finished_at"] = _now_iso()
+                record["wall_s"] = time.monotonic() - wall_start
+                write_outputs(record, out_dir)
+                progress(f"[{spec.name}] {record['status']}: results in {out_dir}")
+    if isinstance(failure, KeyboardInterrupt):
+        raise failure
+    if failure is not None:
+        raise ExperimentFailed(record["error"], record) from failure
+    return record
+
+
+def _wait_for_run(spec, fabric, jobs, scheduler, t0_ns, progress):
+    """Block until the duration has passed and every job finished; watch the switches meanwhile."""
+    end_ns = t0_ns + int(spec.duration_s * 1e9)
+    last_report = 0.0
+    hard_deadline = end_ns + int(DRAIN_TIMEOUT_S * 1e9)
+    while True:
+        now = time.time_ns()
+        running = [job for job in jobs if job.is_alive()]
+        if now >= end_ns and not running:
+            return
+        if now >= hard_deadline:
+            raise EmulationError(f"traffic did not finish {DRAIN_TIMEOUT_S:.0f} s after the run's end")
+        _check_switches(fabric, scheduler.crashed)
+        failed = [job for job in jobs if job.error and not job.is_alive()]
+        if failed:
+            raise ExperimentFailed(f"traffic[{failed[0].index}]: {failed[0].error}")
+        if time.monotonic() - last_report >= PROGRESS_EVERY_S:
+            last_report = time.monotonic()
+            elapsed = max(0.0, (now - t0_ns) / 1e9)
+            progress(f"  t={elapsed:5.1f}s / {spec.duration_s:g}s  traffic running: {len(running)}/{len(jobs)}")
+        time.sleep(0.1)
+
+
+@contextlib.contextmanager
+def _signals_deferred():
+    """Ignore SIGINT/SIGTERM/SIGHUP inside the block (teardown must finish), then restore them."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    signals = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+    previous = {sig: signal.signal(sig, signal.SIG_IGN) for sig in signals}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def _teardown(scheduler, jobs, registry, readers, controller, fabric, progress, name):
+    """Stop everything started, in reverse order; never raises."""
+    steps = []
+    if scheduler is not None:
+        steps.append(("failure scheduler", lambda: (scheduler.cancel(), scheduler.join(timeout=15))))
+    steps.append(("traffic", lambda: ([job.cancel() for job in jobs], registry.kill_all(),
+                                      [job.join(timeout=15) for job in jobs if job.is_alive()])))
+    steps.append(("counter sessions", lambda: [client.close() for client in readers.values()]))
+    if controller is not None:
+        steps.append(("controller", controller.stop))
+    if fabric is not None:
+        steps.append(("network", fabric.stop))
+    for label, step in steps:
+        try:
+            step()
+        except BaseException as error:  # noqa: BLE001 - keep tearing down the rest
+            progress(f"[{name}] teardown of {label} failed: {type(error).__name__}: {error}")
+
+
+def _fill_results(record, spec, fabric, scheduler, controller, jobs, before, after, end_ns):
+    t0_ns = record["t0_ns"]
+    if scheduler is not None:
+        record["failures"] = scheduler.log
+    else:
+        record["failures"] = [{"index": i, "action": f.action,
+                               "target": "-".join(f.link) if f.link else (f.switch or ""), "loss": f.loss,
+                               "planned_at_s": f.at_s, "applied_at_s": None, "apply_s": None, "error": None}
+                              for i, f in enumerate(spec.failures)]
+    if controller is not None:
+        record["controller"].update(entries_written=int(controller.entries_written or 0),
+                                    mode_params_written=dict(controller.mode_params_written),
+                                    notes=list(controller.notes), reactions=list(controller.reactions))
+    by_index = {job.index: job for job in jobs}
+    reports = []
+    rows = []
+    for index, entry in enumerate(spec.traffic):
+        job = by_index.get(index)
+        report = job.report if job else None
+        error = job.error if job else ("not started" if record["status"] != "ok" else None)
+        reports.append(report)
+        rows.append(analysis.traffic_row(index, entry, report, error, t0_ns))
+    record["traffic"] = rows
+    uplinks = {}
+    if fabric is not None and before is not None and after is not None:
+        graph = fabric.topo.graph()
+        record["links"] = link_loads(graph, before, after)
+        uplinks = uplink_loads(graph, record["links"])
+    recovery = analysis.recovery_rows(reports, record["failures"], t0_ns, end_ns) if t0_ns else []
+    record["summary"] = analysis.summarize(rows, uplinks, recovery, record["controller"]["reactions"])
+    if t0_ns:
+        record["timeline"] = analysis.throughput_timeline(reports, t0_ns)
+
+
+def write_outputs(record, out_dir):
+    """Write results.json and, as the spec's ``metrics`` ask, link_load.csv/.png and throughput.png.
+
+    results.json always holds every measurement; ``metrics`` only choose the
+    extra files: ``link_load`` or ``mmr`` -> link_load.csv and link_load.png,
+    ``timeline`` -> throughput.png.
+    """
+    wanted = set(record.get("spec", {}).get("metrics") or ())
+    plot_files = []
+    if record["links"] and wanted & {"link_load", "mmr"}:
+        results_module.write_link_csv(record["links"], os.path.join(out_dir, "link_load.csv"))
+        record["files"]["link_load_csv"] = "link_load.csv"
+    label = record["mode"] or os.path.basename(record["program"])
+    try:
+        if wanted & {"link_load", "mmr"}:
+            plots.plot_link_load({label: record["summary"]["uplink_loads"]},
+                                 os.path.join(out_dir, "link_load.png"),
+                                 title=f"{record['name']}: uplink load ({label})")
+            plot_files.append("link_load.png")
+        if "timeline" in wanted:
+            failures = [(row["applied_at_s"], f"{row['action']} {row['target']}") for row in record["failures"]
+                        if row.get("applied_at_s") is not None]
+            reactions = [(row["reacted_at_s"], "reaction") for row in record["controller"]["reactions"]
+                         if row.get("reacted_at_s") is not None]
+            plots.plot_timeline(record["timeline"], failures, os.path.join(out_dir, "throughput.png"), reactions,
+                                title=f"{record['name']}: aggregate throughput ({label})")
+            plot_files.append("throughput.png")
+    except Exception as error:  # noqa: BLE001 - results.json matters more than a plot
+        record["controller"]["notes"].append(f"plotting failed: {type(error).__name__}: {error}")
+    record["files"]["plots"] = plot_files
+    results_module.write_json(record, os.path.join(out_dir, "results.json"))
+    return record

@@ -1,0 +1,585 @@
+"""Experiment specs: YAML in, a validated :class:`ExperimentSpec` out.
+
+A spec (every field but ``name`` and ``seed`` has a default)::
+
+    name: leafspine-ecmp-failure        # required; names the output folder
+    seed: 7                             # required; every random choice derives from it
+    topology: {kind: clos, params: {leaves: 2, spines: 2, hosts_per_leaf: 2}, shape_links: false}
+    target: auto                        # auto | embedded | bmv2
+    mode: ecmp                          # ecmp | eecmp | spray | flowlet | pinning  (or program: PATH)
+    mode_params: {flowlet_interval_us: 500, hash_seed: 3}
+    controller: {kind: static, detection_delay_ms: 50}   # static | none | osken
+    traffic:
+      - {pattern: stream, hosts: [h1, h3, h2, h4], size_bytes: 65536, qps: 2,
+         qp_scaling: roundrobin, rate_mbps: 10, start_s: 0, duration_s: 4, mtu: 1024}
+    failures:
+      - {at_s: 1.5, action: link_down, link: [l1, s1]}
+      - {at_s: 3.0, action: link_up, link: [l1, s1]}
+      - {at_s: 2.0, action: switch_crash, switch: s2}
+      - {at_s: 1.0, action: lossy_link, link: [l1, s1], loss: 0.01}   # needs netem
+    duration_s: 5
+    metrics: [link_load, mmr, goodput, loss, out_of_order, recovery, timeline, controller]
+    out_dir: results/leafspine-ecmp-failure
+
+results.json always records every measurement; ``metrics`` choose the
+extra files (``link_load``/``mmr``: link_load.csv and link_load.png;
+``timeline``: throughput.png) and the lines ``testbed run`` prints.
+
+Traffic ``pattern`` is ``stream`` (paced point-to-point streams: hosts are
+paired in order, h1->h3, h2->h4) or a collective of
+:data:`testbed.traffic.collectives.PATTERNS`.  ``hosts`` is a list of names,
+``all``, or ``{random: N}`` (N hosts drawn with the spec's seed).
+
+Every error names the field path and the value: ``traffic[1].rate_mbps: must
+be > 0 (got -5)``.  :func:`derive_seed` gives each random choice its own
+stable seed from the spec's seed and a label, so the same spec places the
+same flows on every run.
+"""
+import copy
+import hashlib
+import os
+import random
+import subprocess
+from dataclasses import asdict, dataclass, field, replace
+from typing import List, Optional, Tuple
+
+import yaml
+
+from testbed.errors import ParameterError
+from testbed.experiment import modes as mode_table
+
+TARGETS = ("auto", "embedded", "bmv2")
+CONTROLLER_KINDS = ("static", "none", "osken")
+FAILURE_ACTIONS = ("link_down", "link_up", "switch_crash", "lossy_link")
+STREAM_PATTERN = "stream"
+QP_SCALING = ("roundrobin", "split")
+METRICS = ("link_load", "mmr", "goodput", "loss", "out_of_order", "recovery", "timeline", "controller")
+MAX_QPS = 255
+MAX_TRAFFIC_ENTRIES = 255
+DEFAULT_DETECTION_DELAY_MS = 50.0
+DEFAULT_RATE_MBPS = 10.0
+DEFAULT_SIZE_BYTES = 64 * 1024
+DEFAULT_MTU = 1024
+DEFAULT_TAIL_S = 1.0
+
+_TOP_FIELDS = ("name", "seed", "topology", "target", "program", "mode", "mode_params", "controller",
+               "traffic", "failures", "duration_s", "metrics", "out_dir")
+_TRAFFIC_FIELDS = ("pattern", "hosts", "size_bytes", "qps", "qp_scaling", "rate_mbps", "start_s",
+                   "duration_s", "mtu")
+_FAILURE_FIELDS = ("at_s", "action", "link", "switch", "loss")
+
+
+class SpecError(ParameterError):
+    """A spec field with a value that is not allowed; the message starts with the field path.
+
+    Args:
+        path: the field path (``"traffic[1].rate_mbps"``).
+        value: the value given.
+        problem: what is wrong (``"must be > 0"``).
+        show_value: append ``(got VALUE)`` to the message.
+    """
+
+    def __init__(self, path, value, problem, show_value=True):
+        super().__init__(path, value, problem)
+        self.problem = problem
+        self.message = f"{path}: {problem}" + (f" (got {value!r})" if show_value else "")
+        self.args = (self.message,)
+
+    def __str__(self):
+        return self.message
+
+
+# ---------------------------------------------------------------------- dataclasses
+@dataclass
+class TopologySpec:
+    """``topology``: the generator kind, its parameters, and whether links are shaped to capacity.
+
+    ``shape_links: true`` shapes every veth to its ``capacity_mbps`` with tc
+    htb, so an overloaded uplink really drops (goodput then reflects balance).
+    """
+
+    kind: str
+    params: dict = field(default_factory=dict)
+    shape_links: bool = False
+
+
+@dataclass
+class ControllerSpec:
+    """``controller``: who programs routes and how fast it reacts to failures.
+
+    ``static``: the runner's in-process FabricProgrammer recomputes routes
+    ``detection_delay_ms`` after each failure; ``none``: routes are pushed
+    once and never change; ``osken``: the os-ken fabric application.
+    """
+
+    kind: str = "static"
+    detection_delay_ms: float = DEFAULT_DETECTION_DELAY_MS
+
+
+@dataclass
+class TrafficSpec:
+    """One entry of ``traffic`` (hosts resolved to names; ``seed`` derived).
+
+    ``job`` is the entry's traffic job number (index + 1): the top byte of its
+    QP numbers (:mod:`testbed.traffic.qp`), so QP numbers, UDP source ports
+    and hence ECMP placement are the same on every run, and entries may share
+    hosts (each receiver keeps only its job's packets).
+    """
+
+    pattern: str
+    hosts: List[str]
+    size_bytes: int = DEFAULT_SIZE_BYTES
+    qps: int = 1
+    qp_scaling: str = "roundrobin"
+    rate_mbps: float = DEFAULT_RATE_MBPS
+    start_s: float = 0.0
+    duration_s: Optional[float] = None
+    mtu: int = DEFAULT_MTU
+    seed: int = 0
+    job: int = 1
+
+    def receivers(self):
+        """Hosts that receive in this entry (streams: every second host; collectives: all)."""
+        return self.hosts[1::2] if self.pattern == STREAM_PATTERN else list(self.hosts)
+
+    def pairs(self):
+        """``[(src, dst)]`` of a stream entry."""
+        return list(zip(self.hosts[0::2], self.hosts[1::2]))
+
+
+@dataclass
+class FailureSpec:
+    """One entry of ``failures``."""
+
+    at_s: float
+    action: str
+    link: Optional[Tuple[str, str]] = None
+    switch: Optional[str] = None
+    loss: Optional[float] = None
+
+    def label(self):
+        """Short text for plots and logs (``link_down l1-s1``)."""
+        target = "-".join(self.link) if self.link else (self.switch or "")
+        extra = f" loss={self.loss}" if self.loss is not None else ""
+        return f"{self.action} {target}{extra}".strip()
+
+
+@dataclass
+class ExperimentSpec:
+    """A validated experiment.
+
+    Attributes:
+        name, seed: as given.
+        topology: :class:`TopologySpec`.
+        target: ``auto``, ``embedded`` or ``bmv2``.
+        mode: the load-balancing mode (None when ``program`` was given).
+        program: absolute path of the P4 program to run.
+        mode_params: ``flowlet_interval_us``, ``hash_seed`` (derived from the seed when absent).
+        controller: :class:`ControllerSpec`.
+        traffic: list of :class:`TrafficSpec`.
+        failures: list of :class:`FailureSpec`, sorted by time.
+        duration_s: the run's length.
+        metrics: the metrics to report (plots and summary lines).
+        out_dir: default output directory.
+        source: the file it came from (None for dicts).
+    """
+
+    name: str
+    seed: int
+    topology: TopologySpec
+    target: str = "auto"
+    mode: Optional[str] = "ecmp"
+    program: str = ""
+    mode_params: dict = field(default_factory=dict)
+    controller: ControllerSpec = field(default_factory=ControllerSpec)
+    traffic: List[TrafficSpec] = field(default_factory=list)
+    failures: List[FailureSpec] = field(default_factory=list)
+    duration_s: float = 0.0
+    metrics: List[str] = field(default_factory=lambda: list(METRICS))
+    out_dir: str = ""
+    source: Optional[str] = None
+
+    def to_dict(self):
+        """JSON-able form (as recorded in results.json)."""
+        data = asdict(self)
+        for failure in data["failures"]:
+            if failure["link"] is not None:
+                failure["link"] = list(failure["link"])
+        return data
+
+    def build_topology(self):
+        """Build the topology object (a Mininet Topo; no network is started)."""
+        from testbed.topologies.registry import make_topology
+
+        return make_topology(self.topology.kind, **self.topology.params)
+
+    def with_mode(self, mode):
+        """Return a copy of this spec running ``mode`` (its program resolved).
+
+        Raises:
+            ParameterError: unknown mode, or its program does not exist.
+        """
+        program = mode_table.program_for_mode(mode)
+        return replace(copy.deepcopy(self), mode=mode, program=program)
+
+
+# ---------------------------------------------------------------------- seeds
+def derive_seed(seed, *labels):
+    """A stable 32-bit seed for one random choice, from the spec's seed and labels.
+
+    ``derive_seed(7, "traffic", 0)`` is the same on every machine and run
+    (SHA-256, not Python's salted ``hash``).
+    """
+    text = "/".join([str(seed)] + [str(label) for label in labels])
+    return int.from_bytes(hashlib.sha256(text.encode()).digest()[:4], "big")
+
+
+# ---------------------------------------------------------------------- checkers
+def _require_mapping(value, path):
+    if not isinstance(value, dict):
+        raise SpecError(path, value, "must be a mapping")
+    return value
+
+
+def _check_keys(data, allowed, path):
+    for key in data:
+        if key not in allowed:
+            where = f"{path}.{key}" if path else str(key)
+            raise SpecError(where, data[key], "unknown field; allowed: " + ", ".join(allowed), show_value=False)
+
+
+def _number(value, path, minimum=None, exclusive=False, maximum=None, integer=False):
+    kind = "an integer" if integer else "a number"
+    if isinstance(value, bool) or not isinstance(value, (int,) if integer else (int, float)):
+        raise SpecError(path, value, f"must be {kind}")
+    if minimum is not None:
+        if exclusive and not value > minimum:
+            raise SpecError(path, value, f"must be > {minimum}")
+        if not exclusive and not value >= minimum:
+            raise SpecError(path, value, f"must be >= {minimum}")
+    if maximum is not None and value > maximum:
+        raise SpecError(path, value, f"must be <= {maximum}")
+    return value
+
+
+def _choice(value, allowed, path):
+    if value not in allowed:
+        raise SpecError(path, value, f"unknown {value!r}; allowed: " + ", ".join(allowed), show_value=False)
+    return value
+
+
+def _string(value, path):
+    if not isinstance(value, str) or not value.strip():
+        raise SpecError(path, value, "must be a non-empty string")
+    return value
+
+
+# ---------------------------------------------------------------------- sections
+def _parse_topology(data):
+    from testbed.topologies.registry import TOPOLOGY_KINDS, make_topology
+
+    if "topology" not in data:
+        raise SpecError("topology", None, "is required (kind and params)", show_value=False)
+    section = _require_mapping(data["topology"], "topology")
+    _check_keys(section, ("kind", "params", "shape_links"), "topology")
+    shape_links = section.get("shape_links", False)
+    if not isinstance(shape_links, bool):
+        raise SpecError("topology.shape_links", shape_links, "must be true or false")
+    if "kind" not in section:
+        raise SpecError("topology.kind", None, "is required; allowed: " + ", ".join(TOPOLOGY_KINDS),
+                        show_value=False)
+    kind = _choice(section["kind"], list(TOPOLOGY_KINDS), "topology.kind")
+    params = _require_mapping(section.get("params") or {}, "topology.params")
+    try:
+        topo = make_topology(kind, **params)
+    except SpecError:
+        raise
+    except ParameterError as error:
+        problem = f"must be {error.allowed}" + (f" ({error.reason})" if error.reason else "")
+        raise SpecError(f"topology.params.{error.field}", error.value, problem) from None
+    return TopologySpec(kind, dict(params), shape_links), topo
+
+
+def _parse_controller(data):
+    section = data.get("controller")
+    if section is None:
+        return ControllerSpec()
+    if isinstance(section, str):
+        section = {"kind": section}
+    section = _require_mapping(section, "controller")
+    _check_keys(section, ("kind", "detection_delay_ms"), "controller")
+    kind = _choice(section.get("kind", "static"), CONTROLLER_KINDS, "controller.kind")
+    delay = _number(section.get("detection_delay_ms", DEFAULT_DETECTION_DELAY_MS),
+                    "controller.detection_delay_ms", minimum=0)
+    return ControllerSpec(kind, float(delay))
+
+
+def _parse_program(data, seed):
+    program = data.get("program")
+    mode = data.get("mode")
+    if program is not None and mode is not None:
+        raise SpecError("program", program, "give either program or mode, not both", show_value=False)
+    if program is not None:
+        _string(program, "program")
+        path = program
+        if not os.path.isabs(path) and not os.path.exists(path):
+            candidate = os.path.join(mode_table.P4SRC_DIR, os.path.basename(path))
+            if os.path.exists(candidate):
+                path = candidate
+        if not os.path.exists(path):
+            raise SpecError("program", program, "no such P4 program")
+        resolved_mode = None
+        path = os.path.abspath(path)
+    else:
+        resolved_mode = _choice(mode if mode is not None else "ecmp", list(mode_table.MODES), "mode")
+        try:
+            path = mode_table.program_for_mode(resolved_mode)
+        except ParameterError as error:
+            raise SpecError("mode", resolved_mode, error.reason or str(error)) from None
+    params = _require_mapping(data.get("mode_params") or {}, "mode_params")
+    _check_keys(params, tuple(mode_table.MODE_PARAMETERS), "mode_params")
+    resolved = {}
+    if "flowlet_interval_us" in params:
+        resolved["flowlet_interval_us"] = _number(params["flowlet_interval_us"], "mode_params.flowlet_interval_us",
+                                                  minimum=0, exclusive=True)
+    if "hash_seed" in params:
+        resolved["hash_seed"] = _number(params["hash_seed"], "mode_params.hash_seed", minimum=0,
+                                        maximum=0xFFFF, integer=True)
+    else:
+        resolved["hash_seed"] = derive_seed(seed, "hash_seed") & 0xFFFF
+    return resolved_mode, path, resolved
+
+
+def _resolve_hosts(value, path, all_hosts, seed, index):
+    if value == "all":
+        return list(all_hosts)
+    if isinstance(value, dict):
+        _check_keys(value, ("random",), path)
+        count = _number(value.get("random"), f"{path}.random", minimum=2, maximum=len(all_hosts), integer=True)
+        rng = random.Random(derive_seed(seed, "traffic", index, "hosts"))
+        return rng.sample(list(all_hosts), count)
+    if not isinstance(value, list) or not value:
+        raise SpecError(path, value, "must be a list of host names, 'all' or {random: N}")
+    names = []
+    for position, name in enumerate(value):
+        if name not in all_hosts:
+            raise SpecError(f"{path}[{position}]", name,
+                            "not a host of the topology; hosts: " + ", ".join(all_hosts))
+        if name in names:
+            raise SpecError(f"{path}[{position}]", name, "host listed twice")
+        names.append(name)
+    return names
+
+
+def _parse_traffic(data, all_hosts, seed):
+    from testbed.traffic.collectives import PATTERNS
+
+    entries = data.get("traffic") or []
+    if not isinstance(entries, list):
+        raise SpecError("traffic", entries, "must be a list of traffic entries")
+    if len(entries) > MAX_TRAFFIC_ENTRIES:
+        raise SpecError("traffic", f"{len(entries)} entries",
+                        f"at most {MAX_TRAFFIC_ENTRIES} entries (traffic job numbers)")
+    patterns = (STREAM_PATTERN,) + tuple(PATTERNS)
+    parsed = []
+    for index, raw in enumerate(entries):
+        path = f"traffic[{index}]"
+        raw = _require_mapping(raw, path)
+        _check_keys(raw, _TRAFFIC_FIELDS, path)
+        if "pattern" not in raw:
+            raise SpecError(f"{path}.pattern", None, "is required; allowed: " + ", ".join(patterns),
+                            show_value=False)
+        pattern = _choice(raw["pattern"], patterns, f"{path}.pattern")
+        if "hosts" not in raw:
+            raise SpecError(f"{path}.hosts", None, "is required", show_value=False)
+        hosts = _resolve_hosts(raw["hosts"], f"{path}.hosts", all_hosts, seed, index)
+        if pattern == STREAM_PATTERN and (len(hosts) < 2 or len(hosts) % 2):
+            raise SpecError(f"{path}.hosts", hosts, "a stream needs an even number of hosts (sender, receiver, ...)")
+        if pattern != STREAM_PATTERN and len(hosts) < 2:
+            raise SpecError(f"{path}.hosts", hosts, "a collective needs at least 2 hosts")
+        entry = TrafficSpec(pattern=pattern, hosts=hosts, seed=derive_seed(seed, "traffic", index), job=index + 1)
+        entry.size_bytes = _number(raw.get("size_bytes", entry.size_bytes), f"{path}.size_bytes", minimum=1,
+                                   integer=True)
+        entry.qps = _number(raw.get("qps", entry.qps), f"{path}.qps", minimum=1, maximum=MAX_QPS, integer=True)
+        entry.qp_scaling = _choice(raw.get("qp_scaling", entry.qp_scaling), QP_SCALING, f"{path}.qp_scaling")
+        entry.rate_mbps = float(_number(raw.get("rate_mbps", entry.rate_mbps), f"{path}.rate_mbps", minimum=0,
+                                        exclusive=True))
+        entry.start_s = float(_number(raw.get("start_s", 0.0), f"{path}.start_s", minimum=0))
+        if raw.get("duration_s") is not None:
+            entry.duration_s = float(_number(raw["duration_s"], f"{path}.duration_s", minimum=0, exclusive=True))
+        entry.mtu = _number(raw.get("mtu", entry.mtu), f"{path}.mtu", minimum=64, maximum=9000, integer=True)
+        parsed.append(entry)
+    return parsed
+
+
+def _link_pairs(topo):
+    return {frozenset((record["a"], record["b"])) for record in topo.link_records()}
+
+
+def _parse_failures(data, topo, switches):
+    entries = data.get("failures") or []
+    if not isinstance(entries, list):
+        raise SpecError("failures", entries, "must be a list of failure entries")
+    links = _link_pairs(topo)
+    parsed = []
+    for index, raw in enumerate(entries):
+        path = f"failures[{index}]"
+        raw = _require_mapping(raw, path)
+        _check_keys(raw, _FAILURE_FIELDS, path)
+        if "at_s" not in raw:
+            raise SpecError(f"{path}.at_s", None, "is required", show_value=False)
+        at_s = float(_number(raw["at_s"], f"{path}.at_s", minimum=0))
+        if "action" not in raw:
+            raise SpecError(f"{path}.action", None, "is required; allowed: " + ", ".join(FAILURE_ACTIONS),
+                            show_value=False)
+        action = _choice(raw["action"], FAILURE_ACTIONS, f"{path}.action")
+        failure = FailureSpec(at_s=at_s, action=action)
+        if action == "switch_crash":
+            if "switch" not in raw:
+                raise SpecError(f"{path}.switch", None, "is required for switch_crash", show_value=False)
+            if raw["switch"] not in switches:
+                raise SpecError(f"{path}.switch", raw["switch"],
+                                "not a switch of the topology; switches: " + ", ".join(switches))
+            if "link" in raw:
+                raise SpecError(f"{path}.link", raw["link"], "not used by switch_crash (name the switch)")
+            failure.switch = raw["switch"]
+        else:
+            if "link" not in raw:
+                raise SpecError(f"{path}.link", None, f"is required for {action} ([node, node])", show_value=False)
+            link = raw["link"]
+            if not isinstance(link, list) or len(link) != 2 or not all(isinstance(n, str) for n in link):
+                raise SpecError(f"{path}.link", link, "must be a list of two node names [a, b]")
+            if frozenset(link) not in links:
+                raise SpecError(f"{path}.link", link, "no such link in the topology")
+            if "switch" in raw:
+                raise SpecError(f"{path}.switch", raw["switch"], f"not used by {action} (name the link)")
+            failure.link = (link[0], link[1])
+            if action == "lossy_link":
+                if "loss" not in raw:
+                    raise SpecError(f"{path}.loss", None, "is required for lossy_link (a fraction in (0, 1])",
+                                    show_value=False)
+                failure.loss = float(_number(raw["loss"], f"{path}.loss", minimum=0, exclusive=True, maximum=1))
+            elif "loss" in raw:
+                raise SpecError(f"{path}.loss", raw["loss"], "only lossy_link takes a loss")
+        parsed.append(failure)
+    return parsed
+
+
+# ---------------------------------------------------------------------- capabilities
+_NETEM = {}
+
+
+def netem_available():
+    """True when this kernel accepts a ``netem`` qdisc (probed once on a temporary veth)."""
+    if "ok" in _NETEM:
+        return _NETEM["ok"]
+    ok = False
+    probe = f"tbnp{os.getpid() % 100000}"
+    try:
+        created = subprocess.run(["ip", "link", "add", probe, "type", "veth", "peer", "name", probe + "p"],
+                                 capture_output=True, check=False).returncode == 0
+        if created:
+            ok = subprocess.run(["tc", "qdisc", "add", "dev", probe, "root", "netem", "loss", "1%"],
+                                capture_output=True, check=False).returncode == 0
+    except OSError:
+        ok = False
+    finally:
+        subprocess.run(["ip", "link", "del", probe], capture_output=True, check=False)
+    _NETEM["ok"] = ok
+    return ok
+
+
+def check_capabilities(spec):
+    """Refuse spec entries this machine cannot emulate.
+
+    ``lossy_link`` needs the ``netem`` qdisc; this kernel may have none, and
+    the embedded P4 target has no per-port loss, so such a spec is refused
+    here rather than silently run without loss.
+
+    Raises:
+        SpecError: naming the failure entry.
+    """
+    for index, failure in enumerate(spec.failures):
+        if failure.action == "lossy_link" and not netem_available():
+            raise SpecError(f"failures[{index}].action", failure.action,
+                            "lossy_link is not supported on this machine: the kernel has no netem qdisc and "
+                            "the embedded P4 target has no per-port loss; remove the entry or run in the "
+                            "Vagrant VM (netem)")
+
+
+# ---------------------------------------------------------------------- entry points
+def parse_spec(data, source=None, check_machine=True):
+    """Validate a spec given as a dict.
+
+    Args:
+        data: the parsed YAML.
+        source: the file it came from (recorded).
+        check_machine: also refuse what this machine cannot emulate (see :func:`check_capabilities`).
+
+    Returns:
+        ExperimentSpec
+
+    Raises:
+        SpecError: the first invalid field, by path.
+    """
+    data = _require_mapping(data, "spec")
+    _check_keys(data, _TOP_FIELDS, "")
+    if "name" not in data:
+        raise SpecError("name", None, "is required", show_value=False)
+    name = _string(data["name"], "name")
+    if any(char in name for char in "/\\") or name.startswith("."):
+        raise SpecError("name", name, "must be usable as a folder name (no '/', not starting with '.')")
+    if "seed" not in data:
+        raise SpecError("seed", None, "is required (an integer; every random choice derives from it)",
+                        show_value=False)
+    seed = _number(data["seed"], "seed", minimum=0, integer=True)
+    topology, topo = _parse_topology(data)
+    target = _choice(data.get("target", "auto"), TARGETS, "target")
+    mode, program, mode_params = _parse_program(data, seed)
+    controller = _parse_controller(data)
+    all_hosts = list(topo.hosts())
+    switches = list(topo.switches())
+    traffic = _parse_traffic(data, all_hosts, seed)
+    failures = _parse_failures(data, topo, switches)
+    ends = [entry.start_s + (entry.duration_s or 0.0) for entry in traffic]
+    default_duration = max(ends + [f.at_s for f in failures] + [1.0]) + DEFAULT_TAIL_S
+    duration = float(_number(data.get("duration_s", default_duration), "duration_s", minimum=0, exclusive=True))
+    for index, entry in enumerate(traffic):
+        if entry.start_s >= duration:
+            raise SpecError(f"traffic[{index}].start_s", entry.start_s, f"must be < duration_s ({duration})")
+        if entry.duration_s is not None and entry.start_s + entry.duration_s > duration:
+            raise SpecError(f"traffic[{index}].duration_s", entry.duration_s,
+                            f"start_s + duration_s must be <= duration_s ({duration})")
+    for index, failure in enumerate(failures):
+        if failure.at_s >= duration:
+            raise SpecError(f"failures[{index}].at_s", failure.at_s, f"must be < duration_s ({duration})")
+    metrics = data.get("metrics", list(METRICS))
+    if not isinstance(metrics, list):
+        raise SpecError("metrics", metrics, "must be a list; allowed: " + ", ".join(METRICS))
+    for index, metric in enumerate(metrics):
+        _choice(metric, METRICS, f"metrics[{index}]")
+    out_dir = data.get("out_dir", os.path.join("results", name))
+    _string(out_dir, "out_dir")
+    spec = ExperimentSpec(name=name, seed=seed, topology=topology, target=target, mode=mode, program=program,
+                          mode_params=mode_params, controller=controller, traffic=traffic,
+                          failures=failures, duration_s=duration,
+                          metrics=list(metrics), out_dir=out_dir, source=source)
+    if check_machine:
+        check_capabilities(spec)
+    return spec
+
+
+def load_spec(path, check_machine=True):
+    """Read and validate a YAML spec file.
+
+    Raises:
+        SpecError: unreadable file, bad YAML, or an invalid field.
+    """
+    try:
+        with open(path) as handle:
+            data = yaml.safe_load(handle)
+    except OSError as error:
+        raise SpecError("spec", path, f"cannot read the file: {error.strerror}") from None
+    except yaml.YAMLError as error:
+        raise SpecError("spec", path, f"is not valid YAML: {error}") from None
+    return parse_spec(data, source=os.path.abspath(path), check_machine=check_machine)

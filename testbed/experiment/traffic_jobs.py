@@ -1,0 +1,146 @@
+"""Run a spec's traffic entries on a running fabric, each in its own thread, at its start time.
+
+A :class:`TrafficJob` waits until ``t0 + start_s`` and then runs the entry
+with the traffic package (:func:`testbed.traffic.streams.run_streams` for
+``stream``, :func:`testbed.traffic.collectives.run_collective` for
+collectives), keeping the raw reports in ``<out>/traffic/entry-<i>/``.
+
+Every process a job starts inside a host goes through a
+:class:`ProcessRegistry`, so an aborted run (error, Ctrl-C, SIGTERM) can kill
+them all before the network is torn down, and none is left behind.
+"""
+import json
+import os
+import threading
+import time
+from dataclasses import replace
+
+from testbed.errors import EmulationError
+from testbed.traffic.hosts import from_mininet
+
+DEFAULT_BIN_MS = 10.0
+GAP_MS = 5.0
+STREAM_LINGER_S = 0.5
+MIN_STREAM_S = 0.2
+
+
+class ProcessRegistry:
+    """Remembers every traffic process started in the hosts, to kill them on abort."""
+
+    def __init__(self):
+        self._processes = []
+        self._lock = threading.Lock()
+        self._closed = False
+
+    def wrap(self, handle):
+        """Return a copy of a HostHandle whose launcher registers each process it starts."""
+        launch = handle.launcher
+
+        def launcher(argv, **kwargs):
+            with self._lock:
+                if self._closed:
+                    raise EmulationError("the run is stopping: no new traffic process")
+                process = launch(argv, **kwargs)
+                self._processes.append(process)
+            return process
+
+        return replace(handle, launcher=launcher)
+
+    def kill_all(self):
+        """Refuse new processes from now on; SIGKILL every registered one still running and reap it."""
+        with self._lock:
+            self._closed = True
+            processes = list(self._processes)
+        for process in processes:
+            if process.poll() is None:
+                try:
+                    process.kill()
+                except OSError:
+                    pass
+        for process in processes:
+            try:
+                process.wait(timeout=5)
+            except Exception:  # noqa: BLE001 - best effort during teardown
+                pass
+
+    def running(self):
+        """Number of registered processes still running."""
+        with self._lock:
+            return sum(1 for process in self._processes if process.poll() is None)
+
+
+def host_handles(fabric, registry):
+    """``{host name: HostHandle}`` of a running fabric, launching through ``registry``."""
+    return {host.name: registry.wrap(from_mininet(host)) for host in fabric.hosts}
+
+
+class TrafficJob(threading.Thread):
+    """One traffic entry of a spec, run in a thread.
+
+    Args:
+        index: the entry's position in the spec.
+        entry: the :class:`~testbed.experiment.spec.TrafficSpec`.
+        handles: ``{host name: HostHandle}``.
+        t0_ns: the run's time zero (wall clock).
+        run_duration_s: the spec's ``duration_s`` (bounds entries without their own duration).
+        workdir: folder for the entry's raw reports (created).
+        bin_ms: receiver timeline bin width.
+
+    Attributes:
+        report: the traffic report (None until finished or on error).
+        error: error text, or None.
+    """
+
+    def __init__(self, index, entry, handles, t0_ns, run_duration_s, workdir, bin_ms=DEFAULT_BIN_MS):
+        super().__init__(name=f"traffic-{index}", daemon=True)
+        self.index = index
+        self.entry = entry
+        self.hosts = [handles[name] for name in entry.hosts]
+        self.t0_ns = t0_ns
+        self.run_duration_s = run_duration_s
+        self.workdir = workdir
+        self.bin_ms = bin_ms
+        self.report = None
+        self.error = None
+        self._cancel = threading.Event()
+
+    def cancel(self):
+        """Do not start if not started yet."""
+        self._cancel.set()
+
+    def _stream_duration(self):
+        if self.entry.duration_s is not None:
+            return self.entry.duration_s
+        return max(MIN_STREAM_S, self.run_duration_s - self.entry.start_s - STREAM_LINGER_S - 0.5)
+
+    def run(self):
+        """Wait for the start time, run the entry, keep its report (the thread's body)."""
+        from testbed.traffic.collectives import run_collective
+        from testbed.traffic.streams import run_streams
+
+        os.makedirs(self.workdir, exist_ok=True)
+        wait_s = (self.t0_ns + int(self.entry.start_s * 1e9) - time.time_ns()) / 1e9
+        if wait_s > 0 and self._cancel.wait(wait_s):
+            self.error = "cancelled before it started"
+            return
+        if self._cancel.is_set():
+            self.error = "cancelled before it started"
+            return
+        entry = self.entry
+        try:
+            if entry.pattern == "stream":
+                self.report = run_streams(self.hosts, duration=self._stream_duration(), size=entry.size_bytes,
+                                          qps=entry.qps, qp_scaling=entry.qp_scaling, rate_mbps=entry.rate_mbps,
+                                          mtu=entry.mtu, bin_ms=self.bin_ms, gap_ms=GAP_MS,
+                                          linger=STREAM_LINGER_S, workdir=self.workdir, job=entry.job)
+            else:
+                timeout = entry.duration_s or max(5.0, self.run_duration_s - entry.start_s)
+                self.report = run_collective(self.hosts, entry.pattern, entry.size_bytes, qps=entry.qps,
+                                             qp_scaling=entry.qp_scaling, rate_mbps=entry.rate_mbps, mtu=entry.mtu,
+                                             seed=entry.seed, bin_ms=self.bin_ms, timeout=timeout + 30.0,
+                                             workdir=self.workdir, job=entry.job)
+        except BaseException as error:  # noqa: BLE001 - reported to the runner, which decides
+            self.error = f"{type(error).__name__}: {error}"
+            return
+        with open(os.path.join(self.workdir, "report.json"), "w") as handle:
+            json.dump(self.report, handle, indent=1)
