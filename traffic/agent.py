@@ -32,7 +32,9 @@ restarts the timer, so a slow but progressing receiver causes no
 retransmission).  The receiver then counts the packets it already had as
 duplicates and the missing ones as late, as an RDMA NIC does.  The sender
 counts ``local_ack_timeouts`` (seed 004 6.3.1), NAKs and retransmitted
-packets.
+packets.  Retransmissions are serviced every few new data packets too, so a
+rank busy posting new steps still resends a NAK'd message at once; the
+report's ``events`` lists when NAKs arrived and messages were resent.
 
 Receiver-driven admission: every chunk (``chunk_bytes`` of a step's transfer
 to a peer) waits for a clear-to-send control packet from its receiver; a
@@ -41,6 +43,7 @@ chunk completes; a grant that brings no data within ``ack_timeout`` is sent
 again (a CTS can be lost like any packet).
 """
 import argparse
+import itertools
 import json
 import select
 import sys
@@ -56,6 +59,10 @@ from testbed.traffic.sender import Endpoint, FrameFactory, Pacer, SendStats, Tra
 
 CONTROL_QP_INDEX = qp_module.MAX_QPS - 1
 """QP index used for control packets (CTS) between two hosts."""
+RETRANSMIT_CHECK_PACKETS = 16
+"""New data packets sent between two looks at the retransmission queue."""
+MAX_EVENTS = 2000
+"""Reliability events kept per agent (report ``events``)."""
 
 
 def chunk_sizes(amount, chunk_bytes):
@@ -101,6 +108,8 @@ class Agent:
         self.counters = {"cts_sent": 0, "acks_sent": 0, "acks_received": 0, "naks_sent": 0, "naks_received": 0,
                          "local_ack_timeouts": 0, "retransmitted_packets": 0, "retry_exhausted": 0,
                          "cts_resent": 0}
+        # reliability events for diagnosis: [time_ns, event, peer, qpn, msg_id or first seq, retries or count]
+        self.events = []
         self.queue_pairs = {}
         self.control_qps = {}
         self.rr_next = {}
@@ -187,6 +196,7 @@ class Agent:
             # a NAK names our QP (msg_bytes) and the missing sequences [stream, stream + offset)
             self.counters["naks_received"] += 1
             qpn, first, end = fields[7], fields[3], fields[3] + fields[8]
+            self._event("nak_received", peer, qpn, first, end - first)
             for key, entry in self.outstanding.items():
                 if key[0] == peer and key[1] == qpn and entry[3] < end and first < entry[4]:
                     entry[5] = True
@@ -290,9 +300,21 @@ class Agent:
                 for key, packets in messages.items():
                     self.outstanding[key] = [packets, None, 0, packets[0].seq, packets[-1].seq + 1, False]
         # no lock around the data path: packet-socket sends are atomic
-        transmit(self.sock, qp_module.interleave(queues), self.data_frames, self.pacer, self.stats)
-        if self.retransmit:
-            self._arm(messages, 0)
+        packets = qp_module.interleave(queues)
+        if not self.retransmit:
+            transmit(self.sock, packets, self.data_frames, self.pacer, self.stats)
+            return
+        # A NIC resends NAK'd or timed-out messages while it keeps sending new ones; a paced
+        # step takes long (128 KiB at 4 Mbit/s: 0.26 s, and a rank whose input is ready runs its
+        # steps back to back), so look at the retransmission queue every few packets instead
+        # of only when the rank waits for data.
+        while True:
+            burst = list(itertools.islice(packets, RETRANSMIT_CHECK_PACKETS))
+            if not burst:
+                break
+            transmit(self.sock, burst, self.data_frames, self.pacer, self.stats)
+            self._service_retransmissions()
+        self._arm(messages, 0)
 
     def _timeout_ns(self, retries):
         """ACK timeout after ``retries`` retransmissions: doubling, capped at 4x."""
@@ -319,6 +341,7 @@ class Agent:
                     continue  # being sent right now
                 if entry[5]:  # NAK'd: resend at once, no timeout counted
                     entry[5] = False
+                    reason = "resend_nak"
                 else:
                     last_ack = self.last_ack_ns.get((key[0], key[1]), 0)
                     if max(entry[1], last_ack + self._timeout_ns(entry[2])) > now:
@@ -326,20 +349,29 @@ class Agent:
                     self.counters["local_ack_timeouts"] += 1
                     if entry[2] >= self.retry_count:
                         self.counters["retry_exhausted"] += 1
+                        self._event("retry_exhausted", key[0], key[1], key[2], entry[2])
                         del self.outstanding[key]
                         continue
                     entry[2] += 1
+                    reason = "resend_timeout"
                 entry[1] = None
+                self._event(reason, key[0], key[1], key[2], entry[2])
                 due.append((key, entry[0], entry[2]))
         for key, packets, retries in due:
             self.counters["retransmitted_packets"] += len(packets)
             transmit(self.sock, packets, self.data_frames, self.pacer, self.stats)
             self._arm([key], retries)
 
+    def _event(self, kind, peer, qpn, first, value):
+        """Record a reliability event (NAK received, resend) for the report; the first MAX_EVENTS only."""
+        if len(self.events) < MAX_EVENTS:
+            self.events.append([time.time_ns(), kind, peer, qpn, first, value])
+
     # -- steps ---------------------------------------------------------------
     def run_step(self, index, step):
         """Run one step; return its record."""
         record = {"step": index, "start_ns": time.time_ns(), "complete": True}
+        self._service_retransmissions()  # the previous step may have ended without waiting
         recv_streams = []
         with self.cond:
             for src, amount in step["recvs"]:
@@ -453,6 +485,7 @@ class Agent:
             report["sender"] = self.stats.as_dict()
             report.update(self.counters)
             report["unacked_messages"] = len(self.outstanding)
+            report["events"] = list(self.events)
         return report
 
 

@@ -299,6 +299,7 @@ def summarize(pattern, hosts, plan, reports, start_ns, failure_ns, options):
             totals[name] = totals.get(name, 0) + value
     sent_packets = sum(report["sender"]["packets"] for report in reports)
     gaps = sorted(gap for report in reports for gap in report["receiver"]["gaps"])
+    qp_gaps = sorted(gap for report in reports for gap in report["receiver"].get("qp_gaps", []))
     return {
         "pattern": pattern, "hosts": [h.name for h in hosts], "ranks": len(hosts), "options": options,
         "steps": max(len(steps) for steps in plan),
@@ -319,12 +320,17 @@ def summarize(pattern, hosts, plan, reports, start_ns, failure_ns, options):
                         "local_ack_timeouts", "retransmitted_packets", "retry_exhausted")},
         # active data QPs per host (sending side), the statistic of seed 004 Table 2
         "qps_per_host": sum(len(report["sender"]["per_qp"]) for report in reports) / len(reports),
-        "gaps": gaps, "failure_ns": failure_ns,
+        "gaps": gaps, "qp_gaps": qp_gaps, "failure_ns": failure_ns,
+        # receiver-wide gaps: ranks wait on each other's steps, so a QP's own gaps include idle
+        # time between dependent steps; flow_recovery only counts gaps that began at the failure
         "recovery": metrics.time_to_recover(gaps, failure_ns) if failure_ns is not None else None,
+        "flow_recovery": metrics.flow_recovery(qp_gaps, failure_ns) if failure_ns is not None else None,
         "ranks_report": [{"rank": rank, "host": hosts[rank].name, "end_ns": report["end_ns"],
                           "complete": report["complete"], "steps": report["steps"],
                           "receiver_totals": report["receiver"]["totals"],
                           "sent_packets": report["sender"]["packets"],
-                          "latency_ns": report["receiver"]["latency_ns"]}
+                          "latency_ns": report["receiver"]["latency_ns"],
+                          # [time_ns, nak_received | resend_nak | resend_timeout | retry_exhausted, peer, qpn, ...]
+                          "events": report.get("events", [])}
                          for rank, report in enumerate(reports)],
     }

@@ -189,6 +189,40 @@ def time_to_recover(gaps, failure_ns, window_ns=None):
             "recovery_after_failure_s": (best[1] - failure_ns) / 1e9}
 
 
+def flow_recovery(qp_gaps, failure_ns, window_ns=100_000_000):
+    """Time to recover per flow: the longest delivery gap of one queue pair around a failure.
+
+    On an ECMP fabric a failed link interrupts only the flows (QPs, each one
+    5-tuple) hashed onto it; the others keep delivering, so a receiver-wide
+    gap stays short.  This looks at each flow's own gaps (a receiver report's
+    ``qp_gaps``): those that end after ``failure_ns`` and start no later than
+    ``failure_ns + window_ns`` (a flow cut by the failure stops delivering at
+    once, so its gap starts right at the failure; gaps that start later are
+    idle periods, not the failure).
+
+    Args:
+        qp_gaps: ``[start_ns, end_ns, src_ip, dqpn]`` entries, from any number of receivers.
+        failure_ns: when the failure happened.
+        window_ns: how long after the failure an interrupted flow's gap may start.
+
+    Returns:
+        dict | None: as :func:`time_to_recover` for the longest gap, plus ``src`` and
+        ``dqpn`` of that flow, ``flows_interrupted`` (distinct flows with such a gap) and
+        ``all_resumed_ns`` (when the last interrupted flow resumed); None when no flow
+        was interrupted (or an interrupted flow never delivered again: see the
+        receivers' ``per_qp`` ``last_rx_ns``).
+    """
+    qualifying = [gap for gap in qp_gaps if gap[1] > failure_ns and gap[0] <= failure_ns + window_ns]
+    if not qualifying:
+        return None
+    longest = max(qualifying, key=lambda gap: gap[1] - gap[0])
+    result = time_to_recover([(longest[0], longest[1])], failure_ns)
+    result.update({"src": longest[2], "dqpn": longest[3],
+                   "flows_interrupted": len({(gap[2], gap[3]) for gap in qualifying}),
+                   "all_resumed_ns": max(gap[1] for gap in qualifying)})
+    return result
+
+
 def timeline_throughput_mbps(bins, bin_ns):
     """Convert a receiver timeline (``[[index, packets, bytes], ...]``) to Mbit/s per bin.
 

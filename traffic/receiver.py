@@ -38,6 +38,12 @@ Also: a throughput timeline in fixed bins of arrival time (absolute bin index
 (``rx_ns - tx_ns``; Mininet hosts share the machine clock), message
 completion times (first packet's transmit time to the arrival completing the
 message) and delivery gaps longer than ``gap_ms`` (for time to recover).
+
+Delivery gaps are kept at two levels: ``gaps`` (nothing at all arrived at
+this receiver for ``gap_ms``) and ``qp_gaps`` (one queue pair, i.e. one
+5-tuple flow, received nothing for ``flow_gap_ms``).  On an ECMP fabric a
+failed link stops only the flows hashed onto it while the others keep
+delivering, so only ``qp_gaps`` show that outage.
 """
 import argparse
 import json
@@ -54,6 +60,8 @@ from testbed.traffic.qp import psn_delta
 DEFAULT_LOSS_TIMEOUT = 0.2
 DEFAULT_BIN_MS = 10.0
 DEFAULT_GAP_MS = 5.0
+DEFAULT_FLOW_GAP_MS = 20.0  # per QP: longer than the packet spacing of a few-Mbit/s flow
+MAX_QP_GAPS = 100_000
 MAX_LATENCY_SAMPLES = 2_000_000
 
 
@@ -186,7 +194,9 @@ class RoceReceiver:
     Args:
         bin_ms: width of the throughput timeline bins (1 or 10 ms are usual).
         loss_timeout: seconds after which a PSN gap is declared loss.
-        gap_ms: delivery gaps at least this long are recorded.
+        gap_ms: delivery gaps (no packet at all) at least this long are recorded.
+        flow_gap_ms: per-QP delivery gaps (one flow received nothing) at least this long
+            are recorded in ``qp_gaps``.
         check_icrc: verify the ICRC of every packet (costs CPU).
         on_control: callable ``(src_ip, kind, header_fields)`` for control packets
             (CTS, ACK, FIN); data accounting never sees them.
@@ -201,10 +211,12 @@ class RoceReceiver:
     """
 
     def __init__(self, bin_ms=DEFAULT_BIN_MS, loss_timeout=DEFAULT_LOSS_TIMEOUT, gap_ms=DEFAULT_GAP_MS,
-                 check_icrc=False, on_control=None, on_data=None, on_ack_request=None, on_sequence_error=None):
+                 check_icrc=False, flow_gap_ms=DEFAULT_FLOW_GAP_MS, on_control=None, on_data=None, on_ack_request=None, on_sequence_error=None):
         self.bin_ns = int(bin_ms * 1e6)
         self.loss_timeout_ns = int(loss_timeout * 1e9)
         self.gap_ns = int(gap_ms * 1e6)
+        self.flow_gap_ns = int(flow_gap_ms * 1e6)
+        self.qp_gaps = []
         self.check_icrc = check_icrc
         self.on_control = on_control
         self.on_data = on_data
@@ -261,10 +273,14 @@ class RoceReceiver:
         account = self.qps.get(key)
         if account is None:
             account = self.qps[key] = QpAccount(src_ip, dqpn)
+        previous_rx_ns = account.last_rx_ns
         if not account.accept(psn, seq, now_ns):
             if ackreq and self.on_ack_request is not None and msg_id not in account.messages:
                 self.on_ack_request(src_ip, dqpn, msg_id, True)
             return True
+        if previous_rx_ns is not None and now_ns - previous_rx_ns >= self.flow_gap_ns \
+                and len(self.qp_gaps) < MAX_QP_GAPS:
+            self.qp_gaps.append((previous_rx_ns, now_ns, src_ip, dqpn))
         if account.gap is not None and self.on_sequence_error is not None:
             self.on_sequence_error(src_ip, dqpn, account.gap[0], account.gap[1])
         carried = roce.data_bytes(payload_length, msg_bytes, offset)
@@ -371,6 +387,8 @@ class RoceReceiver:
             "message_completion_ns": _summary(self.completion_ns),
             "gaps": [[start, stop] for start, stop in self.gaps],
             "gap_threshold_ns": self.gap_ns,
+            "qp_gaps": [[start, stop, src, dqpn] for start, stop, src, dqpn in self.qp_gaps],
+            "qp_gap_threshold_ns": self.flow_gap_ns,
         }
 
 
@@ -580,6 +598,8 @@ def build_argument_parser():
     parser.add_argument("--bin-ms", type=float, default=DEFAULT_BIN_MS)
     parser.add_argument("--loss-timeout", type=float, default=DEFAULT_LOSS_TIMEOUT)
     parser.add_argument("--gap-ms", type=float, default=DEFAULT_GAP_MS)
+    parser.add_argument("--flow-gap-ms", type=float, default=DEFAULT_FLOW_GAP_MS,
+                        help="record a queue pair's delivery gaps at least this long (qp_gaps)")
     parser.add_argument("--check-icrc", action="store_true")
     parser.add_argument("--job", type=int, help="raw capture: keep only this traffic job's packets (0..255)")
     parser.add_argument("--ready-file", help="touch this file once the socket is open")
@@ -593,7 +613,7 @@ def main(argv=None):
     if args.duration is None and args.idle_timeout is None:
         args.idle_timeout = 2.0
     receiver = RoceReceiver(bin_ms=args.bin_ms, loss_timeout=args.loss_timeout, gap_ms=args.gap_ms,
-                            check_icrc=args.check_icrc)
+                            check_icrc=args.check_icrc, flow_gap_ms=args.flow_gap_ms)
     capture = Capture(args.capture, args.intf, job=args.job)
     stop = []
     # SIGTERM / SIGINT end the capture cleanly: the report is still written.

@@ -77,7 +77,10 @@ def run_streams(hosts, duration=2.0, size=1 << 20, qps=1, qp_scaling="roundrobin
     Returns:
         dict with ``pairs`` (sender, receiver, reconcile per pair) and totals:
         ``sent_packets``, ``received_packets``, ``lost_packets``, ``out_of_sequence``,
-        ``duplicates``, ``goodput_mbps``, ``gaps`` and ``recovery`` (time to recover).
+        ``duplicates``, ``goodput_mbps``, ``gaps`` (receiver-wide), ``qp_gaps`` (per flow) and
+        ``recovery``: the time to recover, the longer of ``host_recovery`` (receiver-wide
+        gap, :func:`metrics.time_to_recover`) and ``flow_recovery`` (the longest gap of one
+        QP around the failure, :func:`metrics.flow_recovery`; what an ECMP fabric shows).
     """
     pairs = pair_hosts(hosts)
     if duration <= 0:
@@ -174,6 +177,14 @@ def summarize_streams(results, start_ns, failure_ns, options):
         for name, value in r["receiver"]["totals"].items():
             totals[name] = totals.get(name, 0) + value
     gaps = sorted(tuple(gap) for r in results for gap in r["receiver"]["gaps"])
+    qp_gaps = sorted(list(gap) for r in results for gap in r["receiver"].get("qp_gaps", []))
+    host_recovery = flow_recovery = None
+    if failure_ns is not None:
+        host_recovery = metrics.time_to_recover(gaps, failure_ns)
+        flow_recovery = metrics.flow_recovery(qp_gaps, failure_ns)
+    recovery = host_recovery
+    if flow_recovery is not None and (recovery is None or flow_recovery["seconds"] > recovery["seconds"]):
+        recovery = flow_recovery
     active = [r["receiver"] for r in results if r["receiver"]["first_rx_ns"] is not None]
     goodput = sum(r["goodput_mbps"] for r in active)
     summary = {
@@ -181,8 +192,10 @@ def summarize_streams(results, start_ns, failure_ns, options):
         "sent_packets": sent, "received_packets": received, "lost_packets": max(0, sent - received),
         "psn_gap_losses": totals.get("lost", 0), "out_of_sequence": totals.get("out_of_sequence", 0),
         "late": totals.get("late", 0), "duplicates": totals.get("duplicates", 0),
-        "goodput_mbps": goodput, "gaps": [list(gap) for gap in gaps], "failure_ns": failure_ns,
-        "recovery": metrics.time_to_recover(gaps, failure_ns) if failure_ns is not None else None,
+        "goodput_mbps": goodput, "gaps": [list(gap) for gap in gaps], "qp_gaps": qp_gaps, "failure_ns": failure_ns,
+        # streams deliver continuously on every QP, so a flow's own gap is its outage: on an ECMP
+        # fabric only the flows hashed onto a failed link stop, which a receiver-wide gap hides
+        "recovery": recovery, "host_recovery": host_recovery, "flow_recovery": flow_recovery,
         "pairs": results,
     }
     if failure_ns is None and gaps:

@@ -87,7 +87,8 @@ def run_up(args):
     switch, switch_params = choose_switch(args)
     fabric = FabricNetwork(topo, switch=switch, switch_params=switch_params,
                            shape_links=args.shape_links, state_file=args.state_file,
-                           log_level="info" if args.verbose else "warning")
+                           log_level="info" if args.verbose else "warning",
+                           publish_on_start=not args.program)
     status = 0
     programmer = None
     with termination_as_interrupt():
@@ -97,6 +98,7 @@ def run_up(args):
                   f"(state in {args.state_file})")
             if args.program:
                 programmer = program_routes(fabric, args.program, switch)
+                fabric.publish_state()  # only now may `testbed traffic` use the fabric
             if args.test == "pingall":
                 loss = fabric.net.pingAll(timeout=2)
                 print(f"pingall: {loss:.1f}% dropped")

@@ -81,6 +81,7 @@ def run(args):
     names = validate(args)
     available = host_module.load_state(args.state_file)
     chosen = host_module.select_hosts(available, names)
+    complete = True
     if args.pattern == "stream":
         from testbed.traffic import streams
 
@@ -102,9 +103,10 @@ def run(args):
         report["iterations"] = len(runs)
         report["completion_times_s"] = [r["completion_time_s"] for r in runs]
         report["lost_packets_total"] = sum(r["lost_packets"] for r in runs)
+        complete = all(r["complete"] for r in runs)
         line = (f"{args.pattern} over {len(chosen)} hosts: completion "
                 + ", ".join(f"{t * 1000:.1f} ms" for t in report["completion_times_s"])
-                + f"; complete={all(r['complete'] for r in runs)}; lost packets {report['lost_packets_total']}")
+                + f"; complete={complete}; lost packets {report['lost_packets_total']}")
     if args.json:
         with open(args.json, "w") as handle:
             json.dump(report, handle, indent=1)
@@ -113,4 +115,4 @@ def run(args):
         json.dump(report, sys.stdout, indent=1)
         print()
         print(line, file=sys.stderr)
-    return 0
+    return 0 if complete else 1

@@ -78,6 +78,9 @@ class FabricNetwork:
         shape_links: shape every link to its ``capacity_mbps`` with tc htb.
         state_file: where to write the running network's description
             (``None`` to write none).
+        publish_on_start: write the state file as soon as the network runs;
+            with False the caller calls :meth:`publish_state` when the fabric
+            is ready for others (for example after routes are programmed).
         log_dir: where P4 switches write their logs (and pcaps); by default a
             temporary directory removed at stop.
         log_level: Mininet's log level (``"warning"``, ``"info"``...).
@@ -87,7 +90,7 @@ class FabricNetwork:
     """
 
     def __init__(self, topo, switch="bridge", switch_params=None, shape_links=False,
-                 state_file=DEFAULT_STATE_FILE, log_dir=None, log_level="warning"):
+                 state_file=DEFAULT_STATE_FILE, log_dir=None, log_level="warning", publish_on_start=True):
         kinds = switch_classes()
         if switch not in kinds:
             raise ParameterError("switch", switch, "one of: " + ", ".join(sorted(kinds)))
@@ -97,6 +100,7 @@ class FabricNetwork:
         self.switch_params = dict(switch_params or {})
         self.shape_links = shape_links
         self.state_file = state_file
+        self.publish_on_start = publish_on_start
         self.log_level = log_level
         self.log_dir = log_dir
         self._temporary_log_dir = None
@@ -127,7 +131,8 @@ class FabricNetwork:
             self.net.start()
             self.net.staticArp()
             self._wait_switches_ready()
-            self._write_state()
+            if self.publish_on_start:
+                self.publish_state()
         except BaseException as error:
             self.stop()
             if isinstance(error, Exception) and not isinstance(error, EmulationError):
@@ -229,6 +234,7 @@ class FabricNetwork:
                 "params": getattr(self.topo, "params", None), "switch": self.switch_kind,
                 "hosts": hosts, "switches": switches}
 
-    def _write_state(self):
+    def publish_state(self):
+        """Write the state file, telling other commands the fabric is ready to use."""
         if self.state_file:
             write_state(self.describe(), self.state_file)
