@@ -3,13 +3,13 @@
 Nodes are named ``tch*`` / ``tcs*`` so they never collide with other Mininet
 tests running in parallel on this machine.
 """
-import os
 import subprocess
 import threading
 import time
 
 import pytest
 
+from bridge_fabric import two_bridges
 from testbed.traffic import collectives, metrics
 from testbed.traffic import hosts as host_module
 
@@ -17,11 +17,6 @@ PREFIX = "tc"
 HOSTS = 8
 
 pytestmark = pytest.mark.mininet
-
-
-def leftovers(names):
-    links = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True).stdout
-    return [line for line in links.splitlines() if any(f" {name}-" in line or f" {name}:" in line for name in names)]
 
 
 def agents_running():
@@ -32,33 +27,9 @@ def agents_running():
 @pytest.fixture(scope="module")
 def fabric():
     """tch1..tch4 on tcs1, tch5..tch8 on tcs2, one link tcs1-tcs2."""
-    import mininet.net as mininet_net
-    from mininet.log import setLogLevel
-    from mininet.nodelib import LinuxBridge
-    from mininet.topo import Topo
-
-    class TwoBridges(Topo):
-        def build(self):
-            left = self.addSwitch(f"{PREFIX}s1")
-            right = self.addSwitch(f"{PREFIX}s2")
-            for index in range(1, HOSTS + 1):
-                host = self.addHost(f"{PREFIX}h{index}")
-                self.addLink(host, left if index <= HOSTS // 2 else right)
-            self.addLink(left, right)
-
-    setLogLevel("error")
-    net = mininet_net.Mininet(TwoBridges(), switch=LinuxBridge, controller=None, autoSetMacs=True)
-    pids = []
-    try:
-        net.start()
-        pids = [h.pid for h in net.hosts]
+    with two_bridges(PREFIX, HOSTS) as net:
         yield net
-    finally:
-        net.stop()
-        names = [f"{PREFIX}h{i}" for i in range(1, HOSTS + 1)] + [f"{PREFIX}s1", f"{PREFIX}s2"]
-        assert not leftovers(names), "Mininet left interfaces behind"
-        assert not [pid for pid in pids if os.path.exists(f"/proc/{pid}")], "host shells still running"
-        assert not agents_running(), "traffic agents still running"
+    assert not agents_running(), "traffic agents still running"
 
 
 def all_hosts(net):

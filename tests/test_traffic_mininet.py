@@ -15,6 +15,7 @@ import time
 
 import pytest
 
+from bridge_fabric import two_bridges
 from testbed import cli
 from testbed.errors import EmulationError, ParameterError
 from testbed.traffic import hosts as host_module
@@ -71,41 +72,11 @@ def test_state_file_host_not_in_fabric_is_refused(tmp_path):
 
 # -- Mininet fabric -----------------------------------------------------------------------------
 
-def leftovers(names):
-    """Interfaces in the root namespace that belong to our nodes."""
-    links = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True).stdout
-    return [line for line in links.splitlines() if any(f" {name}-" in line or f" {name}:" in line for name in names)]
-
-
 @pytest.fixture(scope="module")
 def fabric():
     """Four hosts on two Linux bridges: tth1, tth2 on tts1; tth3, tth4 on tts2; tts1-tts2."""
-    import mininet.net as mininet_net
-    from mininet.log import setLogLevel
-    from mininet.nodelib import LinuxBridge
-    from mininet.topo import Topo
-
-    class TwoBridges(Topo):
-        def build(self):
-            left = self.addSwitch(f"{PREFIX}s1")
-            right = self.addSwitch(f"{PREFIX}s2")
-            for index in range(1, 5):
-                host = self.addHost(f"{PREFIX}h{index}")
-                self.addLink(host, left if index <= 2 else right)
-            self.addLink(left, right)
-
-    setLogLevel("error")
-    net = mininet_net.Mininet(TwoBridges(), switch=LinuxBridge, controller=None, autoSetMacs=True)
-    pids = []
-    try:
-        net.start()
-        pids = [h.pid for h in net.hosts]
+    with two_bridges(PREFIX, 4) as net:
         yield net
-    finally:
-        net.stop()
-        names = [f"{PREFIX}h{i}" for i in range(1, 5)] + [f"{PREFIX}s1", f"{PREFIX}s2"]
-        assert not leftovers(names), "Mininet left interfaces behind"
-        assert not [pid for pid in pids if os.path.exists(f"/proc/{pid}")], "host shells still running"
 
 
 def handles(net, *numbers):
