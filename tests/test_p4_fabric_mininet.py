@@ -22,7 +22,12 @@ pytestmark = pytest.mark.mininet
 PROGRAM = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "p4src", "l3_ecmp.p4")
 NEEDS_BMV2 = pytest.mark.skipif(not bmv2_available(),
                                 reason="BMv2 simple_switch_grpc and p4c are not installed (use the Vagrant VM)")
-LEAF_SPINE_2X2 = ("clos", {"leaves": 2, "spines": 2, "hosts_per_leaf": 2})
+
+
+def on_both_targets(kind, params):
+    """Parameters for the ``p4_fabric`` fixture: the fabric on the embedded target and on BMv2."""
+    return [pytest.param((kind, params, "embedded"), id="embedded"),
+            pytest.param((kind, params, "bmv2"), id="bmv2", marks=NEEDS_BMV2)]
 
 SEND_UDP_FLOWS = textwrap.dedent("""
     import sys
@@ -71,8 +76,7 @@ def uplink_ports(graph, leaf):
     return ports
 
 
-@pytest.mark.parametrize("p4_fabric", [pytest.param(LEAF_SPINE_2X2 + ("embedded",), id="embedded"),
-                                       pytest.param(LEAF_SPINE_2X2 + ("bmv2",), id="bmv2", marks=NEEDS_BMV2)],
+@pytest.mark.parametrize("p4_fabric", on_both_targets("clos", {"leaves": 2, "spines": 2, "hosts_per_leaf": 2}),
                          indirect=True)
 def test_leaf_spine_every_pair_pings(no_leftovers, p4_fabric):
     fabric, _ = p4_fabric
@@ -80,14 +84,14 @@ def test_leaf_spine_every_pair_pings(no_leftovers, p4_fabric):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("p4_fabric", [("fattree", {"k": 4}, "embedded")], indirect=True, ids=["embedded"])
+@pytest.mark.parametrize("p4_fabric", on_both_targets("fattree", {"k": 4}), indirect=True)
 def test_fattree_k4_every_pair_pings(no_leftovers, p4_fabric):
     fabric, _ = p4_fabric
     assert fabric.net.pingAll(timeout=3) == 0
 
 
-@pytest.mark.parametrize("p4_fabric", [("clos", {"leaves": 2, "spines": 4, "hosts_per_leaf": 1}, "embedded")],
-                         indirect=True, ids=["embedded"])
+@pytest.mark.parametrize("p4_fabric", on_both_targets("clos", {"leaves": 2, "spines": 4, "hosts_per_leaf": 1}),
+                         indirect=True)
 def test_many_flows_spread_over_every_spine_and_down_link_carries_nothing(no_leftovers, p4_fabric):
     fabric, programmer = p4_fabric
     graph = fabric.topo.graph()
@@ -122,8 +126,8 @@ def test_many_flows_spread_over_every_spine_and_down_link_carries_nothing(no_lef
     assert fabric.net.ping([src, dst], timeout=2) == 0
 
 
-@pytest.mark.parametrize("p4_fabric", [("clos", {"leaves": 1, "spines": 1, "hosts_per_leaf": 2}, "embedded")],
-                         indirect=True, ids=["embedded"])
+@pytest.mark.parametrize("p4_fabric", on_both_targets("clos", {"leaves": 1, "spines": 1, "hosts_per_leaf": 2}),
+                         indirect=True)
 def test_packet_out_and_packet_in_through_the_cpu_port(no_leftovers, p4_fabric):
     from scapy.all import Ether, Raw
 
@@ -155,8 +159,8 @@ def test_packet_out_and_packet_in_through_the_cpu_port(no_leftovers, p4_fabric):
     assert b"from-the-controller" in out
 
 
-@pytest.mark.parametrize("p4_fabric", [("clos", {"leaves": 2, "spines": 1, "hosts_per_leaf": 1}, "embedded")],
-                         indirect=True, ids=["embedded"])
+@pytest.mark.parametrize("p4_fabric", on_both_targets("clos", {"leaves": 2, "spines": 1, "hosts_per_leaf": 1}),
+                         indirect=True)
 def test_crashed_switch_is_reported_and_teardown_is_clean(no_leftovers, p4_fabric):
     fabric, _ = p4_fabric
     victim = fabric.switches[0]
