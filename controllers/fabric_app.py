@@ -100,7 +100,7 @@ FABRIC_OPTS = [
                help="poll switch port operstate every N ms and treat a port going down as a "
                     "link failure (0: off; failures then come from REST notices)"),
     cfg.StrOpt("te_table", default="MyIngress.te_pin", help="exact-match table of pinned flows"),
-    cfg.StrOpt("te_action", default="MyIngress.set_nhop", help="action of pinned entries"),
+    cfg.StrOpt("te_action", default="MyIngress.te_set_nhop", help="action of pinned entries (p4src/te.p4)"),
     oslo_cfg.DictOpt("te_match_fields", default={"src_ip": "hdr.ipv4.srcAddr", "dst_ip": "hdr.ipv4.dstAddr"},
                 help="logical flow key -> P4 match field of te_table"),
     cfg.StrOpt("te_flows_file", default=None,
@@ -186,7 +186,7 @@ class FabricConfig:
     watch_pid: Optional[int] = None
     port_poll_ms: int = 0
     te_table: str = "MyIngress.te_pin"
-    te_action: str = "MyIngress.set_nhop"
+    te_action: str = "MyIngress.te_set_nhop"
     te_match_fields: Dict[str, str] = field(default_factory=lambda: {"src_ip": "hdr.ipv4.srcAddr",
                                                                       "dst_ip": "hdr.ipv4.dstAddr"})
     te_flows_file: Optional[str] = None

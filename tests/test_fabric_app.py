@@ -28,57 +28,7 @@ SELECTOR = "MyIngress.ecmp_selector"
 LPM_TABLE = "MyIngress.ipv4_lpm"
 P4SRC = os.path.dirname(testbed.p4src.__file__)
 
-# l3_ecmp plus an exact-match TE table consulted before the LPM routes (ECMP is the fallback)
-TE_PROGRAM = """
-#include <core.p4>
-#include <v1model.p4>
-#include "%(include)s/headers.p4"
-struct metadata_t { flow_t flow; }
-#include "%(include)s/parsers.p4"
-
-control MyIngress(inout headers_t hdr, inout metadata_t meta, inout standard_metadata_t standard_metadata) {
-    action_selector(HashAlgorithm.crc16, 32w1024, 32w14) ecmp_selector;
-    action drop() { mark_to_drop(standard_metadata); }
-    action set_nhop(mac_addr_t dmac, mac_addr_t smac, port_t port) {
-        hdr.ethernet.srcAddr = smac;
-        hdr.ethernet.dstAddr = dmac;
-        standard_metadata.egress_spec = port;
-        hdr.ipv4.ttl = hdr.ipv4.ttl - 1;
-    }
-    table te_pin {
-        key = { hdr.ipv4.srcAddr : exact; hdr.ipv4.dstAddr : exact; }
-        actions = { set_nhop; NoAction; }
-        default_action = NoAction();
-        size = 1024;
-    }
-    table ipv4_lpm {
-        key = {
-            hdr.ipv4.dstAddr   : lpm;
-            meta.flow.src_addr : selector;
-            meta.flow.dst_addr : selector;
-            meta.flow.protocol : selector;
-            meta.flow.src_port : selector;
-            meta.flow.dst_port : selector;
-        }
-        actions = { set_nhop; drop; NoAction; }
-        implementation = ecmp_selector;
-        size = 1024;
-    }
-    apply {
-        if (hdr.ipv4.isValid()) {
-            if (!te_pin.apply().hit) {
-                if (!ipv4_lpm.apply().hit) { drop(); }
-            }
-        }
-    }
-}
-control MyEgress(inout headers_t hdr, inout metadata_t meta, inout standard_metadata_t standard_metadata) {
-    counter(512, CounterType.packets) egress_port_counter;
-    apply { egress_port_counter.count((bit<32>)standard_metadata.egress_port); }
-}
-V1Switch(CommonParser(), CommonVerifyChecksum(), MyIngress(), MyEgress(), CommonComputeChecksum(),
-         CommonDeparser()) main;
-"""
+TE_PROGRAM = testbed.p4src.program_path("te")  # exact-match TE table before the ECMP routes
 
 
 def host_ip(graph, host):
@@ -228,8 +178,7 @@ def test_controller_programs_reroutes_and_reports(portless_fabric):
 @pytest.mark.slow
 def test_te_pins_flows_and_falls_back_to_ecmp(portless_fabric, tmp_path):
     state_file, state, graph = portless_fabric
-    program = tmp_path / "te_test.p4"
-    program.write_text(TE_PROGRAM % {"include": os.path.join(P4SRC, "include")})
+    program = TE_PROGRAM
     flows = [{"name": "big", "src": "h1", "dst": "h3", "rate": 60},
              {"name": "mid", "src": "h2", "dst": "h4", "rate": 50}]
     with FabricController(state_file, program=str(program), mode="te", flows=flows) as controller:
@@ -423,8 +372,7 @@ def test_port_monitor_detects_a_failed_link_without_notice(tmp_path, no_leftover
 def test_te_pinned_flow_takes_its_path_on_mininet(tmp_path, no_leftovers):
     from testbed.emulation.network import FabricNetwork
 
-    program = tmp_path / "te_test.p4"
-    program.write_text(TE_PROGRAM % {"include": os.path.join(P4SRC, "include")})
+    program = TE_PROGRAM
     topo = make_topology("clos", leaves=2, spines=2, hosts_per_leaf=2)
     graph = topo.graph()
     state_file = str(tmp_path / "net.json")
