@@ -90,6 +90,7 @@ class Agent:
         self.mtu = int(spec.get("mtu", roce.DEFAULT_MTU))
         self.qps = int(spec.get("qps", 1))
         self.strategy = spec.get("qp_scaling", "roundrobin")
+        self.udp_sport = spec.get("udp_sport", qp_module.UDP_SPORT_PER_QP)
         self.step_timeout = float(spec.get("step_timeout", 3.0))
         self.job = int(spec.get("job", 0))
         self.retransmit = bool(spec.get("retransmit", True))
@@ -167,7 +168,7 @@ class Agent:
         if pairs is None:
             pairs = self.queue_pairs[peer] = qp_module.make_queue_pairs(self.rank, peer, self.qps,
                                                                         seed=int(self.spec.get("seed", 0)),
-                                                                        job=self.job)
+                                                                        job=self.job, udp_sport=self.udp_sport)
         return pairs
 
     def _control_qp(self, peer):

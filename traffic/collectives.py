@@ -121,7 +121,7 @@ def plan_bytes(plan):
     return sum(amount for steps in plan for step in steps for _, amount in step["sends"])
 
 
-def validate_options(pattern, size, qps, rate_mbps, qp_scaling, hosts_count=None):
+def validate_options(pattern, size, qps, rate_mbps, qp_scaling, hosts_count=None, udp_sport=qp_module.UDP_SPORT_PER_QP):
     """Check user options of a traffic run; raise ParameterError naming the option."""
     if pattern not in PATTERNS and pattern != "stream":
         raise ParameterError("PATTERN", pattern, "one of: " + ", ".join(PATTERNS + ("stream",)))
@@ -133,6 +133,8 @@ def validate_options(pattern, size, qps, rate_mbps, qp_scaling, hosts_count=None
         raise ParameterError("--rate-mbps", rate_mbps, "a number > 0 (Mbit/s)")
     if qp_scaling not in qp_module.QP_SCALING_STRATEGIES:
         raise ParameterError("--qp-scaling", qp_scaling, "one of: " + ", ".join(qp_module.QP_SCALING_STRATEGIES))
+    if udp_sport not in qp_module.UDP_SPORT_RULES:
+        raise ParameterError("--udp-sport", udp_sport, "one of: " + ", ".join(qp_module.UDP_SPORT_RULES))
     if hosts_count is not None and hosts_count < 2:
         raise ParameterError("--hosts", hosts_count, "at least 2 hosts")
 
@@ -159,7 +161,8 @@ def _read_line(process, deadline, name):
 def run_collective(hosts, pattern, size, qps=1, qp_scaling="roundrobin", rate_mbps=200.0, mtu=roce.DEFAULT_MTU,
                    chunk_bytes=64 * 1024, admission=False, channels=2, seed=0, step_timeout=None,
                    loss_timeout=0.2, bin_ms=10.0, retransmit=True, ack_timeout=0.5, retry_count=7,
-                   job=None, python=None, timeout=180.0, on_start=None, workdir=None):
+                   job=None, python=None, timeout=180.0, on_start=None, workdir=None,
+                   udp_sport=qp_module.UDP_SPORT_PER_QP):
     """Run a collective on hosts and return its report.
 
     Args:
@@ -193,6 +196,8 @@ def run_collective(hosts, pattern, size, qps=1, qp_scaling="roundrobin", rate_mb
             (e.g. to schedule a failure); if it returns an int, that is taken as the failure
             time in ns and the report's ``recovery`` says when delivery resumed after it.
         workdir: directory for plan and report files (default: a temporary one, removed).
+        udp_sport: UDP source-port rule of the data QPs, ``per_qp`` (default) or
+            ``per_nic_pair`` (:data:`testbed.traffic.qp.UDP_SPORT_RULES`).
 
     Returns:
         dict: ``completion_time_s``, ``complete`` (every rank got all its bytes),
@@ -202,7 +207,7 @@ def run_collective(hosts, pattern, size, qps=1, qp_scaling="roundrobin", rate_mb
         ParameterError: bad options.
         EmulationError: an agent failed or did not finish in time.
     """
-    validate_options(pattern, size, qps, rate_mbps, qp_scaling, len(hosts))
+    validate_options(pattern, size, qps, rate_mbps, qp_scaling, len(hosts), udp_sport=udp_sport)
     if chunk_bytes < 1:
         raise ParameterError("chunk_bytes", chunk_bytes, "an integer >= 1")
     plan = build_plan(pattern, len(hosts), size, seed)
@@ -229,7 +234,7 @@ def run_collective(hosts, pattern, size, qps=1, qp_scaling="roundrobin", rate_mb
                     "admission": admission, "channels": channels, "seed": seed, "step_timeout": step_timeout,
                     "loss_timeout": loss_timeout, "bin_ms": bin_ms, "retransmit": retransmit,
                     "ack_timeout": ack_timeout, "retry_count": retry_count, "job": job,
-                    "report": os.path.join(workdir, f"report-{rank}.json")}
+                    "udp_sport": udp_sport, "report": os.path.join(workdir, f"report-{rank}.json")}
             path = os.path.join(workdir, f"plan-{rank}.json")
             with open(path, "w") as handle:
                 json.dump(spec, handle)
@@ -262,7 +267,7 @@ def run_collective(hosts, pattern, size, qps=1, qp_scaling="roundrobin", rate_mb
                          {"size": size, "qps": qps, "qp_scaling": qp_scaling, "rate_mbps": rate_mbps,
                           "mtu": mtu, "chunk_bytes": chunk_bytes, "admission": admission, "channels": channels,
                           "seed": seed, "retransmit": retransmit, "ack_timeout": ack_timeout,
-                          "retry_count": retry_count, "job": job})
+                          "retry_count": retry_count, "job": job, "udp_sport": udp_sport})
     finally:
         for process in processes:
             if process.poll() is None:

@@ -19,12 +19,21 @@ host of rank ``a`` uses towards rank ``b`` with index ``j`` has number
 its packets).  The top byte of every QP number is therefore the job, which
 lets several jobs share a host: each receiver keeps only its job's packets
 (:func:`job_of_qpn`).
+
+The UDP source port of a QP's packets follows one of :data:`UDP_SPORT_RULES`
+(seed 004 4.1-4.2): ``per_qp`` (default) derives it from the QP's two numbers
+as Linux ``rdma_get_udp_sport`` does, so every QP is its own 5-tuple flow;
+``per_nic_pair`` gives every QP between two NICs the one port of the pair's
+first QP (NICs that keep one source port per NIC pair), so a 5-tuple hash sees
+a single flow per NIC pair and only a hash over the destination QP (E-ECMP)
+tells the QPs apart.
 """
 import itertools
 import random
 import threading
 import zlib
 from dataclasses import dataclass, field
+from typing import Optional
 
 from testbed.traffic import roce
 
@@ -42,6 +51,11 @@ MAX_RANKS = (0x10000 - QPN_BASE) // MAX_QPS
 
 MAX_JOB = 255
 """Largest job number (the top byte of a 24-bit QP number)."""
+
+UDP_SPORT_PER_QP = "per_qp"
+UDP_SPORT_PER_NIC_PAIR = "per_nic_pair"
+UDP_SPORT_RULES = (UDP_SPORT_PER_QP, UDP_SPORT_PER_NIC_PAIR)
+"""Names accepted for the UDP source-port rule (see the module docstring)."""
 
 
 def job_of_qpn(qpn):
@@ -99,6 +113,31 @@ def queue_pair_number(owner_rank, peer_rank, index, job=0):
     return QPN_BASE + (job << 16) + peer_rank * MAX_QPS + index
 
 
+def udp_source_port_for(rule, src_rank, dst_rank, index, job=0):
+    """UDP source port of QP ``index`` from ``src_rank`` to ``dst_rank`` under a source-port rule.
+
+    Args:
+        rule: one of :data:`UDP_SPORT_RULES`.
+        src_rank: rank of the sending host.
+        dst_rank: rank of the receiving host.
+        index: the QP's index in its NIC pair.
+        job: traffic job number.
+
+    Returns:
+        int: ``per_qp``: :func:`roce.udp_source_port` of the QP's two numbers;
+        ``per_nic_pair``: the same for QP 0 of the pair, whatever ``index`` is.
+
+    Raises:
+        ValueError: unknown rule, or QP numbers out of range.
+    """
+    if rule not in UDP_SPORT_RULES:
+        raise ValueError(f"unknown UDP source-port rule {rule!r}; allowed: " + ", ".join(UDP_SPORT_RULES))
+    if rule == UDP_SPORT_PER_NIC_PAIR:
+        index = 0
+    return roce.udp_source_port(queue_pair_number(src_rank, dst_rank, index, job),
+                                queue_pair_number(dst_rank, src_rank, index, job))
+
+
 def initial_psn(src_rank, dst_rank, index, seed=0):
     """Deterministic pseudo-random start PSN of a QP (NICs pick random ones)."""
     return zlib.crc32(f"{seed}:{src_rank}:{dst_rank}:{index}".encode()) % roce.PSN_MODULO
@@ -115,6 +154,8 @@ class QueuePair:
         index: position of this QP in its NIC pair's QP list.
         next_msg_id: id given to the next message posted on this QP.
         next_seq: unwrapped count of packets sent (carried in the payload header).
+        sport: UDP source port of its packets; None: derived from the two QP numbers
+            (``per_qp``, :func:`roce.udp_source_port`).
     """
 
     local_qpn: int
@@ -123,10 +164,13 @@ class QueuePair:
     index: int = 0
     next_msg_id: int = 0
     next_seq: int = 0
+    sport: Optional[int] = None
 
     @property
     def udp_sport(self):
-        """UDP source port of this QP's packets (:func:`roce.udp_source_port`)."""
+        """UDP source port of this QP's packets (``sport``, or :func:`roce.udp_source_port`)."""
+        if self.sport is not None:
+            return self.sport
         return roce.udp_source_port(self.local_qpn, self.remote_qpn)
 
     def take_psns(self, count):
@@ -137,7 +181,7 @@ class QueuePair:
         return first
 
 
-def make_queue_pairs(src_rank, dst_rank, count, seed=0, start_psn=None, job=0):
+def make_queue_pairs(src_rank, dst_rank, count, seed=0, start_psn=None, job=0, udp_sport=UDP_SPORT_PER_QP):
     """Create the ``count`` QPs a host uses towards one peer.
 
     Args:
@@ -147,18 +191,25 @@ def make_queue_pairs(src_rank, dst_rank, count, seed=0, start_psn=None, job=0):
         seed: varies the start PSNs.
         start_psn: force every QP to start at this PSN (tests of the wrap).
         job: traffic job number (0..255; see the module docstring).
+        udp_sport: UDP source-port rule, one of :data:`UDP_SPORT_RULES`.
 
     Returns:
         list[QueuePair]
+
+    Raises:
+        ValueError: count out of range or unknown ``udp_sport`` rule.
     """
     if not 1 <= count <= MAX_QPS:
         raise ValueError(f"QP count must be in 1..{MAX_QPS}")
+    if udp_sport not in UDP_SPORT_RULES:
+        raise ValueError(f"unknown UDP source-port rule {udp_sport!r}; allowed: " + ", ".join(UDP_SPORT_RULES))
     pairs = []
     for index in range(count):
         psn = initial_psn(src_rank, dst_rank, index, seed) if start_psn is None else start_psn
         pairs.append(QueuePair(local_qpn=queue_pair_number(src_rank, dst_rank, index, job),
                                remote_qpn=queue_pair_number(dst_rank, src_rank, index, job),
-                               next_psn=psn % roce.PSN_MODULO, index=index))
+                               next_psn=psn % roce.PSN_MODULO, index=index,
+                               sport=udp_source_port_for(udp_sport, src_rank, dst_rank, index, job)))
     return pairs
 
 

@@ -333,6 +333,8 @@ class SenderConfig:
         start_psn: force the start PSN of every QP (tests of the wrap).
         seed: varies the start PSNs.
         job: traffic job number (0..255): the top byte of the QP numbers.
+        udp_sport: UDP source-port rule, ``per_qp`` or ``per_nic_pair``
+            (:data:`testbed.traffic.qp.UDP_SPORT_RULES`).
     """
 
     intf: str
@@ -355,6 +357,7 @@ class SenderConfig:
     start_psn: Optional[int] = None
     seed: int = 0
     job: int = 0
+    udp_sport: str = qp_module.UDP_SPORT_PER_QP
 
 
 def run_sender(config, on_ready=None):
@@ -378,13 +381,16 @@ def run_sender(config, on_ready=None):
         raise ParameterError("--job", config.job, f"an integer in 0..{qp_module.MAX_JOB}")
     if config.qp_scaling not in qp_module.QP_SCALING_STRATEGIES:
         raise ParameterError("--qp-scaling", config.qp_scaling, ", ".join(qp_module.QP_SCALING_STRATEGIES))
+    if config.udp_sport not in qp_module.UDP_SPORT_RULES:
+        raise ParameterError("--udp-sport", config.udp_sport, ", ".join(qp_module.UDP_SPORT_RULES))
     sock, src_mac = open_raw_socket(config.intf)
     try:
         src_ip = config.src_ip or interface_ipv4(config.intf)
         src = Endpoint(config.src_rank, src_ip, src_mac)
         dst = Endpoint(config.dst_rank, config.dst_ip, config.dst_mac)
         queue_pairs = qp_module.make_queue_pairs(src.rank, dst.rank, config.qps, seed=config.seed,
-                                                 start_psn=config.start_psn, job=config.job)
+                                                 start_psn=config.start_psn, job=config.job,
+                                                 udp_sport=config.udp_sport)
         factory = FrameFactory(src_mac, src_ip)
         pacer = Pacer(config.rate_mbps, config.on_ms, config.off_ms)
         stats = SendStats(bin_ns=int(config.bin_ms * 1e6))
@@ -404,7 +410,7 @@ def run_sender(config, on_ready=None):
                 break
         report = {"role": "sender", "job": config.job, "src_ip": src_ip, "src_mac": src_mac, "dst_ip": config.dst_ip,
                   "intf": config.intf, "qps": config.qps, "qp_scaling": config.qp_scaling,
-                  "message_bytes": config.size, "rounds": rounds,
+                  "udp_sport": config.udp_sport, "message_bytes": config.size, "rounds": rounds,
                   "templates_built": factory.templates_built}
         report.update(stats.as_dict())
         return report
@@ -434,6 +440,9 @@ def build_argument_parser():
     parser.add_argument("--bin-ms", type=float, default=DEFAULT_BIN_MS)
     parser.add_argument("--start-psn", type=int)
     parser.add_argument("--job", type=int, default=0, help="traffic job number 0..255 (top byte of the QP numbers)")
+    parser.add_argument("--udp-sport", choices=qp_module.UDP_SPORT_RULES, default=qp_module.UDP_SPORT_PER_QP,
+                        help="UDP source port: per_qp (default, from the QP numbers) or per_nic_pair "
+                             "(one port for all QPs between two NICs)")
     parser.add_argument("--delay", type=float, default=0.0, help="seconds to wait before sending")
     parser.add_argument("--ready-file", help="create this file just before the first packet goes out")
     parser.add_argument("--json", help="write the report here (default: stdout)")
@@ -450,7 +459,7 @@ def main(argv=None):
                           messages=args.messages, qps=args.qps, qp_scaling=args.qp_scaling,
                           rate_mbps=args.rate_mbps, duration=args.duration, on_ms=args.on_ms,
                           off_ms=args.off_ms, mtu=args.mtu, stream=args.stream, bin_ms=args.bin_ms,
-                          start_psn=args.start_psn, job=args.job)
+                          start_psn=args.start_psn, job=args.job, udp_sport=args.udp_sport)
     def touch_ready_file():
         if args.ready_file:
             with open(args.ready_file, "w") as handle:

@@ -50,7 +50,8 @@ def _wait_files(paths, processes, deadline, what="receivers"):
 
 def run_streams(hosts, duration=2.0, size=1 << 20, qps=1, qp_scaling="roundrobin", rate_mbps=100.0,
                 mtu=roce.DEFAULT_MTU, on_ms=0.0, off_ms=0.0, bin_ms=10.0, gap_ms=5.0, loss_timeout=0.2,
-                python=None, on_start=None, failure_ns=None, linger=1.0, workdir=None, job=None):
+                python=None, on_start=None, failure_ns=None, linger=1.0, workdir=None, job=None,
+                udp_sport=qp_module.UDP_SPORT_PER_QP):
     """Run RoCEv2 streams between host pairs and return the combined report.
 
     Args:
@@ -73,6 +74,8 @@ def run_streams(hosts, duration=2.0, size=1 << 20, qps=1, qp_scaling="roundrobin
         workdir: where reports go (default: a temporary directory, removed).
         job: traffic job number 1..255 (receivers keep only its packets, so runs may
             share hosts); default: a fresh one.
+        udp_sport: UDP source-port rule, ``per_qp`` (default) or ``per_nic_pair``
+            (:data:`testbed.traffic.qp.UDP_SPORT_RULES`).
 
     Returns:
         dict with ``pairs`` (sender, receiver, reconcile per pair) and totals:
@@ -85,6 +88,8 @@ def run_streams(hosts, duration=2.0, size=1 << 20, qps=1, qp_scaling="roundrobin
     pairs = pair_hosts(hosts)
     if duration <= 0:
         raise ParameterError("--duration", duration, "a number of seconds > 0")
+    if udp_sport not in qp_module.UDP_SPORT_RULES:
+        raise ParameterError("--udp-sport", udp_sport, "one of: " + ", ".join(qp_module.UDP_SPORT_RULES))
     job = qp_module.allocate_job() if job is None else job
     python = python or sys.executable
     own_dir = workdir is None
@@ -113,7 +118,7 @@ def run_streams(hosts, duration=2.0, size=1 << 20, qps=1, qp_scaling="roundrobin
                     "--dst-rank", str(2 * index + 1), "--size", str(size), "--qps", str(qps),
                     "--qp-scaling", qp_scaling, "--rate-mbps", str(rate_mbps), "--duration", str(duration),
                     "--mtu", str(mtu), "--on-ms", str(on_ms), "--off-ms", str(off_ms), "--bin-ms", str(bin_ms),
-                    "--job", str(job), "--ready-file", os.path.join(workdir, f"sending-{index}"), "--json", report]
+                    "--job", str(job), "--udp-sport", udp_sport, "--ready-file", os.path.join(workdir, f"sending-{index}"), "--json", report]
             process = src.popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
             processes.append(process)
             senders.append((process, report))
@@ -153,7 +158,7 @@ def run_streams(hosts, duration=2.0, size=1 << 20, qps=1, qp_scaling="roundrobin
         return summarize_streams(results, start_ns, failure_ns,
                                  {"duration": duration, "size": size, "qps": qps, "qp_scaling": qp_scaling,
                                   "rate_mbps": rate_mbps, "mtu": mtu, "on_ms": on_ms, "off_ms": off_ms,
-                                  "bin_ms": bin_ms, "job": job})
+                                  "bin_ms": bin_ms, "job": job, "udp_sport": udp_sport})
     finally:
         for process in processes:
             if process.poll() is None:

@@ -3,7 +3,8 @@
 Usage::
 
     testbed traffic PATTERN --hosts h1,h2,... [--size BYTES] [--qps Q] [--rate-mbps R]
-                    [--qp-scaling roundrobin|split] [--duration S] [--json FILE]
+                    [--qp-scaling roundrobin|split] [--udp-sport per_qp|per_nic_pair]
+                    [--duration S] [--json FILE]
 
 PATTERN is a collective (allreduce, allgather, reducescatter, alltoall,
 alltoallv, incast, permutation; see :mod:`testbed.traffic.collectives`) or
@@ -20,7 +21,7 @@ import sys
 import time
 
 from testbed.errors import ParameterError
-from testbed.traffic import collectives, hosts as host_module, roce
+from testbed.traffic import collectives, hosts as host_module, qp as qp_module, roce
 
 PATTERN_CHOICES = collectives.PATTERNS + ("stream",)
 
@@ -38,6 +39,9 @@ def register(subparsers):
     parser.add_argument("--qps", type=int, default=1, help="queue pairs per NIC pair (default 1)")
     parser.add_argument("--rate-mbps", type=float, default=200.0, help="sending rate per host (default 200)")
     parser.add_argument("--qp-scaling", default="roundrobin", help="roundrobin (default) or split")
+    parser.add_argument("--udp-sport", default=qp_module.UDP_SPORT_PER_QP,
+                        help="UDP source port: per_qp (default; from the QP numbers, as Linux) or per_nic_pair "
+                             "(one port for all QPs between two NICs: low entropy for 5-tuple ECMP)")
     parser.add_argument("--duration", type=float,
                         help="stream: seconds to send (default 2); collectives: repeat until this many seconds passed")
     parser.add_argument("--mtu", type=int, default=roce.DEFAULT_MTU, help="RoCE path MTU (default 1024)")
@@ -59,7 +63,8 @@ def register(subparsers):
 
 def validate(args):
     """Check the options that do not need the fabric; raise ParameterError naming the option."""
-    collectives.validate_options(args.pattern, args.size, args.qps, args.rate_mbps, args.qp_scaling)
+    collectives.validate_options(args.pattern, args.size, args.qps, args.rate_mbps, args.qp_scaling,
+                                 udp_sport=args.udp_sport)
     if args.duration is not None and not args.duration > 0:
         raise ParameterError("--duration", args.duration, "a number of seconds > 0")
     if not roce.HEADER.size <= args.mtu <= 9000:
@@ -86,7 +91,8 @@ def run(args):
         from testbed.traffic import streams
 
         report = streams.run_streams(chosen, duration=args.duration or 2.0, size=args.size, qps=args.qps,
-                                     qp_scaling=args.qp_scaling, rate_mbps=args.rate_mbps, mtu=args.mtu)
+                                     qp_scaling=args.qp_scaling, rate_mbps=args.rate_mbps, mtu=args.mtu,
+                                     udp_sport=args.udp_sport)
         line = (f"stream: {report['sent_packets']} packets sent, {report['lost_packets']} lost, "
                 f"{report['out_of_sequence']} out of sequence, goodput {report['goodput_mbps']:.1f} Mbit/s")
     else:
@@ -96,7 +102,8 @@ def run(args):
             runs.append(collectives.run_collective(
                 chosen, args.pattern, args.size, qps=args.qps, qp_scaling=args.qp_scaling,
                 rate_mbps=args.rate_mbps, mtu=args.mtu, chunk_bytes=args.chunk_bytes, admission=args.admission,
-                channels=args.channels, seed=args.seed, retransmit=args.retransmit, ack_timeout=args.ack_timeout))
+                channels=args.channels, seed=args.seed, retransmit=args.retransmit, ack_timeout=args.ack_timeout,
+                udp_sport=args.udp_sport))
             if args.duration is None or time.monotonic() - began >= args.duration:
                 break
         report = dict(runs[-1])

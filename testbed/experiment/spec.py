@@ -11,7 +11,7 @@ A spec (every field but ``name`` and ``seed`` has a default)::
     controller: {kind: static, detection_delay_ms: 50}   # static | none | osken
     traffic:
       - {pattern: stream, hosts: [h1, h3, h2, h4], size_bytes: 65536, qps: 2,
-         qp_scaling: roundrobin, rate_mbps: 10, start_s: 0, duration_s: 4, mtu: 1024}
+         qp_scaling: roundrobin, udp_sport: per_qp, rate_mbps: 10, start_s: 0, duration_s: 4, mtu: 1024}
     failures:
       - {at_s: 1.5, action: link_down, link: [l1, s1]}
       - {at_s: 3.0, action: link_up, link: [l1, s1]}
@@ -29,6 +29,10 @@ Traffic ``pattern`` is ``stream`` (paced point-to-point streams: hosts are
 paired in order, h1->h3, h2->h4) or a collective of
 :data:`testbed.traffic.collectives.PATTERNS`.  ``hosts`` is a list of names,
 ``all``, or ``{random: N}`` (N hosts drawn with the spec's seed).
+``udp_sport`` is the UDP source-port rule of the entry's QPs: ``per_qp``
+(default; each QP its own port, as Linux derives it) or ``per_nic_pair`` (one
+port for every QP between two NICs: 5-tuple ECMP then sees one flow per NIC
+pair and only E-ECMP separates the QPs; seed 004 4.1).
 
 Every error names the field path and the value: ``traffic[1].rate_mbps: must
 be > 0 (got -5)``.  :func:`derive_seed` gives each random choice its own
@@ -53,6 +57,7 @@ CONTROLLER_KINDS = ("static", "none", "osken")
 FAILURE_ACTIONS = ("link_down", "link_up", "switch_crash", "lossy_link")
 STREAM_PATTERN = "stream"
 QP_SCALING = ("roundrobin", "split")
+UDP_SPORT_RULES = ("per_qp", "per_nic_pair")
 METRICS = ("link_load", "mmr", "goodput", "loss", "out_of_order", "recovery", "timeline", "controller")
 MAX_QPS = 255
 MAX_TRAFFIC_ENTRIES = 255
@@ -64,7 +69,7 @@ DEFAULT_TAIL_S = 1.0
 
 _TOP_FIELDS = ("name", "seed", "topology", "target", "program", "mode", "mode_params", "controller",
                "traffic", "failures", "duration_s", "metrics", "out_dir")
-_TRAFFIC_FIELDS = ("pattern", "hosts", "size_bytes", "qps", "qp_scaling", "rate_mbps", "start_s",
+_TRAFFIC_FIELDS = ("pattern", "hosts", "size_bytes", "qps", "qp_scaling", "udp_sport", "rate_mbps", "start_s",
                    "duration_s", "mtu")
 _FAILURE_FIELDS = ("at_s", "action", "link", "switch", "loss")
 
@@ -131,6 +136,7 @@ class TrafficSpec:
     size_bytes: int = DEFAULT_SIZE_BYTES
     qps: int = 1
     qp_scaling: str = "roundrobin"
+    udp_sport: str = "per_qp"
     rate_mbps: float = DEFAULT_RATE_MBPS
     start_s: float = 0.0
     duration_s: Optional[float] = None
@@ -402,6 +408,7 @@ def _parse_traffic(data, all_hosts, seed):
                                    integer=True)
         entry.qps = _number(raw.get("qps", entry.qps), f"{path}.qps", minimum=1, maximum=MAX_QPS, integer=True)
         entry.qp_scaling = _choice(raw.get("qp_scaling", entry.qp_scaling), QP_SCALING, f"{path}.qp_scaling")
+        entry.udp_sport = _choice(raw.get("udp_sport", entry.udp_sport), UDP_SPORT_RULES, f"{path}.udp_sport")
         entry.rate_mbps = float(_number(raw.get("rate_mbps", entry.rate_mbps), f"{path}.rate_mbps", minimum=0,
                                         exclusive=True))
         entry.start_s = float(_number(raw.get("start_s", 0.0), f"{path}.start_s", minimum=0))

@@ -132,13 +132,14 @@ class TrafficJob(threading.Thread):
                 self.report = run_streams(self.hosts, duration=self._stream_duration(), size=entry.size_bytes,
                                           qps=entry.qps, qp_scaling=entry.qp_scaling, rate_mbps=entry.rate_mbps,
                                           mtu=entry.mtu, bin_ms=self.bin_ms, gap_ms=GAP_MS,
-                                          linger=STREAM_LINGER_S, workdir=self.workdir, job=entry.job)
+                                          linger=STREAM_LINGER_S, workdir=self.workdir, job=entry.job,
+                                          udp_sport=entry.udp_sport)
             else:
                 timeout = entry.duration_s or max(5.0, self.run_duration_s - entry.start_s)
                 self.report = run_collective(self.hosts, entry.pattern, entry.size_bytes, qps=entry.qps,
                                              qp_scaling=entry.qp_scaling, rate_mbps=entry.rate_mbps, mtu=entry.mtu,
                                              seed=entry.seed, bin_ms=self.bin_ms, timeout=timeout + 30.0,
-                                             workdir=self.workdir, job=entry.job)
+                                             workdir=self.workdir, job=entry.job, udp_sport=entry.udp_sport)
         except BaseException as error:  # noqa: BLE001 - reported to the runner, which decides
             self.error = f"{type(error).__name__}: {error}"
             return
