@@ -36,6 +36,7 @@ import tempfile
 import time
 
 from testbed.errors import EmulationError, ParameterError
+from testbed.traffic import hosts as host_module
 from testbed.traffic import metrics
 from testbed.traffic import qp as qp_module
 from testbed.traffic import roce
@@ -269,19 +270,7 @@ def run_collective(hosts, pattern, size, qps=1, qp_scaling="roundrobin", rate_mb
                           "seed": seed, "retransmit": retransmit, "ack_timeout": ack_timeout,
                           "retry_count": retry_count, "job": job, "udp_sport": udp_sport})
     finally:
-        for process in processes:
-            if process.poll() is None:
-                process.kill()
-            try:
-                process.wait(timeout=5)
-            except Exception:  # noqa: BLE001 - best effort during cleanup
-                pass
-            for stream in (process.stdin, process.stdout, process.stderr):
-                if stream is not None:
-                    try:
-                        stream.close()
-                    except OSError:
-                        pass
+        host_module.stop_processes(processes)
         if own_dir:
             shutil.rmtree(workdir, ignore_errors=True)
 

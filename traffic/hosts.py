@@ -140,3 +140,23 @@ def select_hosts(available, names, option="--hosts"):
             raise ParameterError(option, name, "each host at most once")
         chosen.append(available[name])
     return chosen
+
+
+def stop_processes(processes, timeout=5.0):
+    """Kill what is still running of ``processes`` (Popen objects), reap them and close their pipes.
+
+    Best effort: used in ``finally`` blocks after a run, so it never raises.
+    """
+    for process in processes:
+        if process.poll() is None:
+            process.kill()
+        try:
+            process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            pass
+        for stream in (process.stdin, process.stdout, process.stderr):
+            if stream is not None:
+                try:
+                    stream.close()
+                except OSError:
+                    pass

@@ -46,7 +46,6 @@ failed link stops only the flows hashed onto it while the others keep
 delivering, so only ``qp_gaps`` show that outage.
 """
 import argparse
-import json
 import select
 import signal
 import socket
@@ -55,6 +54,7 @@ import time
 from array import array
 
 from testbed.traffic import roce
+from testbed.traffic.json_report import emit_report
 from testbed.traffic.qp import psn_delta
 
 DEFAULT_LOSS_TIMEOUT = 0.2
@@ -627,12 +627,7 @@ def main(argv=None):
                               until=lambda: bool(stop))
     finally:
         capture.close()
-    text = json.dumps(report, indent=1)
-    if args.json:
-        with open(args.json, "w") as handle:
-            handle.write(text)
-    else:
-        print(text)
+    emit_report(report, args.json)
     return 0
 
 

@@ -17,7 +17,6 @@ wire, without preamble/FCS); on/off bursts alternate ``on_ms`` of sending with
 """
 import argparse
 import errno
-import json
 import socket
 import sys
 import time
@@ -27,6 +26,7 @@ from typing import Optional
 from testbed.errors import ParameterError
 from testbed.traffic import qp as qp_module
 from testbed.traffic import roce
+from testbed.traffic.json_report import emit_report
 
 DEFAULT_BIN_MS = 10.0
 
@@ -470,12 +470,7 @@ def main(argv=None):
     except ParameterError as error:
         print(f"sender: error: {error}", file=sys.stderr)
         return 2
-    text = json.dumps(report, indent=1)
-    if args.json:
-        with open(args.json, "w") as handle:
-            handle.write(text)
-    else:
-        print(text)
+    emit_report(report, args.json)
     return 0
 
 

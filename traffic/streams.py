@@ -19,6 +19,7 @@ import tempfile
 import time
 
 from testbed.errors import EmulationError, ParameterError
+from testbed.traffic import hosts as host_module
 from testbed.traffic import metrics
 from testbed.traffic import qp as qp_module
 from testbed.traffic import roce
@@ -160,15 +161,7 @@ def run_streams(hosts, duration=2.0, size=1 << 20, qps=1, qp_scaling="roundrobin
                                   "rate_mbps": rate_mbps, "mtu": mtu, "on_ms": on_ms, "off_ms": off_ms,
                                   "bin_ms": bin_ms, "job": job, "udp_sport": udp_sport})
     finally:
-        for process in processes:
-            if process.poll() is None:
-                process.kill()
-            try:
-                process.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                pass
-            if process.stderr is not None:
-                process.stderr.close()
+        host_module.stop_processes(processes)
         if own_dir:
             shutil.rmtree(workdir, ignore_errors=True)
 
