@@ -4,7 +4,7 @@ import os
 import signal
 import time
 
-from testbed.emulation.network import FabricNetwork, switch_classes, termination_as_interrupt
+from testbed.emulation.network import FabricNetwork, termination_as_interrupt
 from testbed.emulation.state import DEFAULT_STATE_FILE, read_state
 from testbed.errors import ParameterError
 
@@ -34,36 +34,38 @@ def register(subparsers):
     up.add_argument("--no-cli", action="store_true", help="do not open the Mininet CLI")
     up.add_argument("--hold", type=float, default=None, metavar="SECONDS",
                     help="with --no-cli: stay up this long (default: until Ctrl-C)")
-    up.add_argument("--state-file", default=DEFAULT_STATE_FILE, help="state file of the running network (default: %(default)s)")
+    up.add_argument("--state-file", default=DEFAULT_STATE_FILE,
+                    help="state file of the running network (default: %(default)s)")
     up.add_argument("-v", "--verbose", action="store_true", help="Mininet info logging")
     up.set_defaults(func=run_up)
 
     status = actions.add_parser("status", help="print the running fabric's description as JSON")
-    status.add_argument("--state-file", default=DEFAULT_STATE_FILE, help="state file of the running network (default: %(default)s)")
+    status.add_argument("--state-file", default=DEFAULT_STATE_FILE,
+                        help="state file of the running network (default: %(default)s)")
     status.set_defaults(func=run_status)
 
     down = actions.add_parser("down", help="stop the fabric started by `testbed net up`")
-    down.add_argument("--state-file", default=DEFAULT_STATE_FILE, help="state file of the running network (default: %(default)s)")
+    down.add_argument("--state-file", default=DEFAULT_STATE_FILE,
+                      help="state file of the running network (default: %(default)s)")
     down.set_defaults(func=run_down)
 
 
 def choose_switch(args):
-    """Return the switch kind and its options for ``net up``'s arguments."""
-    kinds = switch_classes()
+    """Return the switch kind and its options for ``net up``'s arguments.
+
+    Raises:
+        ParameterError: a P4 switch without --program, the bridge with
+            --program, or an unknown / unavailable P4 target.
+    """
+    from testbed.targets import resolve_target
+
     if args.program is None:
-        kind = args.switch or "bridge"
-        if kind != "bridge":
+        if args.switch not in (None, "bridge"):
             raise ParameterError("--program", None, "a P4 program path when --switch is a P4 target")
-        return kind, {}
-    kind = args.switch
-    if kind is None:
-        kind = args.target
-        if kind == "auto":
-            kind = "bmv2" if "bmv2" in kinds and kinds["bmv2"].available() else "embedded"
-    if kind not in kinds or kind == "bridge":
-        allowed = ", ".join(sorted(k for k in kinds if k != "bridge")) or "none installed"
-        raise ParameterError("--switch", kind, f"a P4 switch kind with --program ({allowed})")
-    return kind, {"program": args.program}
+        return "bridge", {}
+    if args.switch == "bridge":
+        raise ParameterError("--switch", "bridge", "embedded or bmv2 with --program")
+    return resolve_target(args.switch or args.target), {"program": args.program}
 
 
 def program_routes(fabric, program, target):
