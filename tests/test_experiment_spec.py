@@ -125,15 +125,27 @@ def test_entries_get_distinct_fixed_job_numbers_and_may_share_hosts():
     assert parse_spec(data).to_dict()["traffic"][1]["job"] == 2
 
 
-def test_lossy_link_is_refused_without_netem(monkeypatch):
+def test_lossy_link_without_netem_is_refused_for_bmv2_only(monkeypatch):
     from testbed.experiment import spec as spec_module
 
     monkeypatch.setitem(spec_module._NETEM, "ok", False)
+    monkeypatch.setattr(spec_module, "bmv2_available", lambda: False)
     data = spec_with(failures__0={"at_s": 1, "action": "lossy_link", "link": ["leaf0", "spine0"], "loss": 0.01})
+    for target in ("auto", "embedded"):  # the embedded switch's ports drop frames instead
+        data["target"] = target
+        parse_spec(data)
+        assert spec_module.lossy_link_mechanism(target) == "embedded-port"
+    data["target"] = "bmv2"
     message = error_of(data)
-    assert message.startswith("failures[0].action: lossy_link is not supported on this machine")
-    assert "netem" in message and "embedded P4 target has no per-port loss" in message
+    assert message.startswith("failures[0].action: lossy_link is not supported on this machine for the bmv2")
+    assert "netem" in message and "use target embedded" in message
     parse_spec(data, check_machine=False)  # the spec itself is well formed
+    monkeypatch.setattr(spec_module, "bmv2_available", lambda: True)  # auto means BMv2 now
+    data["target"] = "auto"
+    assert error_of(data).startswith("failures[0].action: lossy_link is not supported")
+    monkeypatch.setitem(spec_module._NETEM, "ok", True)
+    parse_spec(data)
+    assert spec_module.lossy_link_mechanism("bmv2") == "netem"
 
 
 # ---------------------------------------------------------------------------- defaults and seeds

@@ -35,7 +35,8 @@ def run(args):
         raise ParameterError("--modes", args.modes, "a comma-separated list of modes")
     if len(set(modes)) != len(modes):
         raise ParameterError("--modes", args.modes, "each mode once")
-    spec = load_spec(args.spec)
+    # with --target the machine check waits for run_experiment, against the target actually used
+    spec = load_spec(args.spec, check_machine=args.target is None)
     sweep = None
     if args.sweep is not None:
         param, sep, text = args.sweep.partition("=")

@@ -76,7 +76,8 @@ def run(args):
     from testbed.experiment.runner import ExperimentFailed, run_experiment
     from testbed.experiment.spec import load_spec
 
-    spec = load_spec(args.spec)
+    # with --target the machine check waits for run_experiment, against the target actually used
+    spec = load_spec(args.spec, check_machine=args.target is None)
     if args.check:
         print(json.dumps(spec.to_dict(), indent=1))
         return 0

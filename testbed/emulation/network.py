@@ -214,6 +214,46 @@ class FabricNetwork:
             raise ParameterError("link", f"{a}-{b}", "a pair of directly linked nodes")
         self.net.configLinkStatus(a, b, status)
 
+    def impair_link(self, a, b, loss, delay_ms=0.0):
+        """Make every link between nodes ``a`` and ``b`` lossy (and slow) inside the switches' ports.
+
+        Each switch end drops frames leaving the port with probability ``loss``
+        and delays them ``delay_ms``, so both directions are impaired; a host
+        end has no switch port, so that link is impaired in the switch's
+        direction only.  Needs a switch that can impair its ports (the embedded
+        P4 target); ``loss=0, delay_ms=0`` clears the impairment.
+
+        Returns:
+            list: ``(switch name, port)`` of every impaired port.
+
+        Raises:
+            ParameterError: bad loss/delay, or no link between the nodes.
+            EmulationError: a switch end cannot impair its ports (BMv2, bridge: netem is needed).
+        """
+        from testbed.p4.port_control import check_impairment
+
+        check_impairment(loss, delay_ms)
+        names = {node.name for node in self.net.hosts + self.net.switches}
+        for name in (a, b):
+            if name not in names:
+                raise ParameterError("link", f"{a}-{b}", "a pair of directly linked nodes", f"no node {name}")
+        links = self.net.linksBetween(self.net.get(a), self.net.get(b))
+        if not links:
+            raise ParameterError("link", f"{a}-{b}", "a pair of directly linked nodes")
+        switches = set(self.net.switches)
+        ends = []
+        for link in links:
+            for intf in (link.intf1, link.intf2):
+                if intf.node in switches:
+                    ends.append((intf.node, intf.node.ports[intf]))
+        for switch, _port in ends:
+            if not hasattr(switch, "set_port_impairment"):
+                raise EmulationError(f"switch {switch.name} ({self.switch_kind}) cannot drop or delay frames "
+                                     "in its ports; link loss/delay needs the kernel's netem qdisc")
+        for switch, port in ends:
+            switch.set_port_impairment(port, loss=loss, delay_ms=delay_ms)
+        return [(switch.name, port) for switch, port in ends]
+
     def describe(self):
         """Return the JSON-able description written to the state file."""
         hosts = {}

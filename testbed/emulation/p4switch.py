@@ -13,6 +13,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 
 from mininet.node import Switch
@@ -23,6 +24,7 @@ from testbed.errors import EmulationError
 GRPC_BASE_PORT = 50000
 DEFAULT_CPU_PORT = 255  # the CPU_PORT_ID of p4src/include/headers.p4
 READY_TIMEOUT_S = 60.0
+UNIX_PATH_MAX = 107  # sun_path holds 108 bytes with the terminating NUL
 
 
 class P4Switch(Switch):
@@ -146,11 +148,35 @@ class P4Switch(Switch):
                 "cpu_port": self.cpu_port, "log": self.log_path, "program": self.program,
                 "process_pid": self.process.pid if self.process else None}
 
+    def set_port_impairment(self, port, loss=0.0, delay_ms=0.0):
+        """Drop (probability ``loss``) and delay (``delay_ms``) frames leaving ``port``.
+
+        Raises:
+            EmulationError: this target cannot impair its ports (subclasses that can override it).
+        """
+        raise EmulationError(f"switch {self.name} ({self.target_name}): its ports cannot drop or delay "
+                             f"frames; link loss/delay on {self.target_name} links needs the kernel's netem qdisc")
+
 
 class EmbeddedP4Switch(P4Switch):
-    """A switch running the project's embedded v1model target (``testbed.p4.switchd``)."""
+    """A switch running the project's embedded v1model target (``testbed.p4.switchd``).
+
+    Args (besides :class:`P4Switch`'s):
+        seed: passed as ``--seed`` (the target's random() extern and the per-port loss draws).
+
+    Its control socket (``control_path``: ``<log_dir>/<name>.ctl``, or a short path in the
+    temporary directory when that is too long for a Unix socket) sets per-port loss/delay.
+    """
 
     target_name = "embedded"
+
+    def __init__(self, name, log_dir=None, seed=0, **params):
+        super().__init__(name, log_dir=log_dir, **params)
+        self.seed = int(seed)  # the run's seed: the target's random() and per-port loss draws
+        path = os.path.join(self.log_dir, f"{name}.ctl")
+        if len(os.fsencode(path)) > UNIX_PATH_MAX:  # too long for a Unix socket address
+            path = os.path.join(tempfile.gettempdir(), f"testbed-{os.getpid()}-{name}.ctl")
+        self.control_path = path
 
     @classmethod
     def available(cls):
@@ -161,12 +187,49 @@ class EmbeddedP4Switch(P4Switch):
         """argv of ``python -m testbed.p4.switchd`` for this switch."""
         argv = [sys.executable, "-m", "testbed.p4.switchd", "--name", self.name,
                 "--device-id", str(self.device_id), "--grpc-addr", self.grpc_address,
-                "--cpu-port", str(self.cpu_port)]
+                "--cpu-port", str(self.cpu_port), "--seed", str(self.seed)]
         for port, interface in self.port_interfaces().items():
             argv += ["--port", f"{port}={interface}"]
         if self.pcap:
             argv += ["--pcap-dir", self.log_dir]
+        argv += ["--control-socket", self.control_path]
         return argv
+
+    def describe(self):
+        """The state file entry, with the impairment control socket (``control_path``)."""
+        entry = super().describe()
+        entry["control_path"] = self.control_path
+        return entry
+
+    def set_port_impairment(self, port, loss=0.0, delay_ms=0.0):
+        """Drop (probability ``loss``) and delay (``delay_ms``) the frames leaving ``port``.
+
+        Args:
+            port: the switch port number (the Mininet port number).
+            loss: drop probability in [0, 1].
+            delay_ms: fixed added delay in milliseconds.
+
+        Raises:
+            ParameterError: a bad value (named).
+            EmulationError: the switch process is not running or does not answer.
+        """
+        from testbed.p4.port_control import check_impairment, set_port_impairment
+
+        check_impairment(loss, delay_ms)
+        self.check_alive()
+        if self.process is None:
+            raise EmulationError(f"switch {self.name}: not started")
+        set_port_impairment(self.control_path, port, loss=loss, delay_ms=delay_ms)
+
+    def stop(self, deleteIntfs=True):
+        """Stop the process and remove its control socket (left behind when it was killed)."""
+        try:
+            super().stop(deleteIntfs)
+        finally:
+            try:
+                os.remove(self.control_path)
+            except OSError:
+                pass
 
 
 class BMv2Switch(P4Switch):

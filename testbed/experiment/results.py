@@ -25,7 +25,8 @@ clock values are ISO 8601 UTC::
                                     "entries_written": int | null, "error": str | null}]},
       "failures": [{"index": int, "action": str, "target": str, "loss": float | null,
                     "planned_at_s": float, "applied_at_s": float | null, "apply_s": float | null,
-                    "error": str | null}],
+                    "error": str | null,
+                    "mechanism": "netem" | "embedded-port" | null}],  # how a lossy_link was applied (or ended)
       "traffic": [{"index": int, "pattern": str, "hosts": [str], "planned_start_s": float,
                    "started_at_s": float | null, "error": str | null,
                    "sent_packets": int | null, "received_packets": int | null, "lost_packets": int | null,
@@ -90,6 +91,8 @@ RESULTS_SCHEMA = {
                                   "entries_written": OPT_INT, "error": OPT_STR}]},
     "failures": [{"index": int, "action": str, "target": str, "loss": OPT_NUMBER, "planned_at_s": NUMBER,
                   "applied_at_s": OPT_NUMBER, "apply_s": OPT_NUMBER, "error": OPT_STR}],
+    # failures[].mechanism (str | null) is written by every run since lossy_link got its embedded
+    # fallback; it is not required here, so results written before it still conform.
     "traffic": [{"index": int, "pattern": str, "hosts": [str], "planned_start_s": NUMBER,
                  "started_at_s": OPT_NUMBER, "error": OPT_STR, "sent_packets": OPT_INT,
                  "received_packets": OPT_INT, "lost_packets": OPT_INT, "out_of_sequence": OPT_INT,

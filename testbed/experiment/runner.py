@@ -66,6 +66,14 @@ def _base_record(spec, target):
     }
 
 
+def _switch_params(spec, target):
+    """Options of every switch: the program, and for the embedded target the run's seed."""
+    params = {"program": spec.program}
+    if target == "embedded":
+        params["seed"] = spec.seed
+    return params
+
+
 def _open_readers(fabric, skip=()):
     """Backup (read-only) P4Runtime sessions to every switch, for counters."""
     from testbed.p4runtime.client import P4RuntimeClient
@@ -114,9 +122,9 @@ def run_experiment(spec, out_dir=None, target=None, progress=print, state_file=N
         KeyboardInterrupt: Ctrl-C / SIGTERM (everything torn down, results written as ``"interrupted"``).
     """
     if not isinstance(spec, ExperimentSpec):
-        spec = load_spec(spec)
-    check_capabilities(spec)
+        spec = load_spec(spec, check_machine=False)  # checked below, for the target used
     target = resolve_target(target or spec.target)
+    check_capabilities(spec, target)
     out_dir = os.path.abspath(out_dir or spec.out_dir)
     os.makedirs(out_dir, exist_ok=True)
     record = _base_record(spec, target)
@@ -141,7 +149,7 @@ def run_experiment(spec, out_dir=None, target=None, progress=print, state_file=N
                 if state_file is None and spec.controller.kind == "osken":
                     # the os-ken app reads the network from a state file; a private one per run
                     state_file = os.path.join(STATE_DIR, f"experiment-{os.getpid()}.json")
-                fabric = FabricNetwork(topo, switch=target, switch_params={"program": spec.program},
+                fabric = FabricNetwork(topo, switch=target, switch_params=_switch_params(spec, target),
                                        shape_links=spec.topology.shape_links, state_file=state_file,
                                        log_dir=log_dir or os.path.join(out_dir, "logs"))
                 try:
@@ -275,7 +283,8 @@ def _fill_results(record, spec, fabric, scheduler, controller, jobs, before, aft
     else:
         record["failures"] = [{"index": i, "action": f.action,
                                "target": "-".join(f.link) if f.link else (f.switch or ""), "loss": f.loss,
-                               "planned_at_s": f.at_s, "applied_at_s": None, "apply_s": None, "error": None}
+                               "planned_at_s": f.at_s, "applied_at_s": None, "apply_s": None, "error": None,
+                               "mechanism": None}
                               for i, f in enumerate(spec.failures)]
     if controller is not None:
         record["controller"].update(entries_written=int(controller.entries_written or 0),

@@ -16,7 +16,7 @@ A spec (every field but ``name`` and ``seed`` has a default)::
       - {at_s: 1.5, action: link_down, link: [l1, s1]}
       - {at_s: 3.0, action: link_up, link: [l1, s1]}
       - {at_s: 2.0, action: switch_crash, switch: s2}
-      - {at_s: 1.0, action: lossy_link, link: [l1, s1], loss: 0.01}   # needs netem
+      - {at_s: 1.0, action: lossy_link, link: [l1, s1], loss: 0.01}   # netem, else embedded ports; a later link_up ends it
     duration_s: 5
     metrics: [link_load, mmr, goodput, loss, out_of_order, recovery, timeline, controller]
     out_dir: results/leafspine-ecmp-failure
@@ -51,6 +51,7 @@ import yaml
 
 from testbed.errors import ParameterError
 from testbed.experiment import modes as mode_table
+from testbed.targets import bmv2_available
 
 TARGETS = ("auto", "embedded", "bmv2")
 CONTROLLER_KINDS = ("static", "none", "osken")
@@ -496,22 +497,44 @@ def netem_available():
     return ok
 
 
-def check_capabilities(spec):
+def lossy_link_mechanism(target):
+    """How a ``lossy_link`` failure is emulated here for a target, or None when it cannot be.
+
+    Args:
+        target: ``auto``, ``embedded`` or ``bmv2`` (``auto`` is resolved as the runner does).
+
+    Returns:
+        str or None: ``"netem"`` (the kernel's qdisc, preferred), ``"embedded-port"``
+        (loss inside the embedded switch's ports) or None (BMv2 without netem).
+    """
+    if netem_available():
+        return "netem"
+    if target == "embedded" or (target == "auto" and not bmv2_available()):
+        return "embedded-port"
+    return None
+
+
+def check_capabilities(spec, target=None):
     """Refuse spec entries this machine cannot emulate.
 
-    ``lossy_link`` needs the ``netem`` qdisc; this kernel may have none, and
-    the embedded P4 target has no per-port loss, so such a spec is refused
-    here rather than silently run without loss.
+    ``lossy_link`` uses the ``netem`` qdisc when the kernel has it, else the
+    embedded P4 target's per-port loss; with BMv2 and no netem it cannot be
+    emulated, so such a spec is refused here rather than silently run without loss.
+
+    Args:
+        spec: the parsed spec.
+        target: the target the run uses (default: the spec's).
 
     Raises:
         SpecError: naming the failure entry.
     """
+    target = target or spec.target
     for index, failure in enumerate(spec.failures):
-        if failure.action == "lossy_link" and not netem_available():
+        if failure.action == "lossy_link" and lossy_link_mechanism(target) is None:
             raise SpecError(f"failures[{index}].action", failure.action,
-                            "lossy_link is not supported on this machine: the kernel has no netem qdisc and "
-                            "the embedded P4 target has no per-port loss; remove the entry or run in the "
-                            "Vagrant VM (netem)")
+                            "lossy_link is not supported on this machine for the bmv2 target: the kernel has "
+                            "no netem qdisc and BMv2 ports cannot drop frames; use target embedded (per-port "
+                            "loss in the switch process), remove the entry, or run in the Vagrant VM (netem)")
 
 
 # ---------------------------------------------------------------------- entry points

@@ -5,7 +5,7 @@ One process per switch, started by :class:`testbed.emulation.p4switch.EmbeddedP4
 
     python -m testbed.p4.switchd --name s1 --device-id 1 --grpc-addr 127.0.0.1:50001 \\
         --port 1=s1-eth1 --port 2=s1-eth2 --cpu-port 255 [--program p4src/l3_ecmp.p4] \\
-        [--pcap-dir DIR] [--ready-file FILE]
+        [--pcap-dir DIR] [--ready-file FILE] [--control-socket PATH]
 
 Like BMv2's ``simple_switch_grpc --no-p4`` it starts without a pipeline unless
 ``--program`` is given, and forwards nothing until a controller sends
@@ -13,10 +13,19 @@ SetForwardingPipelineConfig.  Frames are read from AF_PACKET sockets bound to
 the port interfaces, pushed through the device's ingress and traffic manager,
 and sent when the egress queues release them (so configured port rates and
 queue depths are real).  SIGTERM/SIGINT stop it cleanly.
+
+With ``--control-socket PATH`` the process also listens on a Unix datagram
+socket for per-port link impairments (see :mod:`testbed.p4.port_control`):
+frames leaving an impaired port are dropped with a probability (from a
+random generator seeded by ``--seed`` and the port number, so runs repeat)
+and/or held back a fixed delay.  This emulates lossy and slow links where
+the kernel has no netem.  The socket file is removed on exit.
 """
 import argparse
+import collections
 import errno
 import os
+import random
 import select
 import signal
 import socket
@@ -24,6 +33,7 @@ import sys
 import time
 
 from testbed.errors import TestbedError
+from testbed.p4.port_control import ControlRequestError, ControlSocket, parse_request
 
 ETH_P_ALL = 0x0003
 SOL_PACKET = 263
@@ -103,6 +113,31 @@ class PcapRecorder:
             writer.close()
 
 
+class PortImpairment:
+    """Loss and added delay of the frames leaving one port.
+
+    Args:
+        port: the port number.
+        seed: the switch's seed; the generator is seeded with ``(seed, port)``.
+    """
+
+    def __init__(self, port, seed):
+        self.port = port
+        self.random = random.Random(f"{seed}:{port}")
+        self.loss = 0.0
+        self.delay_ns = 0
+        self.drops = 0
+
+    @property
+    def active(self):
+        """True when the port drops or delays frames."""
+        return self.loss > 0.0 or self.delay_ns > 0
+
+    def describe(self):
+        """JSON-able state: ``loss``, ``delay_ms``, ``drops``."""
+        return {"loss": self.loss, "delay_ms": self.delay_ns / 1e6, "drops": self.drops}
+
+
 class SwitchDaemon:
     """Runs a device between its port sockets and the P4Runtime server.
 
@@ -112,13 +147,28 @@ class SwitchDaemon:
         ports: ``{port number: interface name}``.
         pcap_dir: directory for per-port pcaps, or None.
         name: the switch name (for pcap file names and logs).
+        seed: seeds the per-port impairment generators.
+        control_path: Unix datagram socket for impairment requests, or None.
     """
 
-    def __init__(self, target, ports, pcap_dir=None, name="switch"):
+    def __init__(self, target, ports, pcap_dir=None, name="switch", seed=0, control_path=None):
         self.target = target
-        self.sockets = {port: PortSocket(port, interface) for port, interface in sorted(ports.items())}
+        self.name = name
+        self.sockets = {}
+        self.control = None
+        try:
+            for port, interface in sorted(ports.items()):
+                self.sockets[port] = PortSocket(port, interface)
+            if control_path:
+                self.control = ControlSocket(control_path)
+        except BaseException:
+            self.close()
+            raise
         self.by_fd = {s.sock.fileno(): s for s in self.sockets.values()}
         self.pcap = PcapRecorder(pcap_dir, name, ports) if pcap_dir else None
+        self.impairment_state = {port: PortImpairment(port, seed) for port in self.sockets}
+        self.impaired = {}  # port -> PortImpairment, only the active ones (the hot path looks here)
+        self.delayed = {}  # port -> deque of (release ns, frame), only non-empty ones
         self.running = True
 
     def stop(self, *_args):
@@ -128,13 +178,70 @@ class SwitchDaemon:
     def _transmit(self, device, now_ns):
         sockets = self.sockets
         pcap = self.pcap
+        impaired = self.impaired
         for port, frame in device.transmit_ready(now_ns):
             sock = sockets.get(port)
             if sock is None:
                 continue  # the CPU port and unknown ports are the target's business
+            if impaired:
+                impairment = impaired.get(port)
+                if impairment is not None:
+                    if impairment.loss and impairment.random.random() < impairment.loss:
+                        impairment.drops += 1
+                        continue
+                    if impairment.delay_ns:
+                        queue = self.delayed.get(port)
+                        if queue is None:
+                            queue = self.delayed[port] = collections.deque()
+                        queue.append((now_ns + impairment.delay_ns, frame))
+                        continue
             if pcap is not None:
                 pcap.record(port, "out", frame)
             sock.send(frame)
+
+    def _release_delayed(self, now_ns):
+        """Send the delayed frames whose time has come."""
+        pcap = self.pcap
+        for port in list(self.delayed):
+            queue = self.delayed[port]
+            sock = self.sockets[port]
+            while queue and queue[0][0] <= now_ns:
+                frame = queue.popleft()[1]
+                if pcap is not None:
+                    pcap.record(port, "out", frame)
+                sock.send(frame)
+            if not queue:
+                del self.delayed[port]
+
+    def _next_release_ns(self):
+        return min(queue[0][0] for queue in self.delayed.values())
+
+    def set_impairment(self, port, loss, delay_ms):
+        """Set the loss probability and added delay of frames leaving ``port``.
+
+        Raises:
+            KeyError: not a data port of this switch.
+        """
+        impairment = self.impairment_state[port]
+        impairment.loss = float(loss)
+        impairment.delay_ns = int(round(delay_ms * 1e6))
+        if impairment.active:
+            self.impaired[port] = impairment
+        else:
+            self.impaired.pop(port, None)
+        print(f"switchd {self.name}: port {port} loss {impairment.loss:g} delay {delay_ms:g} ms", flush=True)
+
+    def handle_control(self, data):
+        """Answer one control request (see :mod:`testbed.p4.port_control`)."""
+        try:
+            request = parse_request(data, self.sockets)
+        except ControlRequestError as error:
+            return error.answer()
+        if request["command"] == "status":
+            return {"ok": True, "ports": {str(port): state.describe()
+                                          for port, state in sorted(self.impairment_state.items())}}
+        self.set_impairment(request["port"], request["loss"], request["delay_ms"])
+        return {"ok": True}
 
     def run(self):
         """Forward until :meth:`stop`; returns when stopped."""
@@ -143,6 +250,10 @@ class SwitchDaemon:
             poller.register(fd, select.POLLIN)
         wakeup_fd = self.target.wakeup_fd  # readable when a PacketOut waits for injection
         poller.register(wakeup_fd, select.POLLIN)
+        control_fd = None
+        if self.control is not None:
+            control_fd = self.control.fileno()
+            poller.register(control_fd, select.POLLIN)
         pcap = self.pcap
         while self.running:
             device = self.target.device
@@ -151,11 +262,16 @@ class SwitchDaemon:
                 departure = device.next_departure_ns()
                 if departure is not None:
                     timeout_ms = max(0.0, (departure - time.monotonic_ns()) / 1e6)
+            if self.delayed:
+                timeout_ms = max(0.0, min(timeout_ms, (self._next_release_ns() - time.monotonic_ns()) / 1e6))
             events = poller.poll(timeout_ms)
             device = self.target.device  # a pipeline may have been set while we waited
             for fd, _event in events:
                 if fd == wakeup_fd:
                     self.target.clear_wakeup()
+                    continue
+                if fd == control_fd:
+                    self.control.serve(self.handle_control)
                     continue
                 port_socket = self.by_fd[fd]
                 frames = port_socket.receive_batch()
@@ -168,13 +284,22 @@ class SwitchDaemon:
                     device.receive(port, frame)
             if device is not None:
                 self._transmit(device, time.monotonic_ns())
+            if self.delayed:
+                self._release_delayed(time.monotonic_ns())
 
     def close(self):
-        """Close sockets and pcaps."""
+        """Close sockets and pcaps; remove the control socket's file."""
         for sock in self.sockets.values():
             sock.close()
-        if self.pcap is not None:
+        if self.control is not None:
+            self.control.close()
+            self.control = None
+        if getattr(self, "pcap", None) is not None:
             self.pcap.close()
+        drops = {port: state.drops for port, state in getattr(self, "impairment_state", {}).items()
+                 if state.drops}
+        if drops:
+            print(f"switchd {self.name}: impairment drops per port {drops}", flush=True)
 
 
 def parse_ports(items):
@@ -206,6 +331,8 @@ def build_arg_parser():
     parser.add_argument("--seed", type=int, default=0, help="seed of the target's random() extern")
     parser.add_argument("--pcap-dir", help="write per-port pcaps here")
     parser.add_argument("--ready-file", help="create this file once the P4Runtime server listens")
+    parser.add_argument("--control-socket", metavar="PATH",
+                        help="Unix datagram socket for per-port loss/delay requests (testbed.p4.port_control)")
     return parser
 
 
@@ -220,8 +347,9 @@ def main(argv=None):
         target = EmbeddedTarget(cpu_port=args.cpu_port, seed=args.seed)
         if args.program:
             target.load_program_file(args.program)
-        daemon = SwitchDaemon(target, ports, pcap_dir=args.pcap_dir, name=args.name)
-    except TestbedError as error:
+        daemon = SwitchDaemon(target, ports, pcap_dir=args.pcap_dir, name=args.name, seed=args.seed,
+                              control_path=args.control_socket)
+    except (TestbedError, OSError) as error:
         print(f"switchd {args.name}: {error}", file=sys.stderr)
         return 2
     server = P4RuntimeServer(target, device_id=args.device_id, address=args.grpc_addr)

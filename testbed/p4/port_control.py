@@ -1,0 +1,240 @@
+"""Run-time control of the embedded switch's per-port link impairments (loss, delay).
+
+Impairments are properties of the links, not P4 state, so they are not set
+over P4Runtime but over a small Unix datagram socket the switch process
+(:mod:`testbed.p4.switchd`, ``--control-socket PATH``) listens on.  Each
+request is one JSON object, each answer one JSON object:
+
+* ``{"port": 1, "loss": 0.3, "delay_ms": 2.0}`` sets port 1's impairment
+  (frames *leaving* the port are dropped with probability ``loss`` and held
+  back ``delay_ms``); ``loss`` and ``delay_ms`` default to 0, so
+  ``{"port": 1}`` clears it.  Answer: ``{"ok": true}``.
+* ``{"command": "status"}`` answers ``{"ok": true, "ports": {"1": {"loss": ..,
+  "delay_ms": .., "drops": ..}, ...}}`` (``drops``: frames dropped by the
+  impairment since the start).
+
+A bad request is answered ``{"error": "FIELD: reason", "field": FIELD,
+"allowed": "..."}`` naming the field and its allowed values.
+
+Used by :class:`testbed.emulation.p4switch.EmbeddedP4Switch` and the
+experiment runner's ``lossy_link`` failure where the kernel has no netem.
+"""
+import itertools
+import json
+import math
+import os
+import socket
+import tempfile
+import threading
+
+from testbed.errors import EmulationError, ParameterError
+
+MAX_DELAY_MS = 10000.0
+MAX_MESSAGE = 65536
+REQUEST_FIELDS = ("port", "loss", "delay_ms")
+_CLIENT_NUMBERS = itertools.count()
+
+
+class ControlRequestError(ValueError):
+    """A control request with a bad field.
+
+    Args:
+        field: the request field (``"port"``, ``"loss"``, ``"delay_ms"``, ``"command"``, ``"message"``).
+        problem: what is wrong with it.
+        allowed: the allowed values.
+    """
+
+    def __init__(self, field, problem, allowed):
+        self.field = field
+        self.problem = problem
+        self.allowed = allowed
+        super().__init__(f"{field}: {problem}; allowed: {allowed}")
+
+    def answer(self):
+        """The JSON answer for this error."""
+        return {"error": str(self), "field": self.field, "allowed": self.allowed}
+
+
+def parse_request(data, ports):
+    """Validate one control request (the switch side).
+
+    Args:
+        data: the datagram's bytes.
+        ports: the switch's data port numbers.
+
+    Returns:
+        dict: ``{"command": "status"}`` or ``{"command": "set", "port": int,
+        "loss": float, "delay_ms": float}``.
+
+    Raises:
+        ControlRequestError: naming the first bad field.
+    """
+    try:
+        message = json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError):
+        message = None
+    if not isinstance(message, dict):
+        raise ControlRequestError("message", "not a JSON object", "a JSON object")
+    if "command" in message:
+        if message["command"] != "status" or len(message) != 1:
+            raise ControlRequestError("command", f"{message['command']!r} is not a command "
+                                      "(or it came with other fields)", "status, alone")
+        return {"command": "status"}
+    for field in message:
+        if field not in REQUEST_FIELDS:
+            raise ControlRequestError(field, "unknown field", "fields " + ", ".join(REQUEST_FIELDS))
+    port_list = ", ".join(str(p) for p in sorted(ports))
+    if "port" not in message:
+        raise ControlRequestError("port", "is required", "one of " + port_list)
+    port = message["port"]
+    if isinstance(port, bool) or not isinstance(port, int) or port not in ports:
+        raise ControlRequestError("port", f"{port!r} is not a data port of this switch", "one of " + port_list)
+    loss = _number(message.get("loss", 0.0), "loss", 0.0, 1.0)
+    delay_ms = _number(message.get("delay_ms", 0.0), "delay_ms", 0.0, MAX_DELAY_MS)
+    return {"command": "set", "port": port, "loss": loss, "delay_ms": delay_ms}
+
+
+def _number(value, field, low, high):
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
+            or not low <= value <= high:
+        raise ControlRequestError(field, f"{value!r} is out of range", f"a number in [{low:g}, {high:g}]")
+    return float(value)
+
+
+def check_impairment(loss, delay_ms):
+    """Validate an impairment on the caller's side.
+
+    Raises:
+        ParameterError: ``loss`` outside [0, 1] or ``delay_ms`` outside [0, MAX_DELAY_MS].
+    """
+    for field, value, high in (("loss", loss, 1.0), ("delay_ms", delay_ms, MAX_DELAY_MS)):
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
+                or not 0 <= value <= high:
+            raise ParameterError(field, value, f"a number in [0, {high:g}]")
+
+
+def request(control_path, message, timeout=2.0):
+    """Send one JSON request to a switch's control socket and return its JSON answer.
+
+    Args:
+        control_path: the switch's ``--control-socket`` path.
+        message: a JSON-able dict.
+        timeout: seconds to wait for the answer.
+
+    Returns:
+        dict: the answer (``{"ok": true, ...}`` or ``{"error": "..."}``).
+
+    Raises:
+        EmulationError: the socket does not exist, refuses, or does not answer in time.
+    """
+    # The answer comes to a file-system address: abstract ones belong to a network
+    # namespace, and the switch may run in another one.
+    reply_path = os.path.join(tempfile.gettempdir(), f"testbed-ctl-{os.getpid()}-{threading.get_ident()}-"
+                                                     f"{next(_CLIENT_NUMBERS)}.sock")
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    try:
+        if os.path.exists(reply_path):
+            os.remove(reply_path)
+        sock.bind(reply_path)
+        sock.settimeout(timeout)
+        try:
+            sock.sendto(json.dumps(message).encode(), control_path)
+            answer, _address = sock.recvfrom(MAX_MESSAGE)
+        except socket.timeout:
+            raise EmulationError(f"switch control socket {control_path}: no answer within {timeout:g} s") from None
+        except OSError as error:
+            raise EmulationError(f"switch control socket {control_path}: {error.strerror or error}") from None
+    finally:
+        sock.close()
+        try:
+            os.remove(reply_path)
+        except OSError:
+            pass
+    try:
+        return json.loads(answer.decode())
+    except ValueError:
+        raise EmulationError(f"switch control socket {control_path}: answer is not JSON: {answer[:80]!r}") from None
+
+
+def set_port_impairment(control_path, port, loss=0.0, delay_ms=0.0, timeout=2.0):
+    """Set the loss probability and added delay of frames leaving ``port`` of a running switch.
+
+    Args:
+        control_path: the switch's control socket.
+        port: the switch port number.
+        loss: drop probability in [0, 1] (0 clears loss).
+        delay_ms: fixed added delay in milliseconds (0 for none).
+        timeout: seconds to wait for the answer.
+
+    Returns:
+        dict: the switch's answer ``{"ok": true}``.
+
+    Raises:
+        ParameterError: the switch refused a field (named in the error).
+        EmulationError: the switch could not be reached.
+    """
+    answer = request(control_path, {"port": port, "loss": loss, "delay_ms": delay_ms}, timeout=timeout)
+    if "error" in answer:
+        field = answer.get("field", "message")
+        value = {"port": port, "loss": loss, "delay_ms": delay_ms}.get(field)
+        raise ParameterError(field, value, answer.get("allowed", "see the switch log"),
+                             f"switch control socket {control_path}")
+    return answer
+
+
+def port_status(control_path, timeout=2.0):
+    """Return ``{port: {"loss", "delay_ms", "drops"}}`` of a running switch (ports as ints).
+
+    Raises:
+        EmulationError: the switch could not be reached or answered an error.
+    """
+    answer = request(control_path, {"command": "status"}, timeout=timeout)
+    if "error" in answer:
+        raise EmulationError(f"switch control socket {control_path}: {answer['error']}")
+    return {int(port): entry for port, entry in answer.get("ports", {}).items()}
+
+
+class ControlSocket:
+    """The switch side: a non-blocking Unix datagram socket at ``path`` (removed by :meth:`close`).
+
+    Args:
+        path: where to bind; a stale file left there by a killed switch is replaced.
+    """
+
+    def __init__(self, path):
+        self.path = path
+        if os.path.exists(path):
+            os.remove(path)
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        try:
+            self.sock.bind(path)
+        except OSError:
+            self.sock.close()
+            raise
+        self.sock.setblocking(False)
+
+    def fileno(self):
+        """The socket's file descriptor (for poll)."""
+        return self.sock.fileno()
+
+    def serve(self, handler):
+        """Answer every pending request with ``handler(data) -> dict`` (never blocks)."""
+        while True:
+            try:
+                data, address = self.sock.recvfrom(MAX_MESSAGE)
+            except (BlockingIOError, InterruptedError):
+                return
+            answer = handler(data)
+            if address:
+                try:
+                    self.sock.sendto(json.dumps(answer).encode(), address)
+                except OSError:
+                    pass  # the client went away; nothing to do
+
+    def close(self):
+        """Close the socket and remove its file."""
+        self.sock.close()
+        try:
+            os.remove(self.path)
+        except FileNotFoundError:
+            pass
