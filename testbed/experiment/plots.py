@@ -100,6 +100,7 @@ def plot_timeline(timeline, failures, path, reactions=(), title="Aggregate recei
                          label="controller reaction" if index == 0 else None)
         axis.set_xlabel("time since start (s)")
         axis.set_ylabel("Mbit/s")
+        axis.set_ylim(bottom=0)  # a dip must not look like an outage
         axis.set_title(title)
         if failures or reactions:
             axis.legend(fontsize=8, loc="lower right")
