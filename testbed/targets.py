@@ -4,7 +4,7 @@ Two targets run the same p4src programs:
 
 * ``embedded``: the project's own v1model interpreter (always available).
   Its device config is the program's sources (see
-  :mod:`testbed.p4runtime.target`); P4Info is generated from the program.
+  :mod:`testbed.embedded_switch.p4runtime_target`); P4Info is generated from the program.
 * ``bmv2``: BMv2 ``simple_switch_grpc``, when it and ``p4c`` are on PATH.
   Programs are compiled with ``p4c --target bmv2 --arch v1model`` into a
   BMv2 JSON and a P4Info, cached by the content hash of the sources.
@@ -138,7 +138,7 @@ def pipeline_config(path, target="auto"):
         return PipelineConfig("bmv2", p4info, device_config, path)
     from testbed.p4.loader import load_program
     from testbed.p4runtime.p4info import build_p4info
-    from testbed.p4runtime.target import device_config_for
+    from testbed.p4.device_config import device_config_for
 
     program = load_program(path)
     return PipelineConfig("embedded", build_p4info(program.info), device_config_for(program), path)

@@ -8,7 +8,7 @@ from testbed.p4.program import (
     PacketMetadataField, ProgramInfo, Register, Table,
 )
 from testbed.p4runtime.server import P4RuntimeServer
-from testbed.p4runtime.target import EmbeddedTarget
+from testbed.embedded_switch.p4runtime_target import EmbeddedTarget
 
 DEVICE_ID = 1
 

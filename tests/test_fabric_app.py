@@ -1,6 +1,6 @@
 """The os-ken fabric controller run for real (launcher subprocess) against embedded P4 switches.
 
-* Without Mininet: portless ``testbed.p4.switchd`` processes (real P4Runtime
+* Without Mininet: portless ``testbed.embedded_switch.switchd`` processes (real P4Runtime
   servers and devices) described by a state file; checks programming, the
   REST API, rerouting around a failed link, parameters and TE pinning.
 * With Mininet (``@pytest.mark.mininet``): a 2x2 leaf-spine of embedded P4
@@ -78,7 +78,7 @@ def portless_fabric(tmp_path):
         for device_id, name in enumerate(switches, start=1):
             address = f"127.0.0.1:{free_port()}"
             processes.append(subprocess.Popen(
-                [sys.executable, "-m", "testbed.p4.switchd", "--name", name, "--device-id", str(device_id),
+                [sys.executable, "-m", "testbed.embedded_switch.switchd", "--name", name, "--device-id", str(device_id),
                  "--grpc-addr", address], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
             state["switches"][name] = {"grpc": address, "device_id": device_id, "target": "embedded",
                                        "ports": {}}

@@ -227,7 +227,7 @@ def test_flowlet_programmed_over_p4runtime_like_the_fabric_controller():
     """Pipeline, members, group, route and run-time parameters written over P4Runtime."""
     from testbed.p4runtime.client import P4RuntimeClient
     from testbed.p4runtime.server import P4RuntimeServer
-    from testbed.p4runtime.target import EmbeddedTarget
+    from testbed.embedded_switch.p4runtime_target import EmbeddedTarget
 
     target = EmbeddedTarget(cpu_port=CPU_PORT)
     server = P4RuntimeServer(target, device_id=1, address="127.0.0.1:0")

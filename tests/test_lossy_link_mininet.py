@@ -73,7 +73,7 @@ def test_lossy_link_loses_only_in_its_window(no_leftovers, tmp_path):
 def test_impair_link_on_a_fabric_checks_values_and_ends(no_leftovers, tmp_path):
     from testbed.emulation.network import FabricNetwork
     from testbed.errors import EmulationError, ParameterError
-    from testbed.p4.port_control import port_status
+    from testbed.embedded_switch.port_control import port_status
     from testbed.topologies.registry import make_topology
 
     params = {"leaves": 2, "spines": 1, "hosts_per_leaf": 1}

@@ -570,7 +570,7 @@ def test_user_values_and_match_specs():
 
 def test_controller_headers_pack_and_unpack():
     from testbed.p4runtime.errors import P4RuntimeError
-    from testbed.p4runtime.target import pack_header, unpack_header
+    from testbed.embedded_switch.p4runtime_target import pack_header, unpack_header
 
     fields = [("egress_port", 9), ("_pad", 7)]
     assert pack_header(fields, {"egress_port": 3}, "packet_out") == b"\x01\x80"
@@ -696,7 +696,7 @@ def test_packet_in_and_out_through_a_switch_process_on_a_veth(tmp_path):
             subprocess.run(["ip", "link", "set", name, "up"], check=True)
             subprocess.run(["sysctl", "-qw", f"net.ipv6.conf.{name}.disable_ipv6=1"], check=False)
         port, ready = _free_port(), tmp_path / "ready"
-        proc = subprocess.Popen([sys.executable, "-m", "testbed.p4.switchd", "--name", "p4rt-test",
+        proc = subprocess.Popen([sys.executable, "-m", "testbed.embedded_switch.switchd", "--name", "p4rt-test",
                                  "--device-id", "1", "--grpc-addr", f"127.0.0.1:{port}", "--port", f"1={switch_if}",
                                  "--cpu-port", "255", "--program", os.path.join(REPO, "p4src", "l3_ecmp.p4"),
                                  "--ready-file", str(ready)])

@@ -1,6 +1,6 @@
 """Per-port loss and delay of the embedded switch process, set over its control socket (no Mininet).
 
-The switch (``python -m testbed.p4.switchd``) runs inside a network namespace the
+The switch (``python -m testbed.embedded_switch.switchd``) runs inside a network namespace the
 test creates (``tbimp*``) on two veth pairs; its P4Runtime server and control socket
 are Unix sockets (file paths cross network namespaces).  Frames are sent and
 counted by a small script run inside the namespace.
@@ -16,7 +16,7 @@ import time
 import pytest
 
 from testbed.errors import ParameterError
-from testbed.p4.port_control import parse_request, port_status, request, set_port_impairment
+from testbed.embedded_switch.port_control import parse_request, port_status, request, set_port_impairment
 from testbed.p4runtime.client import P4RuntimeClient
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -105,7 +105,7 @@ class RunningSwitch:
         ready = os.path.join(directory, "ready")
         self.log = open(os.path.join(directory, "switch.log"), "ab")
         self.process = subprocess.Popen(
-            ["ip", "netns", "exec", namespace, sys.executable, "-m", "testbed.p4.switchd", "--name", "tbimp",
+            ["ip", "netns", "exec", namespace, sys.executable, "-m", "testbed.embedded_switch.switchd", "--name", "tbimp",
              "--grpc-addr", self.grpc, "--port", "1=tbimpa1", "--port", "2=tbimpa2", "--cpu-port", "255",
              "--program", PROGRAM, "--seed", str(seed), "--ready-file", ready,
              "--control-socket", self.control_path],

@@ -17,7 +17,7 @@ INTERFACE_PATTERN = re.compile(r"^[-_.A-Za-z0-9]+-eth[0-9]+$")
 # Command lines of processes that belong to an emulated network.
 PROCESS_PATTERNS = (
     re.compile(r"^bash .*mininet:"),
-    re.compile(r"testbed\.p4\.switchd"),
+    re.compile(r"testbed\.(p4|embedded_switch)\.switchd"),
     re.compile(r"simple_switch_grpc"),
     re.compile(r"osken-manager"),
     re.compile(r"testbed\.controllers\.launcher"),

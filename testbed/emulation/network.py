@@ -230,7 +230,7 @@ class FabricNetwork:
             ParameterError: bad loss/delay, or no link between the nodes.
             EmulationError: a switch end cannot impair its ports (BMv2, bridge: netem is needed).
         """
-        from testbed.p4.port_control import check_impairment
+        from testbed.embedded_switch.port_control import check_impairment
 
         check_impairment(loss, delay_ms)
         names = {node.name for node in self.net.hosts + self.net.switches}

@@ -159,7 +159,7 @@ class P4Switch(Switch):
 
 
 class EmbeddedP4Switch(P4Switch):
-    """A switch running the project's embedded v1model target (``testbed.p4.switchd``).
+    """A switch running the project's embedded v1model target (``testbed.embedded_switch.switchd``).
 
     Args (besides :class:`P4Switch`'s):
         seed: passed as ``--seed`` (the target's random() extern and the per-port loss draws).
@@ -184,8 +184,8 @@ class EmbeddedP4Switch(P4Switch):
         return True
 
     def command(self):
-        """argv of ``python -m testbed.p4.switchd`` for this switch."""
-        argv = [sys.executable, "-m", "testbed.p4.switchd", "--name", self.name,
+        """argv of ``python -m testbed.embedded_switch.switchd`` for this switch."""
+        argv = [sys.executable, "-m", "testbed.embedded_switch.switchd", "--name", self.name,
                 "--device-id", str(self.device_id), "--grpc-addr", self.grpc_address,
                 "--cpu-port", str(self.cpu_port), "--seed", str(self.seed)]
         for port, interface in self.port_interfaces().items():
@@ -213,7 +213,7 @@ class EmbeddedP4Switch(P4Switch):
             ParameterError: a bad value (named).
             EmulationError: the switch process is not running or does not answer.
         """
-        from testbed.p4.port_control import check_impairment, set_port_impairment
+        from testbed.embedded_switch.port_control import check_impairment, set_port_impairment
 
         check_impairment(loss, delay_ms)
         self.check_alive()

@@ -996,7 +996,7 @@ def embedded_pipeline(program):
         P4LoadError: the program does not load (file:line).
     """
     from testbed.p4runtime.p4info import build_p4info
-    from testbed.p4runtime.target import device_config_for
+    from testbed.p4.device_config import device_config_for
 
     if not isinstance(program, str):
         return build_p4info(program.info), device_config_for(program)

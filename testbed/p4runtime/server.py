@@ -88,7 +88,7 @@ def _known_errors():
 
 
 class P4RuntimeServer:
-    """A P4Runtime gRPC server for one :class:`~testbed.p4runtime.target.EmbeddedTarget`.
+    """A P4Runtime gRPC server for one :class:`~testbed.embedded_switch.p4runtime_target.EmbeddedTarget`.
 
     Args:
         target: the EmbeddedTarget.

@@ -1,13 +1,9 @@
 """The embedded target as the P4Runtime server sees it: program, state, device and packet I/O.
 
-Device config format of the embedded target (the ``p4_device_config`` bytes of a
-ForwardingPipelineConfig) is UTF-8 JSON::
-
-    {"format": "testbed-embedded-v1", "main": "l3_ecmp.p4",
-     "sources": {"l3_ecmp.p4": "...", "include/headers.p4": "..."}}
-
-i.e. the P4 sources themselves; the switch compiles them with
-``testbed.p4.loader.load_program_from_sources``.  :func:`device_config_for` builds it.
+This module joins the two layers below it: the P4 target (:mod:`testbed.p4`),
+which knows nothing of P4Runtime, and the P4Runtime server
+(:mod:`testbed.p4runtime`), which serves any object with this class's interface.  The device config it accepts is the program's sources
+(:mod:`testbed.p4.device_config`).
 
 Packet I/O through the CPU port works like BMv2: a PacketOut becomes the frame
 ``packet_out header + payload`` received on the CPU port; a frame the pipeline sends
@@ -18,50 +14,19 @@ injected at the next ``transmit_ready``/``process``/:meth:`EmbeddedTarget.pump`
 call, and CPU-port output is taken out of what those return.
 """
 import collections
-import json
 import os
 import threading
 
+from p4.config.v1 import p4info_pb2
+
 from testbed.errors import P4LoadError, TestbedError
+from testbed.p4.device_config import DeviceConfigError, device_config_for, parse_device_config
+from testbed.p4.loader import load_program, load_program_from_sources
+from testbed.p4.state import SwitchState
+from testbed.p4.v1model.device import Device
 from testbed.p4runtime.errors import P4RuntimeError
-
-DEVICE_CONFIG_FORMAT = "testbed-embedded-v1"
-
-
-def device_config_for(program):
-    """The embedded target's device config bytes of a loaded program.
-
-    Args:
-        program: a loaded program (``.main_file`` and ``.sources``), as returned by
-            ``testbed.p4.loader.load_program``.
-
-    Returns:
-        bytes: the JSON document described in the module docstring.
-    """
-    document = {"format": DEVICE_CONFIG_FORMAT, "main": program.main_file, "sources": dict(program.sources)}
-    return json.dumps(document, sort_keys=True).encode()
-
-
-def parse_device_config(data):
-    """(main_file, sources) of embedded-target device config bytes.
-
-    Raises:
-        P4RuntimeError: INVALID_ARGUMENT when it is not our JSON format.
-    """
-    try:
-        document = json.loads(bytes(data).decode())
-    except (UnicodeDecodeError, ValueError) as exc:
-        raise P4RuntimeError("INVALID_ARGUMENT",
-                             f"p4_device_config is not the embedded target's JSON ({exc}); "
-                             f"expected {{\"format\": \"{DEVICE_CONFIG_FORMAT}\", ...}}") from None
-    if not isinstance(document, dict) or document.get("format") != DEVICE_CONFIG_FORMAT:
-        raise P4RuntimeError("INVALID_ARGUMENT", f"p4_device_config: format must be {DEVICE_CONFIG_FORMAT!r}")
-    main, sources = document.get("main"), document.get("sources")
-    if not isinstance(main, str) or not isinstance(sources, dict) or main not in sources:
-        raise P4RuntimeError("INVALID_ARGUMENT",
-                             "p4_device_config: needs 'main' (a file name) and 'sources' containing it")
-    return main, sources
-
+from testbed.p4runtime.p4info import build_p4info
+from testbed.p4runtime.p4info_index import P4InfoIndex
 
 def pack_header(fields, values, what):
     """Bytes of a controller header: field values concatenated big-endian.
@@ -219,8 +184,6 @@ class EmbeddedTarget:
         Raises:
             P4LoadError: the program cannot be loaded (file:line).
         """
-        from testbed.p4.loader import load_program
-
         program = load_program(path, include_dirs=include_dirs)
         self.commit(self.prepare_program(program))
 
@@ -243,9 +206,6 @@ class EmbeddedTarget:
         Raises:
             P4RuntimeError: INVALID_ARGUMENT when the controller's P4Info does not match.
         """
-        from testbed.p4runtime.p4info import build_p4info
-        from testbed.p4runtime.p4info_index import P4InfoIndex
-
         try:
             p4info = build_p4info(program.info)
         except ValueError as exc:
@@ -275,9 +235,10 @@ class EmbeddedTarget:
             P4RuntimeError: INVALID_ARGUMENT for a bad device config, a program that
                 does not load (the message has file:line) or a P4Info mismatch.
         """
-        from testbed.p4.loader import load_program_from_sources
-
-        main, sources = parse_device_config(device_config)
+        try:
+            main, sources = parse_device_config(device_config)
+        except DeviceConfigError as exc:
+            raise P4RuntimeError("INVALID_ARGUMENT", str(exc)) from None
         try:
             program = load_program_from_sources(main, sources)
         except P4LoadError as exc:
@@ -288,10 +249,6 @@ class EmbeddedTarget:
 
     def commit(self, prepared, cookie=None):
         """Install a prepared pipeline: new SwitchState and Device; forwarding state is cleared."""
-        from testbed.p4.state import SwitchState
-
-        if not isinstance(prepared["program"], _InfoOnlyProgram):
-            from testbed.p4.v1model.device import Device
         program = prepared["program"]
         with self.lock:
             state = SwitchState(program.info)
@@ -320,8 +277,6 @@ class EmbeddedTarget:
             cookie: optional int.
         """
         if isinstance(p4info, (bytes, bytearray)):
-            from p4.config.v1 import p4info_pb2
-
             message = p4info_pb2.P4Info()
             message.ParseFromString(bytes(p4info))
             p4info = message

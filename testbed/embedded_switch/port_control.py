@@ -2,7 +2,7 @@
 
 Impairments are properties of the links, not P4 state, so they are not set
 over P4Runtime but over a small Unix datagram socket the switch process
-(:mod:`testbed.p4.switchd`, ``--control-socket PATH``) listens on.  Each
+(:mod:`testbed.embedded_switch.switchd`, ``--control-socket PATH``) listens on.  Each
 request is one JSON object, each answer one JSON object:
 
 * ``{"port": 1, "loss": 0.3, "delay_ms": 2.0}`` sets port 1's impairment

@@ -3,7 +3,7 @@
 One process per switch, started by :class:`testbed.emulation.p4switch.EmbeddedP4Switch`
 (or by hand)::
 
-    python -m testbed.p4.switchd --name s1 --device-id 1 --grpc-addr 127.0.0.1:50001 \\
+    python -m testbed.embedded_switch.switchd --name s1 --device-id 1 --grpc-addr 127.0.0.1:50001 \\
         --port 1=s1-eth1 --port 2=s1-eth2 --cpu-port 255 [--program p4src/l3_ecmp.p4] \\
         [--pcap-dir DIR] [--ready-file FILE] [--control-socket PATH]
 
@@ -15,7 +15,7 @@ and sent when the egress queues release them (so configured port rates and
 queue depths are real).  SIGTERM/SIGINT stop it cleanly.
 
 With ``--control-socket PATH`` the process also listens on a Unix datagram
-socket for per-port link impairments (see :mod:`testbed.p4.port_control`):
+socket for per-port link impairments (see :mod:`testbed.embedded_switch.port_control`):
 frames leaving an impaired port are dropped with a probability (from a
 random generator seeded by ``--seed`` and the port number, so runs repeat)
 and/or held back a fixed delay.  This emulates lossy and slow links where
@@ -32,8 +32,10 @@ import socket
 import sys
 import time
 
+from testbed.embedded_switch.p4runtime_target import EmbeddedTarget
+from testbed.embedded_switch.port_control import ControlRequestError, ControlSocket, parse_request
 from testbed.errors import TestbedError
-from testbed.p4.port_control import ControlRequestError, ControlSocket, parse_request
+from testbed.p4runtime.server import P4RuntimeServer
 
 ETH_P_ALL = 0x0003
 SOL_PACKET = 263
@@ -142,7 +144,7 @@ class SwitchDaemon:
     """Runs a device between its port sockets and the P4Runtime server.
 
     Args:
-        target: a :class:`testbed.p4runtime.target.EmbeddedTarget` (holds the
+        target: a :class:`testbed.embedded_switch.p4runtime_target.EmbeddedTarget` (holds the
             current program, state and device; replaced on SetForwardingPipelineConfig).
         ports: ``{port number: interface name}``.
         pcap_dir: directory for per-port pcaps, or None.
@@ -232,7 +234,7 @@ class SwitchDaemon:
         print(f"switchd {self.name}: port {port} loss {impairment.loss:g} delay {delay_ms:g} ms", flush=True)
 
     def handle_control(self, data):
-        """Answer one control request (see :mod:`testbed.p4.port_control`)."""
+        """Answer one control request (see :mod:`testbed.embedded_switch.port_control`)."""
         try:
             request = parse_request(data, self.sockets)
         except ControlRequestError as error:
@@ -319,7 +321,7 @@ def parse_ports(items):
 
 def build_arg_parser():
     """Return the argument parser of the switch process."""
-    parser = argparse.ArgumentParser(prog="python -m testbed.p4.switchd",
+    parser = argparse.ArgumentParser(prog="python -m testbed.embedded_switch.switchd",
                                      description="Embedded P4 (v1model) switch with a P4Runtime server.")
     parser.add_argument("--name", default="switch", help="switch name (logs, pcaps)")
     parser.add_argument("--device-id", type=int, default=1, help="P4Runtime device id")
@@ -332,15 +334,12 @@ def build_arg_parser():
     parser.add_argument("--pcap-dir", help="write per-port pcaps here")
     parser.add_argument("--ready-file", help="create this file once the P4Runtime server listens")
     parser.add_argument("--control-socket", metavar="PATH",
-                        help="Unix datagram socket for per-port loss/delay requests (testbed.p4.port_control)")
+                        help="Unix datagram socket for per-port loss/delay requests (testbed.embedded_switch.port_control)")
     return parser
 
 
 def main(argv=None):
     """Run the switch until SIGTERM/SIGINT; returns the exit status."""
-    from testbed.p4runtime.server import P4RuntimeServer
-    from testbed.p4runtime.target import EmbeddedTarget
-
     args = build_arg_parser().parse_args(argv)
     try:
         ports = parse_ports(args.port)
