@@ -1,10 +1,13 @@
-"""Benchmark: one embedded P4 switch forwarding over veths, and k=4 FatTree setup time.
+"""Benchmark: one P4 switch forwarding over veths, and k=4 FatTree setup time.
 
 Run as root::
 
-    /opt/testbed-venv/bin/python benchmarks/bench_switch_veth.py [--seconds 5] [--skip-fattree]
+    /opt/testbed-venv/bin/python benchmarks/bench_switch_veth.py [--seconds 5] [--skip-fattree] [--target bmv2]
 
-Measures (1) packets per second forwarded by one embedded switch running
+``--target bmv2`` measures BMv2 ``simple_switch_grpc`` as the testbed starts it (no per-packet
+log) where it is installed (the Vagrant VM), so the two targets can be compared.
+
+Measures (1) packets per second forwarded by one switch running
 p4src/l3_ecmp.p4 between two Mininet hosts (veth in, veth out), for 64-byte
 and 1500-byte frames, with the sender blasting prebuilt frames from a raw
 socket and the receiver counting on a raw socket; (2) how long a k=4 FatTree
@@ -17,13 +20,9 @@ import argparse
 import os
 import platform
 import sys
-import tempfile
 import time
 
-from testbed.controllers.fabric_programmer import programmer_for_network
-from testbed.emulation.network import FabricNetwork
-from testbed.targets import pipeline_config
-from testbed.topologies.registry import make_topology
+from testbed.fabrics import Fabric
 
 PROGRAM = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "p4src", "l3_ecmp.p4")
 
@@ -70,14 +69,10 @@ print(count, (last - first) if first and last else 0.0)
 """
 
 
-def forwarding_rate(seconds, sizes):
+def forwarding_rate(seconds, sizes, target="embedded"):
     """Return ``{size: (sent, received, received per second)}`` through one switch."""
-    topo = make_topology("clos", leaves=1, spines=1, hosts_per_leaf=2)
     results = {}
-    with tempfile.TemporaryDirectory(prefix="testbed-bench-") as logs, \
-            FabricNetwork(topo, switch="embedded", state_file=None, log_dir=logs) as fabric:
-        with programmer_for_network(fabric, pipeline_config(PROGRAM, "embedded")) as programmer:
-            programmer.program()
+    with Fabric("clos", leaves=1, spines=1, hosts_per_leaf=2, program=PROGRAM, target=target) as fabric:
         src, dst = fabric.hosts[0], fabric.hosts[1]
         for size in sizes:
             receiver = dst.popen([sys.executable, "-c", COUNT, dst.defaultIntf().name, str(seconds + 3)])
@@ -91,18 +86,21 @@ def forwarding_rate(seconds, sizes):
     return results
 
 
-def fattree_setup_seconds():
-    """Seconds from nothing to a programmed k=4 FatTree on the embedded target."""
+def fattree_setup_seconds(target="embedded"):
+    """Seconds from nothing to a programmed k=4 FatTree: (network and switches up, programmed, entries, loss %)."""
+    marks = {}
+
+    def progress(line):
+        if line.startswith("controller"):
+            marks["built"] = time.monotonic()
+
     started = time.monotonic()
-    with tempfile.TemporaryDirectory(prefix="testbed-bench-") as logs, \
-            FabricNetwork(make_topology("fattree", k=4), switch="embedded", state_file=None,
-                          log_dir=logs) as fabric:
-        built = time.monotonic()
-        with programmer_for_network(fabric, pipeline_config(PROGRAM, "embedded")) as programmer:
-            entries = programmer.program()
+    with Fabric("fattree", k=4, program=PROGRAM, target=target, progress=progress) as fabric:
         programmed = time.monotonic()
-        loss = fabric.net.pingAll(timeout=3)
-    return built - started, programmed - built, entries, loss
+        pairs = len(fabric.hosts) * (len(fabric.hosts) - 1)
+        loss = 100.0 * len(fabric.unreachable_pairs(timeout_s=3)) / pairs
+        entries = fabric.controller.entries_written
+    return marks["built"] - started, programmed - marks["built"], entries, loss
 
 
 def main():
@@ -110,15 +108,17 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=5.0, help="sending time per frame size")
     parser.add_argument("--skip-fattree", action="store_true", help="only the forwarding rate")
+    parser.add_argument("--target", choices=("embedded", "bmv2"), default="embedded",
+                        help="the P4 target to measure (bmv2 needs simple_switch_grpc and p4c: the Vagrant VM)")
     args = parser.parse_args()
     print(f"machine: {platform.machine()}, {os.cpu_count()} cores, {platform.platform()}, "
           f"Python {platform.python_version()}")
-    for size, (sent, received, rate) in forwarding_rate(args.seconds, (64, 1500)).items():
-        print(f"embedded switch, l3_ecmp, {size:4d}-byte frames: sent {sent}, forwarded {received} "
+    for size, (sent, received, rate) in forwarding_rate(args.seconds, (64, 1500), args.target).items():
+        print(f"{args.target} switch, l3_ecmp, {size:4d}-byte frames: sent {sent}, forwarded {received} "
               f"({100.0 * received / max(sent, 1):.1f}%), {rate:,.0f} packets/s forwarded")
     if not args.skip_fattree:
-        build, program, entries, loss = fattree_setup_seconds()
-        print(f"k=4 FatTree (20 switches, 16 hosts): Mininet + switches ready {build:.1f} s, "
+        build, program, entries, loss = fattree_setup_seconds(args.target)
+        print(f"k=4 FatTree (20 {args.target} switches, 16 hosts): Mininet + switches ready {build:.1f} s, "
               f"pipeline + {entries} routes over P4Runtime {program:.1f} s, pingall loss {loss:.0f}%")
 
 

@@ -7,8 +7,8 @@ Applications (Ryu API, run by os-ken's ``AppManager`` through
   file (``/run/testbed/net.json``), rebuilds its topology, pushes the P4
   pipeline and the equal-cost host routes / ECMP groups to every switch
   (:class:`testbed.controllers.fabric_programmer.FabricProgrammer`), writes
-  the mechanism parameters (flowlet interval, hash seed) into registers when
-  the program has them, and, on a link status event, recomputes the routes
+  the run-time parameters (:data:`testbed.modes.PARAMETERS`: flowlet
+  interval, hash seed...) into the program's parameter tables, and, on a link status event, recomputes the routes
   without the failed links and writes only the difference: the PortLand-like
   controller baseline (seed 002, section 7.4).  It logs and reports (status)
   when the failure was noticed and when the new routes were written.  A
@@ -66,6 +66,8 @@ from os_ken.controller import event
 from os_ken.controller.handler import set_ev_cls
 
 from testbed.controllers.fabric_programmer import FabricProgrammer, RoutingTables
+from testbed.controllers.parameters import write_parameters
+from testbed.modes import PARAMETERS
 
 LOG = logging.getLogger("testbed.controllers.fabric_app")
 
@@ -85,17 +87,8 @@ FABRIC_OPTS = [
     cfg.IntOpt("election_id_low", default=1, help="P4Runtime election id (low)"),
     cfg.StrOpt("rest_host", default="127.0.0.1", help="REST listen address"),
     cfg.IntOpt("rest_port", default=8080, help="REST listen port"),
-    cfg.IntOpt("flowlet_interval_us", default=None, help="flowlet interval to write (us)"),
-    cfg.IntOpt("hash_seed", default=None, help="hash seed to write"),
-    cfg.StrOpt("flowlet_register", default="MyIngress.flowlet_interval_us",
-               help="register holding the flowlet interval (index 0)"),
-    cfg.IntOpt("flowlet_load_aware", default=None, help="1: load-aware flowlet path choice, 0: hashed"),
-    cfg.StrOpt("flowlet_load_aware_register", default="MyIngress.flowlet_load_aware",
-               help="register holding the load-aware switch (index 0)"),
     cfg.IntOpt("watch_pid", default=None,
                help="pid of the process that started the controller: exit when it is no longer the parent"),
-    cfg.StrOpt("hash_seed_register", default="MyIngress.hash_seed",
-               help="register holding the hash seed (index 0)"),
     cfg.IntOpt("port_poll_ms", default=0,
                help="poll switch port operstate every N ms and treat a port going down as a "
                     "link failure (0: off; failures then come from REST notices)"),
@@ -106,6 +99,10 @@ FABRIC_OPTS = [
     cfg.StrOpt("te_flows_file", default=None,
                help="JSON list of flows {name, src, dst, rate, match} placed at start"),
 ]
+# one option per run-time parameter of the P4 programs (testbed/modes.py), range-checked by oslo.config
+FABRIC_OPTS += [cfg.IntOpt(parameter.name, default=None, min=parameter.minimum, max=parameter.maximum,
+                           help=f"{parameter.description}; written at start if given")
+                for parameter in PARAMETERS.values()]
 cfg.CONF.register_opts(FABRIC_OPTS, group="fabric")
 
 
@@ -144,7 +141,7 @@ class EventFlowsAnnounced(event.EventBase):
 
 
 class EventParamsChanged(event.EventBase):
-    """New mechanism parameters: ``params`` ``{"flowlet_interval_us", "hash_seed", "flowlet_load_aware"}``."""
+    """New run-time parameters: ``params`` ``{name: int}`` (names of :data:`testbed.modes.PARAMETERS`, checked)."""
 
     def __init__(self, params):
         super().__init__()
@@ -177,12 +174,7 @@ class FabricConfig:
     election_id: tuple = (0, 1)
     rest_host: str = "127.0.0.1"
     rest_port: int = 8080
-    flowlet_interval_us: Optional[int] = None
-    hash_seed: Optional[int] = None
-    flowlet_register: str = "MyIngress.flowlet_interval_us"
-    hash_seed_register: str = "MyIngress.hash_seed"
-    flowlet_load_aware: Optional[int] = None
-    flowlet_load_aware_register: str = "MyIngress.flowlet_load_aware"
+    params: Dict[str, int] = field(default_factory=dict)
     watch_pid: Optional[int] = None
     port_poll_ms: int = 0
     te_table: str = "MyIngress.te_pin"
@@ -206,10 +198,8 @@ class FabricConfig:
                    push_pipeline=group.push_pipeline, mode=group.mode, oneshot=group.oneshot,
                    election_id=(group.election_id_high, group.election_id_low),
                    rest_host=group.rest_host, rest_port=group.rest_port,
-                   flowlet_interval_us=group.flowlet_interval_us, hash_seed=group.hash_seed,
-                   flowlet_register=group.flowlet_register, hash_seed_register=group.hash_seed_register,
-                   flowlet_load_aware=group.flowlet_load_aware,
-                   flowlet_load_aware_register=group.flowlet_load_aware_register,
+                   params={name: getattr(group, name) for name in PARAMETERS
+                           if getattr(group, name) is not None},
                    watch_pid=group.watch_pid,
                    port_poll_ms=group.port_poll_ms, te_table=group.te_table, te_action=group.te_action,
                    te_match_fields=dict(group.te_match_fields or {}), te_flows_file=group.te_flows_file)
@@ -390,9 +380,7 @@ class FabricRoutingApp(app_manager.OSKenApp):
             if programmer.unreachable:
                 raise RuntimeError("switches not programmed: " + "; ".join(
                     f"{name}: {message}" for name, message in sorted(programmer.unreachable.items())))
-            self._write_params({"flowlet_interval_us": config.flowlet_interval_us,
-                                "hash_seed": config.hash_seed,
-                                "flowlet_load_aware": config.flowlet_load_aware})
+            self._write_params(config.params)
             now = time.time()
             fabric.update_status(ready=True, routes_version=1, last_routes_written=now,
                                  program=pipeline.program_path, target=pipeline.target,
@@ -413,34 +401,19 @@ class FabricRoutingApp(app_manager.OSKenApp):
 
     # -- parameters ------------------------------------------------------------------------
     def _write_params(self, params):
-        """Write the given mechanism parameters into their registers on every switch."""
+        """Write run-time parameters into the program's parameter tables on every switch."""
+        if not params:
+            return
         fabric = self.fabric
-        registers = {"flowlet_interval_us": fabric.config.flowlet_register,
-                     "hash_seed": fabric.config.hash_seed_register,
-                     "flowlet_load_aware": fabric.config.flowlet_load_aware_register}
-        written = {}
-        for key, value in sorted(params.items()):
-            if value is None:
-                continue
-            register = registers.get(key)
-            if register is None:
-                fabric.add_note(f"unknown parameter {key!r} (known: {', '.join(sorted(registers))})")
-                continue
-            full_name = find_object(fabric.pipeline.p4info, "registers", register)
-            if full_name is None:
-                fabric.add_note(f"{key}={value} not written: program {fabric.pipeline.program_path} "
-                                f"has no register {register}")
-                continue
-            register = full_name
-            for client in fabric.programmer.clients.values():
-                client.write_register(register, 0, int(value))
-            written[key] = int(value)
-            LOG.info("parameter %s = %s written to %s on %d switches", key, value, register,
-                     len(fabric.programmer.clients))
+        written, notes = write_parameters(fabric.programmer.clients, fabric.pipeline.p4info, params,
+                                          current=fabric.status()["params"])
+        for note in notes:
+            fabric.add_note(note)
         if written:
             current = fabric.status()["params"]
             current.update(written)
             fabric.update_status(params=current)
+            LOG.info("parameters %s written on %d switches", written, len(fabric.programmer.clients))
 
     @set_ev_cls(EventParamsChanged)
     def _params_changed(self, ev):

@@ -59,10 +59,9 @@ from webob import Request, Response
 from testbed.controllers.fabric_app import (EventFlowsAnnounced, EventLinkStatus, EventParamsChanged,
                                             FabricContext)
 from testbed.errors import ParameterError, TestbedError
+from testbed.modes import PARAMETERS
 
 LOG = logging.getLogger("testbed.controllers.notify")
-
-PARAM_NAMES = ("flowlet_interval_us", "hash_seed", "flowlet_load_aware")
 
 
 class _BadRequest(Exception):
@@ -164,13 +163,15 @@ class FabricRestApi:
     def params(self, request):
         """POST /fabric/params: mechanism parameters."""
         body = self._body(request)
-        unknown = sorted(set(body) - set(PARAM_NAMES))
+        unknown = sorted(set(body) - set(PARAMETERS))
         if unknown:
-            raise _BadRequest(400, f"unknown parameter {unknown[0]!r} (known: {', '.join(PARAM_NAMES)})",
+            raise _BadRequest(400, f"unknown parameter {unknown[0]!r} (known: {', '.join(PARAMETERS)})",
                               unknown[0])
         for key, value in body.items():
-            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-                raise _BadRequest(400, f"{key} must be a non-negative integer", key)
+            try:
+                body[key] = PARAMETERS[key].check(value)
+            except ParameterError:
+                raise _BadRequest(400, f"{key} must be {PARAMETERS[key].allowed()}", key) from None
         self.post_event(EventParamsChanged(body))
         return _json_response({"accepted": True}, 202)
 
@@ -348,7 +349,7 @@ def main(argv=None):
     link.add_argument("b")
     link.add_argument("status", choices=("up", "down"))
     params = commands.add_parser("params", help="set mechanism parameters")
-    params.add_argument("assignments", nargs="+", metavar="NAME=INT", help=", ".join(PARAM_NAMES))
+    params.add_argument("assignments", nargs="+", metavar="NAME=INT", help=", ".join(PARAMETERS))
     flows = commands.add_parser("flows", help="announce the known flows (JSON list) for TE")
     flows.add_argument("file")
     flows.add_argument("--add", action="store_true", help="add to the known flows instead of replacing them")
@@ -363,10 +364,12 @@ def main(argv=None):
             values = {}
             for assignment in args.assignments:
                 name, _, value = assignment.partition("=")
+                if name not in PARAMETERS:
+                    parser.error(f"{assignment!r}: NAME is one of {', '.join(PARAMETERS)}")
                 try:
-                    values[name] = int(value)
-                except ValueError:
-                    parser.error(f"{assignment!r}: use NAME=INTEGER")
+                    values[name] = PARAMETERS[name].check(value, text=True)
+                except ParameterError as error:
+                    parser.error(str(error))
             answer = client.set_params(**values)
         else:
             from testbed.controllers.te_app import load_flows

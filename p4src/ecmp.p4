@@ -3,8 +3,8 @@
  * Seed 004 section 4.1.1: flows are placed on the equal-cost next hops of
  * their destination by a hash of the 5-tuple (source and destination
  * address, protocol, source and destination L4 port).  The selector hashes
- * (crc16) the 5-tuple plus the seed in register MyIngress.hash_seed (bit<32>,
- * one cell, 0 until the controller writes it) and a seed-dependent salt, so
+ * (crc16) the 5-tuple plus the hash seed (parameter table MyIngress.lb_params,
+ * 0 until the controller sets it) and a seed-dependent salt, so
  * a new seed re-places the flows (see include/flow_hash.p4).  A flow stays on
  * one path for its lifetime.
  *

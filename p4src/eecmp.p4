@@ -7,7 +7,7 @@
  * its own hashed path.  Non-RoCE packets are hashed as in ecmp.p4.  The
  * program is ecmp.p4 compiled with LB_HASH_DEST_QP (see
  * include/flow_hash.p4); it has the same objects, including
- * MyIngress.hash_seed.
+ * the parameter table MyIngress.lb_params (the hash seed).
  */
 #define LB_HASH_DEST_QP 1
 #include "ecmp.p4"

@@ -12,16 +12,19 @@
  *   flowlet_last_seen  ingress_global_timestamp (microseconds) of the last packet
  *   flowlet_id         the current flowlet number, a selector key (and mixed
  *                      into the salt): the path is the crc16 hash of the flow
- *                      keys (as in E-ECMP, with MyIngress.hash_seed) and the
+ *                      keys (as in E-ECMP, with the hash seed of MyIngress.lb_params) and the
  *                      flowlet id, so a new id is a new hashed choice among
  *                      the equal-cost next hops
  *   flowlet_dst, flowlet_port, flowlet_dmac, flowlet_smac
  *                      destination, egress port and next-hop MACs of the last
  *                      packet (for the load-aware choice)
- * Run-time parameters, written by the controller:
- *   flowlet_interval_us[0]  the interval in microseconds; 0 (the initial value)
- *                           means FLOWLET_DEFAULT_INTERVAL_US
- *   flowlet_load_aware[0]   1: load-aware choice, 0: plain flowlet switching
+ * Run-time parameters: the arguments of MyIngress.set_flowlet_params, the
+ * default action of the keyless parameter table MyIngress.flowlet_params,
+ * which the controller modifies over P4Runtime (testbed/modes.py describes
+ * them; the defaults below are the same there):
+ *   interval_us   the flowlet interval in microseconds (default
+ *                 FLOWLET_DEFAULT_INTERVAL_US)
+ *   load_aware    1: load-aware choice, 0: plain flowlet switching (default)
  *
  * Load-aware choice.  The egress pipeline records in port_qdepth the queue
  * depth (deq_qdepth) each port had when its last packet left
@@ -57,8 +60,6 @@
 control MyIngress(inout headers_t hdr,
                   inout metadata_t meta,
                   inout standard_metadata_t standard_metadata) {
-    register<bit<32>>(1) flowlet_interval_us;
-    register<bit<1>>(1) flowlet_load_aware;
     register<bit<48>>(FLOW_SLOTS) flowlet_last_seen;
     register<bit<16>>(FLOW_SLOTS) flowlet_id;
     register<bit<32>>(FLOW_SLOTS) flowlet_dst;
@@ -70,6 +71,16 @@ control MyIngress(inout headers_t hdr,
     FlowHash() flow_hash;
     FlowSalt() flow_salt;
     Ipv4Routing() routing;
+
+    action set_flowlet_params(bit<32> interval_us, bit<1> load_aware) {
+        meta.lb.interval_us = interval_us;
+        meta.lb.load_aware = load_aware;
+    }
+
+    table flowlet_params {
+        actions = { set_flowlet_params; }
+        default_action = set_flowlet_params(FLOWLET_DEFAULT_INTERVAL_US, 0);
+    }
 
     action keep_current_path() {
         standard_metadata.egress_spec = meta.lb.prev_port;
@@ -83,10 +94,7 @@ control MyIngress(inout headers_t hdr,
         flow_hash.apply(hdr, meta);
 
         /* new flowlet? */
-        flowlet_interval_us.read(meta.lb.interval_us, 0);
-        if (meta.lb.interval_us == 0) {
-            meta.lb.interval_us = FLOWLET_DEFAULT_INTERVAL_US;
-        }
+        flowlet_params.apply();
         flowlet_last_seen.read(meta.lb.last_seen_us, meta.lb.slot);
         flowlet_id.read(meta.lb.prev_flowlet_id, meta.lb.slot);
         meta.lb.flowlet_id = meta.lb.prev_flowlet_id;
@@ -101,7 +109,6 @@ control MyIngress(inout headers_t hdr,
 
         routing.apply(hdr, meta, standard_metadata);
         if (meta.lb.routed == 1) {
-            flowlet_load_aware.read(meta.lb.load_aware, 0);
             if (meta.lb.new_flowlet == 1 && meta.lb.load_aware == 1) {
                 flowlet_dst.read(meta.lb.prev_dst, meta.lb.slot);
                 if (meta.lb.prev_dst == hdr.ipv4.dstAddr) {

@@ -10,6 +10,7 @@ import pytest
 
 from testbed.emulation.network import FabricNetwork
 from testbed.emulation.state import read_state
+from testbed.fabrics import Fabric
 from testbed.errors import EmulationError, ParameterError
 from testbed.topologies.registry import make_topology
 
@@ -29,7 +30,7 @@ def test_fabric_builds_with_topology_ports_and_leaves_nothing(kind, params, tmp_
     topo = make_topology(kind, **params)
     graph = topo.graph()
     state_file = str(tmp_path / "net.json")
-    with FabricNetwork(topo, switch="bridge", state_file=state_file) as fabric:
+    with Fabric(topo, state_file=state_file) as fabric:  # no program: Linux bridges
         assert len(fabric.hosts) == sum(1 for _, d in graph.nodes(data=True) if d["role"] == "host")
         assert len(fabric.switches) == graph.number_of_nodes() - len(fabric.hosts)
         # every topology link exists with the topology's port numbers on both ends

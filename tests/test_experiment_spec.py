@@ -7,7 +7,8 @@ import pytest
 import yaml
 
 from testbed.errors import ParameterError
-from testbed.experiment import analysis, compare, modes, plots, results
+from testbed import modes
+from testbed.experiment import analysis, compare, plots, results
 from testbed.experiment.counters import link_loads, uplink_loads
 from testbed.experiment.spec import ExperimentSpec, SpecError, derive_seed, load_spec, parse_spec
 
@@ -78,8 +79,15 @@ def error_of(data):
      "controller.detection_delay_ms: must be >= 0 (got -1)"),
     ({"target": "tofino"}, "target: unknown 'tofino'; allowed: auto, embedded, bmv2"),
     ({"mode": "wcmp"}, "mode: unknown 'wcmp'; allowed: ecmp, eecmp, spray, flowlet, pinning"),
-    ({"mode_params": {"flowlet_interval_us": 0}}, "mode_params.flowlet_interval_us: must be > 0 (got 0)"),
-    ({"mode_params": {"hash_seed": 70000}}, "mode_params.hash_seed: must be <= 65535 (got 70000)"),
+    ({"mode_params": {"flowlet_interval_us": 0}},
+     "mode_params.flowlet_interval_us: must be an integer in [1, 10000000] us (got 0)"),
+    ({"mode_params": {"flowlet_interval_us": 0.5}},
+     "mode_params.flowlet_interval_us: must be an integer in [1, 10000000] us (got 0.5)"),
+    ({"mode_params": {"flowlet_interval_us": True}}, "mode_params.flowlet_interval_us: must be an integer"),
+    ({"mode_params": {"flowlet_load_aware": 2}}, "mode_params.flowlet_load_aware: must be an integer in [0, 1]"),
+    ({"mode_params": {"hash_seed": 2 ** 32}}, "mode_params.hash_seed: must be an integer in [0, 4294967295]"),
+    ({"mode_params": {"hash_seed": "7"}}, "mode_params.hash_seed: must be an integer"),
+    ({"mode_params": 0}, "mode_params: must be a mapping"),
     ({"metrics": ["mmr", "latency99"]}, "metrics[1]: unknown 'latency99'"),
     ({"topology__params": {"leaves": 0}}, "topology.params.leaves:"),
     ({"topology__params": {"planes": 2}}, "topology.params.planes:"),
@@ -128,7 +136,9 @@ def test_entries_get_distinct_fixed_job_numbers_and_may_share_hosts():
 def test_lossy_link_without_netem_is_refused_for_bmv2_only(monkeypatch):
     from testbed.experiment import spec as spec_module
 
-    monkeypatch.setitem(spec_module._NETEM, "ok", False)
+    from testbed.emulation import netem
+
+    monkeypatch.setitem(netem._NETEM, "ok", False)
     monkeypatch.setattr(spec_module, "bmv2_available", lambda: False)
     data = spec_with(failures__0={"at_s": 1, "action": "lossy_link", "link": ["leaf0", "spine0"], "loss": 0.01})
     for target in ("auto", "embedded"):  # the embedded switch's ports drop frames instead
@@ -143,7 +153,7 @@ def test_lossy_link_without_netem_is_refused_for_bmv2_only(monkeypatch):
     monkeypatch.setattr(spec_module, "bmv2_available", lambda: True)  # auto means BMv2 now
     data["target"] = "auto"
     assert error_of(data).startswith("failures[0].action: lossy_link is not supported")
-    monkeypatch.setitem(spec_module._NETEM, "ok", True)
+    monkeypatch.setitem(netem._NETEM, "ok", True)
     parse_spec(data)
     assert spec_module.lossy_link_mechanism("bmv2") == "netem"
 
@@ -343,6 +353,8 @@ def test_compare_command_refuses_bad_sweep(tmp_path):
 
     spec = os.path.join(EXPERIMENTS, "leafspine_failure_ci.yaml")
     assert main(["compare", spec, "--modes", "ecmp", "--sweep", "flowlet_interval_us=a,b"]) == 2
+    assert main(["compare", spec, "--modes", "flowlet", "--sweep", "flowlet_interval_us=0.5,100"]) == 2
+    assert main(["compare", spec, "--modes", "flowlet", "--sweep", "flowlet_interval=100"]) == 2
     assert main(["compare", spec, "--modes", "ecmp,ecmp"]) == 2
     assert main(["run", spec, "--check"]) == 0
 

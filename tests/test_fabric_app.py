@@ -3,10 +3,11 @@
 * Without Mininet: portless ``testbed.embedded_switch.switchd`` processes (real P4Runtime
   servers and devices) described by a state file; checks programming, the
   REST API, rerouting around a failed link, parameters and TE pinning.
-* With Mininet (``@pytest.mark.mininet``): a 2x2 leaf-spine of embedded P4
-  switches; the controller programs routes, hosts ping; a spine link goes
-  down, the controller is notified over REST, recomputes (routes avoid the
-  link, pings still succeed) and reports its reaction time.
+* With Mininet (the ``fabric_factory`` fixture, controller ``osken``): a 2x2
+  leaf-spine of embedded P4 switches; the controller programs routes, hosts
+  ping; a spine link goes down, the controller is notified over REST (or finds
+  out with its port monitor), recomputes (routes avoid the link, pings still
+  succeed) and reports its reaction time.
 """
 import ipaddress
 import json
@@ -22,6 +23,7 @@ from testbed.controllers.launcher import FabricController, free_port, program_fa
 from testbed.controllers.notify import FabricControllerError
 from testbed.errors import TestbedError
 from testbed.p4runtime.client import P4RuntimeClient
+from testbed.testing import settled
 from testbed.topologies.registry import make_topology
 
 SELECTOR = "MyIngress.ecmp_selector"
@@ -118,9 +120,9 @@ def test_controller_programs_reroutes_and_reports(portless_fabric):
     try:
         status = controller.start(timeout=120)
         assert status["ready"] and status["routes_version"] == 1 and status["error"] is None
-        # the program has neither register: skipped with a note, not an error
-        assert any("flowlet_interval_us=256 not written" in note for note in status["notes"])
-        assert any("hash_seed=7 not written" in note for note in status["notes"])
+        # the program has no parameter table: skipped with a note, not an error
+        assert any("flowlet_interval_us=256" in note and "not written" in note for note in status["notes"])
+        assert any("hash_seed=7" in note and "not written" in note for note in status["notes"])
 
         leaf0 = read_switch(state["switches"]["leaf0"])
         try:
@@ -242,25 +244,37 @@ def test_switch_crash_does_not_stop_the_others_from_being_updated(portless_fabri
                 session.close()
 
 
+def _parameter_defaults(session):
+    """``{table: {param: value}}`` of the flowlet program's parameter tables' default entries."""
+    return {table: session.read_table_entries(table, default=True)[0].params
+            for table in ("MyIngress.flowlet_params", "MyIngress.lb_params")}
+
+
 @pytest.mark.slow
-def test_parameters_written_to_registers(portless_fabric):
+def test_parameters_written_to_parameter_tables(portless_fabric):
     state_file, state, _ = portless_fabric
     with FabricController(state_file, program=os.path.join(P4SRC, "flowlet.p4"), flowlet_interval_us=256,
                           hash_seed=7) as controller:
         status = controller.client.status()
-        assert status["params"] == {"flowlet_interval_us": 256, "hash_seed": 7}
+        assert status["params"] == {"flowlet_interval_us": 256, "flowlet_load_aware": 0, "hash_seed": 7}
         sessions = {name: read_switch(info) for name, info in state["switches"].items()}
         try:
             for session in sessions.values():
-                assert session.read_register("MyIngress.flowlet_interval_us", 0) == 256
-                assert session.read_register("MyIngress.hash_seed", 0) == 7
-            controller.client.set_params(flowlet_interval_us=64)
-            controller.client.wait_for(lambda s: s["params"].get("flowlet_interval_us") == 64, timeout=20)
-            for session in sessions.values():
-                assert session.read_register("MyIngress.flowlet_interval_us", 0) == 64
+                assert _parameter_defaults(session) == {
+                    "MyIngress.flowlet_params": {"interval_us": 256, "load_aware": 0},
+                    "MyIngress.lb_params": {"hash_seed": 7}}
+            controller.client.set_params(flowlet_load_aware=1)
+            controller.client.wait_for(lambda s: s["params"].get("flowlet_load_aware") == 1, timeout=20)
+            for session in sessions.values():  # the interval written before is kept
+                assert _parameter_defaults(session)["MyIngress.flowlet_params"] == {"interval_us": 256,
+                                                                                     "load_aware": 1}
             with pytest.raises(FabricControllerError) as bad:
                 controller.client.set_params(flowlet_interval=5)
             assert bad.value.status == 400 and bad.value.field == "flowlet_interval"
+            for wrong in (0, 2.5, 10**9):  # out of PARAMETERS' range: refused naming the field
+                with pytest.raises(FabricControllerError) as bad:
+                    controller.client.set_params(flowlet_interval_us=wrong)
+                assert bad.value.status == 400 and bad.value.field == "flowlet_interval_us"
         finally:
             for session in sessions.values():
                 session.close()
@@ -290,118 +304,73 @@ def test_oneshot_programming_and_errors(portless_fabric, tmp_path):
         FabricController(state_file, mode="chaos")
 
 
-# -- Mininet ------------------------------------------------------------------------------
-def ping(host, ip, attempts=5):
-    """True when ``host`` gets an answer from ``ip`` within a few one-packet pings."""
-    for _ in range(attempts):
-        if ", 0% packet loss" in host.cmd(f"ping -c1 -W1 {ip}"):
-            return True
-    return False
+# -- Mininet (fabrics started by the project's pytest plugin) -----------------------------------
+def test_controller_on_mininet_fabric_reroutes_around_failed_spine_link(fabric_factory):
+    fabric = fabric_factory("clos", leaves=2, spines=2, hosts_per_leaf=2, program="l3_ecmp", controller="osken",
+                            detection_delay_ms=0)
+    graph = fabric.topo.graph()
+    app = fabric.controller.controller  # the os-ken app's launcher (FabricController)
+    assert fabric.unreachable_pairs() == []
+
+    fabric.link_down("leaf0", "spine0")  # the fabric tells the app over its REST API
+    status = app.client.wait_for(lambda s: s["routes_version"] >= 2, timeout=30)
+    reaction = status["reactions"][-1]
+    print(f"controller reaction to leaf0-spine0 down: {reaction['reaction_s'] * 1000:.1f} ms "
+          f"({reaction['entries_written']} entries)")
+    assert reaction["link"] == ["leaf0", "spine0"] and reaction["source"] == "rest"
+    assert 0 < reaction["reaction_s"] < 10
+
+    dead_ports = {"leaf0": port_between(graph, "leaf0", "spine0"),
+                  "spine0": port_between(graph, "spine0", "leaf0")}
+    for name, dead in dead_ports.items():
+        assert all(dead not in ports for ports in route_ports(fabric.client(name)).values()), name
+    assert fabric.unreachable_pairs() == []
+    assert "reacted to link leaf0-spine0 down" in app.log_text()
 
 
-@pytest.mark.mininet
-def test_controller_on_mininet_fabric_reroutes_around_failed_spine_link(tmp_path, no_leftovers):
-    from testbed.emulation.network import FabricNetwork
-
-    topo = make_topology("clos", leaves=2, spines=2, hosts_per_leaf=2)
-    graph = topo.graph()
-    state_file = str(tmp_path / "net.json")
-    with FabricNetwork(topo, switch="embedded", state_file=state_file) as fabric:
-        with FabricController(state_file) as controller:
-            hosts = fabric.hosts
-            for src in hosts:
-                for dst in hosts:
-                    if src is not dst:
-                        assert ping(src, dst.IP()), f"{src.name} -> {dst.name} before the failure"
-            with open(state_file) as handle:
-                state = json.load(handle)
-
-            fabric.link_status("leaf0", "spine0", "down")
-            answer = controller.client.link_status("leaf0", "spine0", "down")
-            status = controller.client.wait_for(lambda s: s["routes_version"] >= 2, timeout=30)
-            reaction = status["reactions"][-1]
-            print(f"controller reaction to leaf0-spine0 down: {reaction['reaction_s'] * 1000:.1f} ms "
-                  f"({reaction['entries_written']} entries)")
-            assert reaction["noticed_at"] == pytest.approx(answer["noticed_at"])
-            assert 0 < reaction["reaction_s"] < 10
-
-            dead_ports = {"leaf0": port_between(graph, "leaf0", "spine0"),
-                          "spine0": port_between(graph, "spine0", "leaf0")}
-            for name, dead in dead_ports.items():
-                session = read_switch(state["switches"][name])
-                try:
-                    assert all(dead not in ports for ports in route_ports(session).values()), name
-                finally:
-                    session.close()
-            for src in hosts:
-                for dst in hosts:
-                    if src is not dst:
-                        assert ping(src, dst.IP()), f"{src.name} -> {dst.name} after the failure"
-            assert "reacted to link leaf0-spine0 down" in controller.log_text()
-            process = controller.process
-        assert process.poll() is not None
+def test_port_monitor_detects_a_failed_link_without_notice(fabric_factory):
+    fabric = fabric_factory("clos", leaves=2, spines=2, hosts_per_leaf=2, program="l3_ecmp", controller="osken",
+                            controller_options={"port_poll_ms": 20})
+    app = fabric.controller.controller
+    assert fabric.ping("h1", "h3")
+    taken_down = time.time()
+    fabric.link_down("leaf1", "spine1", notify=False)  # the app must notice by itself
+    status = app.client.wait_for(lambda s: s["routes_version"] >= 2, timeout=30)
+    reaction = status["reactions"][-1]
+    assert reaction["source"] == "port-monitor" and reaction["link"] == ["leaf1", "spine1"]
+    detected = reaction["noticed_at"] - taken_down
+    print(f"port monitor: detected {detected * 1000:.1f} ms after the link went down, "
+          f"routes written {reaction['reaction_s'] * 1000:.1f} ms later")
+    assert 0 <= detected < 5
+    assert fabric.unreachable_pairs([("h1", "h3"), ("h3", "h1"), ("h2", "h4")]) == []
+    fabric.link_up("leaf1", "spine1", notify=False)
+    status = app.client.wait_for(lambda s: s["routes_version"] >= 3, timeout=30)
+    assert status["reactions"][-1]["status"] == "up" and status["failed_links"] == []
 
 
-@pytest.mark.mininet
-def test_port_monitor_detects_a_failed_link_without_notice(tmp_path, no_leftovers):
-    from testbed.emulation.network import FabricNetwork
-
-    topo = make_topology("clos", leaves=2, spines=2, hosts_per_leaf=2)
-    state_file = str(tmp_path / "net.json")
-    with FabricNetwork(topo, switch="embedded", state_file=state_file) as fabric:
-        with FabricController(state_file, port_poll_ms=20) as controller:
-            h1, h3 = fabric.host("h1"), fabric.host("h3")
-            assert ping(h1, h3.IP())
-            taken_down = time.time()
-            fabric.link_status("leaf1", "spine1", "down")
-            status = controller.client.wait_for(lambda s: s["routes_version"] >= 2, timeout=30)
-            reaction = status["reactions"][-1]
-            assert reaction["source"] == "port-monitor" and reaction["link"] == ["leaf1", "spine1"]
-            detected = reaction["noticed_at"] - taken_down
-            print(f"port monitor: detected {detected * 1000:.1f} ms after the link went down, "
-                  f"routes written {reaction['reaction_s'] * 1000:.1f} ms later")
-            assert 0 <= detected < 5
-            for src, dst in ((h1, h3), (h3, h1), (fabric.host("h2"), fabric.host("h4"))):
-                assert ping(src, dst.IP()), f"{src.name} -> {dst.name} after the failure"
-            fabric.link_status("leaf1", "spine1", "up")
-            status = controller.client.wait_for(lambda s: s["routes_version"] >= 3, timeout=30)
-            assert status["reactions"][-1]["status"] == "up" and status["failed_links"] == []
-
-
-@pytest.mark.mininet
-def test_te_pinned_flow_takes_its_path_on_mininet(tmp_path, no_leftovers):
-    from testbed.emulation.network import FabricNetwork
-
-    program = TE_PROGRAM
-    topo = make_topology("clos", leaves=2, spines=2, hosts_per_leaf=2)
-    graph = topo.graph()
-    state_file = str(tmp_path / "net.json")
+def test_te_pinned_flow_takes_its_path_on_mininet(fabric_factory):
+    fabric = fabric_factory("clos", leaves=2, spines=2, hosts_per_leaf=2, program=str(TE_PROGRAM),
+                            controller="osken", controller_options={"mode": "te"})
+    graph = fabric.topo.graph()
+    app = fabric.controller.controller
     uplink = {spine: port_between(graph, "leaf0", spine) for spine in ("spine0", "spine1")}
 
-    def uplink_packets(session):
-        return {spine: session.read_counter("MyEgress.egress_port_counter", port)[0]
-                for spine, port in uplink.items()}
+    def uplink_packets():
+        cells = settled(lambda: fabric.read_counter("leaf0", "MyEgress.egress_port_counter"))
+        return {spine: cells[port][0] for spine, port in uplink.items()}
 
-    with FabricNetwork(topo, switch="embedded", state_file=state_file) as fabric:
-        with FabricController(state_file, program=str(program), mode="te") as controller:
-            with open(state_file) as handle:
-                leaf0 = read_switch(json.load(handle)["switches"]["leaf0"])
-            try:
-                h1, h3 = fabric.host("h1"), fabric.host("h3")
-                # alone, the flow takes the first path (spine0); next to a bigger one, spine1
-                for flows, expected in (([{"name": "a", "src": "h1", "dst": "h3", "rate": 10}], "spine0"),
-                                        ([{"name": "big", "src": "h2", "dst": "h4", "rate": 60},
-                                          {"name": "a", "src": "h1", "dst": "h3", "rate": 10}], "spine1")):
-                    version = controller.client.status()["te"]["version"]
-                    controller.client.announce_flows(flows)
-                    status = controller.client.wait_for(lambda s: s["te"]["version"] > version, timeout=20)
-                    assert expected in status["te"]["paths"]["a"]
-                    assert ping(h1, h3.IP())
-                    before = uplink_packets(leaf0)
-                    h1.cmd(f"ping -c10 -i0.05 -W1 {h3.IP()}")  # 10 requests leave leaf0 on the pinned uplink
-                    after = uplink_packets(leaf0)
-                    other = "spine1" if expected == "spine0" else "spine0"
-                    assert after[expected] - before[expected] >= 10, (before, after)
-                    assert after[other] == before[other], (before, after)
-            finally:
-                leaf0.close()
+    # alone, the flow takes the first path (spine0); next to a bigger one, spine1
+    for flows, expected in (([{"name": "a", "src": "h1", "dst": "h3", "rate": 10}], "spine0"),
+                            ([{"name": "big", "src": "h2", "dst": "h4", "rate": 60},
+                              {"name": "a", "src": "h1", "dst": "h3", "rate": 10}], "spine1")):
+        version = app.client.status()["te"]["version"]
+        app.client.announce_flows(flows)
+        status = app.client.wait_for(lambda s: s["te"]["version"] > version, timeout=20)
+        assert expected in status["te"]["paths"]["a"]
+        assert fabric.ping("h1", "h3")
+        before = uplink_packets()
+        fabric["h1"].cmd(f"ping -c10 -i0.05 -W1 {fabric['h3'].IP()}")  # 10 requests leave leaf0 on the pinned uplink
+        after = uplink_packets()
+        other = "spine1" if expected == "spine0" else "spine0"
+        assert after[expected] - before[expected] >= 10, (before, after)
+        assert after[other] == before[other], (before, after)

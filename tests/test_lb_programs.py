@@ -17,6 +17,8 @@ from scapy.layers.inet import IP, TCP, UDP
 from scapy.layers.l2 import ARP, Ether
 
 from testbed import cli
+from testbed.controllers.parameters import write_parameters
+from testbed.modes import PARAMETERS
 from testbed.p4.loader import load_program, load_program_from_sources
 from testbed.p4.program import ActionCall, KeyMatch
 from testbed.p4.state import SwitchState, TableEntry
@@ -90,6 +92,19 @@ class Switch:
     def register(self, name):
         """The register's cells (list the data plane reads and writes)."""
         return self.state.registers[name].values
+
+    def set_params(self, **values):
+        """Set run-time parameters as a controller does: each parameter table's default action.
+
+        The other arguments of the same action keep their current values.
+        """
+        for name, value in values.items():
+            parameter = PARAMETERS[name]
+            table = self.state.tables[parameter.table]
+            params = [p.name for p in self.program.info.actions[parameter.action].params]
+            args = list(table.default_action.args)
+            args[params.index(parameter.action_param)] = value
+            table.set_default(ActionCall(parameter.action, tuple(args)))
 
     def send(self, frame):
         """Process one frame from the host port; return [(port, bytes)]."""
@@ -200,11 +215,10 @@ def test_packet_out_goes_out_of_the_named_port(name):
 
 
 REGISTERS = {
-    "ecmp": {"MyIngress.hash_seed"},
-    "eecmp": {"MyIngress.hash_seed"},
-    "spray": {"MyIngress.hash_seed", "MyIngress.spray_packet_count"},
-    "flowlet": {"MyIngress.hash_seed", "MyIngress.flowlet_interval_us", "MyIngress.flowlet_load_aware",
-                "MyIngress.flowlet_last_seen", "MyIngress.flowlet_id", "MyIngress.flowlet_dst",
+    "ecmp": set(),
+    "eecmp": set(),
+    "spray": {"MyIngress.spray_packet_count"},
+    "flowlet": {"MyIngress.flowlet_last_seen", "MyIngress.flowlet_id", "MyIngress.flowlet_dst",
                 "MyIngress.flowlet_port", "MyIngress.flowlet_dmac", "MyIngress.flowlet_smac"},
     "pinning": set(),
 }
@@ -240,10 +254,12 @@ def test_flowlet_programmed_over_p4runtime_like_the_fabric_controller():
                                  {"dmac": str_mac(next_hop_mac(port)), "smac": str_mac(SWITCH_MAC), "port": port})
             sw.insert_group("MyIngress.ecmp_selector", 1, [port + 1 for port in UPLINKS])
             sw.insert_table_entry("MyIngress.ipv4_lpm", {"hdr.ipv4.dstAddr": ("10.0.2.0", 24)}, group_id=1)
-            sw.write_register("MyIngress.flowlet_interval_us", 0, 300)
-            sw.write_register("MyIngress.flowlet_load_aware", 0, 1)
-            sw.write_register("MyIngress.hash_seed", 0, 7)
-            assert sw.read_register("MyIngress.flowlet_interval_us", 0) == 300
+            written, notes = write_parameters({"s1": sw}, sw.load_p4info(),
+                                              {"flowlet_interval_us": 300, "flowlet_load_aware": 1, "hash_seed": 7})
+            assert written == {"flowlet_interval_us": 300, "flowlet_load_aware": 1, "hash_seed": 7} and not notes
+            default, = sw.read_table_entries("MyIngress.flowlet_params", default=True)
+            assert (default.action, default.params) == ("MyIngress.set_flowlet_params",
+                                                        {"interval_us": 300, "load_aware": 1})
             outputs = target.device.process(HOST_PORT, roce_frame(0x42))
             assert len(outputs) == 1 and outputs[0][0] in UPLINKS
             assert sw.read_register("port_qdepth", outputs[0][0]) == 0
@@ -272,7 +288,7 @@ def test_ecmp_same_seed_same_placement():
     flows = random_flows(200)
     first, second = Switch("ecmp"), Switch("ecmp")
     for switch in (first, second):
-        switch.register("MyIngress.hash_seed")[0] = 12345
+        switch.set_params(hash_seed=12345)
     assert placement(first, flows) == placement(second, flows)
 
 
@@ -280,14 +296,14 @@ def test_ecmp_hash_seed_changes_the_placement_not_just_the_labels():
     flows = random_flows(400)
     switch = Switch("ecmp")
     before = placement(switch, flows)
-    switch.register("MyIngress.hash_seed")[0] = 0xC0FFEE
+    switch.set_params(hash_seed=0xC0FFEE)
     after = placement(switch, flows)
     moved = sum(before[flow] != after[flow] for flow in flows)
     assert moved > len(flows) // 2, moved
     # A mere relabeling of the ports would send every flow of an old port to one new port.
     targets = {port: {after[flow] for flow in flows if before[flow] == port} for port in UPLINKS}
     assert all(len(ports) > 1 for ports in targets.values()), targets
-    switch.register("MyIngress.hash_seed")[0] = 0
+    switch.set_params(hash_seed=0)
     assert placement(switch, flows) == before
 
 
@@ -297,7 +313,7 @@ def test_ecmp_1000_flows_on_16_links_mean_mmr_above_1_2():
     switch = Switch("ecmp", uplinks=tuple(range(1, 17)))
     ratios = []
     for seed in range(1, 6):
-        switch.register("MyIngress.hash_seed")[0] = seed
+        switch.set_params(hash_seed=seed)
         loads = Counter(placement(switch, flows).values())
         assert len(loads) == 16
         ratios.append(max(loads.values()) / (len(flows) / 16))
@@ -347,8 +363,7 @@ def test_spray_round_robins_each_flow_from_its_own_start():
 def flowlet_switch(interval_us, load_aware=0, clock=None):
     """A flowlet Switch with the interval and load-aware flag written as a controller would."""
     switch = Switch("flowlet", clock=clock)
-    switch.register("MyIngress.flowlet_interval_us")[0] = interval_us
-    switch.register("MyIngress.flowlet_load_aware")[0] = load_aware
+    switch.set_params(flowlet_interval_us=interval_us, flowlet_load_aware=load_aware)
     switch.clock.advance_us(10_000)   # the switch has run a while: a flow's first packet is a gap
     return switch
 
@@ -385,20 +400,22 @@ def test_flowlet_moves_after_gaps_above_the_interval():
     assert len(set(ports)) >= 3, ports        # new flowlets are re-hashed over the group
 
 
-def test_flowlet_interval_is_read_from_the_register_at_run_time():
+def test_flowlet_interval_is_read_from_the_parameter_table_at_run_time():
     switch = flowlet_switch(interval_us=1000)
     switch.port_of(roce_frame(0x42))
     switch.clock.advance_us(600)
     switch.port_of(roce_frame(0x42))
     assert flowlet_slot_id(switch) == 1       # 600 us < 1000 us: same flowlet
-    switch.register("MyIngress.flowlet_interval_us")[0] = 100
+    switch.set_params(flowlet_interval_us=100)
     switch.clock.advance_us(600)
     switch.port_of(roce_frame(0x42))
     assert flowlet_slot_id(switch) == 2       # 600 us > 100 us: new flowlet
 
 
-def test_flowlet_interval_zero_means_the_default():
-    switch = flowlet_switch(interval_us=0)
+def test_flowlet_interval_defaults_to_the_parameter_table_default():
+    switch = Switch("flowlet", clock=FakeClock())
+    switch.clock.advance_us(10_000)
+    assert PARAMETERS["flowlet_interval_us"].default == 512
     switch.port_of(roce_frame(0x42))
     switch.clock.advance_us(400)
     switch.port_of(roce_frame(0x42))
@@ -408,9 +425,9 @@ def test_flowlet_interval_zero_means_the_default():
     assert flowlet_slot_id(switch) == 2
 
 
-def test_flowlet_seed_register_is_a_selector_input():
+def test_flowlet_hash_seed_is_a_selector_input():
     one, two = flowlet_switch(200), flowlet_switch(200)
-    two.register("MyIngress.hash_seed")[0] = 99
+    two.set_params(hash_seed=99)
     ports_one = [one.port_of(roce_frame(qp)) for qp in range(64)]
     ports_two = [two.port_of(roce_frame(qp)) for qp in range(64)]
     assert ports_one != ports_two

@@ -70,36 +70,41 @@ def test_lossy_link_loses_only_in_its_window(no_leftovers, tmp_path):
     assert any("lossy_link leaf0-spine0" in line for line in lines)
 
 
-def test_impair_link_on_a_fabric_checks_values_and_ends(no_leftovers, tmp_path):
-    from testbed.emulation.network import FabricNetwork
-    from testbed.errors import EmulationError, ParameterError
+def test_impair_link_on_a_fabric_checks_values_and_ends(fabric_factory):
     from testbed.embedded_switch.port_control import port_status
-    from testbed.topologies.registry import make_topology
+    from testbed.emulation.netem import netem_available
+    from testbed.errors import EmulationError, ParameterError
 
     params = {"leaves": 2, "spines": 1, "hosts_per_leaf": 1}
-    with FabricNetwork(make_topology("clos", **params), switch="embedded", state_file=None,
-                       log_dir=str(tmp_path / "logs")) as fabric:
-        for loss, delay_ms, field in ((1.5, 0, "loss"), (-0.1, 0, "loss"), (0.1, -1, "delay_ms")):
-            with pytest.raises(ParameterError) as excinfo:
-                fabric.impair_link("leaf0", "spine0", loss, delay_ms)
-            assert excinfo.value.field == field
+    fabric = fabric_factory("clos", **params, program="l3_ecmp", target="embedded")
+    network = fabric.network
+    for loss, delay_ms, field in ((1.5, 0, "loss"), (-0.1, 0, "loss"), (0.1, -1, "delay_ms")):
         with pytest.raises(ParameterError) as excinfo:
-            fabric.impair_link("leaf0", "leaf1", 0.1)
-        assert excinfo.value.field == "link"
-        ends = fabric.impair_link("leaf0", "spine0", 0.25, delay_ms=2)
-        assert sorted(name for name, _port in ends) == ["leaf0", "spine0"]
-        leaf0 = fabric.net.get("leaf0")
-        control_path = fabric.describe()["switches"]["leaf0"]["control_path"]
-        assert control_path == leaf0.control_path
-        leaf0_port = dict(ends)["leaf0"]
-        status = port_status(control_path)
-        assert status[leaf0_port]["loss"] == 0.25 and status[leaf0_port]["delay_ms"] == 2.0
-        assert all(entry["loss"] == 0.0 for port, entry in status.items() if port != leaf0_port)
-        host_end = fabric.impair_link("h1", "leaf0", 0.5)  # only the switch end of a host link
-        assert [name for name, _port in host_end] == ["leaf0"]
-        fabric.impair_link("leaf0", "spine0", 0.0)
+            fabric.set_link_loss("leaf0", "spine0", loss, delay_ms)
+        assert excinfo.value.field == field
+    with pytest.raises(ParameterError) as excinfo:
+        fabric.set_link_loss("leaf0", "leaf1", 0.1)
+    assert excinfo.value.field == "link"
+    ends = network.impair_link("leaf0", "spine0", 0.25, delay_ms=2)
+    assert sorted(name for name, _port in ends) == ["leaf0", "spine0"]
+    leaf0 = fabric.switch("leaf0")
+    control_path = fabric.describe()["switches"]["leaf0"]["control_path"]
+    assert control_path == leaf0.control_path
+    leaf0_port = dict(ends)["leaf0"]
+    status = port_status(control_path)
+    assert status[leaf0_port]["loss"] == 0.25 and status[leaf0_port]["delay_ms"] == 2.0
+    assert all(entry["loss"] == 0.0 for port, entry in status.items() if port != leaf0_port)
+    host_end = network.impair_link("h1", "leaf0", 0.5)  # only the switch end of a host link
+    assert [name for name, _port in host_end] == ["leaf0"]
+    network.impair_link("leaf0", "spine0", 0.0)
+    assert port_status(control_path)[leaf0_port]["loss"] == 0.0
+    if not netem_available():  # the fabric's link loss uses the switch ports where the kernel has no netem
+        assert fabric.set_link_loss("leaf0", "spine0", 0.1) == "embedded-port"
+        assert port_status(control_path)[leaf0_port]["loss"] == 0.1
+        fabric.link_up("leaf0", "spine0")  # ends the lossy link
         assert port_status(control_path)[leaf0_port]["loss"] == 0.0
+    fabric.stop()
     assert not os.path.exists(control_path)
-    with FabricNetwork(make_topology("clos", **params), switch="bridge", state_file=None) as fabric:
-        with pytest.raises(EmulationError, match="netem"):
-            fabric.impair_link("leaf0", "spine0", 0.1)
+    bridges = fabric_factory("clos", **params)  # no program: Linux bridges
+    with pytest.raises(EmulationError, match="netem"):
+        bridges.network.impair_link("leaf0", "spine0", 0.1)

@@ -1,7 +1,8 @@
 """End to end on Mininet: P4 switches programmed only over P4Runtime forward real packets.
 
 Runs on the embedded target always, and on BMv2 when ``simple_switch_grpc``
-and ``p4c`` are installed (skipped with the reason otherwise).
+and ``p4c`` are installed (skipped with the reason otherwise).  Fabrics are
+started by the project's pytest plugin (``fabric_factory``, testbed/pytest_plugin.py).
 """
 import os
 import signal
@@ -11,23 +12,11 @@ import time
 
 import pytest
 
-from testbed.controllers.fabric_programmer import programmer_for_network
-from testbed.emulation.network import FabricNetwork
 from testbed.errors import EmulationError
-from testbed.targets import bmv2_available, pipeline_config
-from testbed.topologies.registry import make_topology
+from testbed.pytest_plugin import BOTH_TARGETS
+from testbed.testing import settled, wait_until
 
 pytestmark = pytest.mark.mininet
-
-PROGRAM = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "p4src", "l3_ecmp.p4")
-NEEDS_BMV2 = pytest.mark.skipif(not bmv2_available(),
-                                reason="BMv2 simple_switch_grpc and p4c are not installed (use the Vagrant VM)")
-
-
-def on_both_targets(kind, params):
-    """Parameters for the ``p4_fabric`` fixture: the fabric on the embedded target and on BMv2."""
-    return [pytest.param((kind, params, "embedded"), id="embedded"),
-            pytest.param((kind, params, "bmv2"), id="bmv2", marks=NEEDS_BMV2)]
 
 SEND_UDP_FLOWS = textwrap.dedent("""
     import sys
@@ -47,26 +36,6 @@ def send_udp_flows(src, dst, count):
     assert "Traceback" not in output, output
 
 
-@pytest.fixture
-def p4_fabric(request, tmp_path):
-    """Start a P4 fabric ``(kind, params, target)`` and program it; yields (fabric, programmer)."""
-    kind, params, target = request.param
-    topo = make_topology(kind, **params)
-    fabric = FabricNetwork(topo, switch=target, switch_params={"program": PROGRAM},
-                           state_file=str(tmp_path / "net.json"), log_dir=str(tmp_path / "logs"))
-    programmer = None
-    try:
-        fabric.start()
-        programmer = programmer_for_network(fabric, pipeline_config(PROGRAM, target))
-        programmer.connect()
-        programmer.program()
-        yield fabric, programmer
-    finally:
-        if programmer is not None:
-            programmer.close()
-        fabric.stop()
-
-
 def uplink_ports(graph, leaf):
     """Ports of ``leaf`` that lead to spines, by spine name."""
     ports = {}
@@ -76,33 +45,33 @@ def uplink_ports(graph, leaf):
     return ports
 
 
-@pytest.mark.parametrize("p4_fabric", on_both_targets("clos", {"leaves": 2, "spines": 2, "hosts_per_leaf": 2}),
-                         indirect=True)
-def test_leaf_spine_every_pair_pings(no_leftovers, p4_fabric):
-    fabric, _ = p4_fabric
+@pytest.mark.parametrize("target", BOTH_TARGETS)
+def test_leaf_spine_every_pair_pings(fabric_factory, target):
+    fabric = fabric_factory("clos", leaves=2, spines=2, hosts_per_leaf=2, program="l3_ecmp", target=target)
     assert fabric.net.pingAll(timeout=2) == 0
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("p4_fabric", on_both_targets("fattree", {"k": 4}), indirect=True)
-def test_fattree_k4_every_pair_pings(no_leftovers, p4_fabric):
-    fabric, _ = p4_fabric
+@pytest.mark.parametrize("target", BOTH_TARGETS)
+def test_fattree_k4_every_pair_pings(fabric_factory, target):
+    fabric = fabric_factory("fattree", k=4, program="l3_ecmp", target=target)
     assert fabric.net.pingAll(timeout=3) == 0
 
 
-@pytest.mark.parametrize("p4_fabric", on_both_targets("clos", {"leaves": 2, "spines": 4, "hosts_per_leaf": 1}),
-                         indirect=True)
-def test_many_flows_spread_over_every_spine_and_down_link_carries_nothing(no_leftovers, p4_fabric):
-    fabric, programmer = p4_fabric
+@pytest.mark.parametrize("target", BOTH_TARGETS)
+def test_many_flows_spread_over_every_spine_and_down_link_carries_nothing(fabric_factory, target):
+    # controller "static" with no detection delay: it reroutes as soon as it is told of the failure
+    fabric = fabric_factory("clos", leaves=2, spines=4, hosts_per_leaf=1, program="l3_ecmp", target=target,
+                            controller="static", detection_delay_ms=0)
     graph = fabric.topo.graph()
     src, dst = fabric.hosts[0], fabric.hosts[1]
     leaf = next(n for _, n in graph.edges(src.name))
     uplinks = uplink_ports(graph, leaf)
     assert len(uplinks) == 4
-    client = programmer.clients[leaf]
 
     def uplink_counts():
-        cells = client.read_counter("MyEgress.egress_port_counter")
+        # read once the switch has forwarded everything (BMv2 may lag the sender)
+        cells = settled(lambda: fabric.read_counter(leaf, "MyEgress.egress_port_counter"))
         return {spine: cells[port][0] for spine, port in uplinks.items()}
 
     before = uplink_counts()
@@ -113,29 +82,29 @@ def test_many_flows_spread_over_every_spine_and_down_link_carries_nothing(no_lef
 
     # take one spine link down, let the controller route around it: nothing more crosses it
     down_spine = sorted(uplinks)[0]
-    fabric.link_status(leaf, down_spine, "down")
-    programmer.reroute({(leaf, down_spine)})
+    fabric.link_down(leaf, down_spine)
+    reactions = fabric.controller.reactions
+    wait_until(lambda: reactions and reactions[-1]["reacted_at_s"] is not None, what="the controller's reroute")
+    assert reactions[-1]["error"] is None, reactions
     before = uplink_counts()
-    spine_client = programmer.clients[down_spine]
-    spine_in_before = spine_client.read_counter("MyIngress.ingress_port_counter")
+    spine_in_before = fabric.read_counter(down_spine, "MyIngress.ingress_port_counter")
     send_udp_flows(src, dst, 100)
     after = uplink_counts()
     assert after[down_spine] == before[down_spine]
     assert sum(after[s] - before[s] for s in uplinks) == 100
-    assert spine_client.read_counter("MyIngress.ingress_port_counter") == spine_in_before
-    assert fabric.net.ping([src, dst], timeout=2) == 0
+    assert fabric.read_counter(down_spine, "MyIngress.ingress_port_counter") == spine_in_before
+    assert fabric.ping(src.name, dst.name, timeout_s=2)
 
 
-@pytest.mark.parametrize("p4_fabric", on_both_targets("clos", {"leaves": 1, "spines": 1, "hosts_per_leaf": 2}),
-                         indirect=True)
-def test_packet_out_and_packet_in_through_the_cpu_port(no_leftovers, p4_fabric):
+@pytest.mark.parametrize("target", BOTH_TARGETS)
+def test_packet_out_and_packet_in_through_the_cpu_port(fabric_factory, target):
     from scapy.all import Ether, Raw
 
-    fabric, programmer = p4_fabric
+    fabric = fabric_factory("clos", leaves=1, spines=1, hosts_per_leaf=2, program="l3_ecmp", target=target)
     graph = fabric.topo.graph()
     host = fabric.hosts[0]
     leaf, port = next((n, d["a_port"] if d["a"] == n else d["b_port"]) for _, n, d in graph.edges(host.name, data=True))
-    client = programmer.clients[leaf]
+    client = fabric.controller.client(leaf)
     # PacketIn: a non-IPv4 frame from the host goes to the controller with its ingress port
     frame = bytes(Ether(src=host.MAC(), dst="ff:ff:ff:ff:ff:ff", type=0x88B5) / Raw(b"to-the-controller"))
     host.cmd(f"{sys.executable} -c 'import socket,sys; s=socket.socket(socket.AF_PACKET, socket.SOCK_RAW); "
@@ -159,10 +128,9 @@ def test_packet_out_and_packet_in_through_the_cpu_port(no_leftovers, p4_fabric):
     assert b"from-the-controller" in out
 
 
-@pytest.mark.parametrize("p4_fabric", on_both_targets("clos", {"leaves": 2, "spines": 1, "hosts_per_leaf": 1}),
-                         indirect=True)
-def test_crashed_switch_is_reported_and_teardown_is_clean(no_leftovers, p4_fabric):
-    fabric, _ = p4_fabric
+@pytest.mark.parametrize("target", BOTH_TARGETS)
+def test_crashed_switch_is_reported_and_teardown_is_clean(fabric_factory, target):
+    fabric = fabric_factory("clos", leaves=2, spines=1, hosts_per_leaf=1, program="l3_ecmp", target=target)
     victim = fabric.switches[0]
     os.kill(victim.process.pid, signal.SIGKILL)
     victim.process.wait()

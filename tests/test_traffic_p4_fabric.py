@@ -1,15 +1,16 @@
 """RoCEv2 traffic on the real P4 fabric: embedded v1model switches running p4src/l3_ecmp.p4.
 
 Every test builds its own 2x2 leaf-spine (``clos leaves=2 spines=2``) with
-embedded P4 switches programmed only over P4Runtime, runs the traffic package
-on it, and tears it down (the ``no_leftovers`` fixture comes first so its
-snapshot precedes the fabric).  The unit tests at the top (no root) check the
+embedded P4 switches programmed only over P4Runtime (the plugin's
+``fabric_factory``, which also checks that nothing is left behind), runs the
+traffic package on it, and tears it down.  The unit tests at the top (no root) check the
 per-flow delivery gaps that make a partial (ECMP) outage visible.  One embedded switch forwards ~25,000 packets/s
 on a 2-core machine shared by every switch, sender and receiver, so rates stay
 at a few Mbit/s per host.
 """
 import json
 import os
+import pathlib
 import shutil
 import signal
 import subprocess
@@ -19,12 +20,8 @@ import time
 
 import pytest
 
-from testbed.controllers.fabric_programmer import programmer_for_network
-from testbed.emulation.network import FabricNetwork
-from testbed.targets import pipeline_config
-from testbed.topologies.registry import make_topology
+from testbed.testing import wait_until
 from testbed.traffic import collectives, metrics, qp, roce, streams
-from testbed.traffic import hosts as host_module
 from testbed.traffic.receiver import RoceReceiver
 from testbed.traffic.sender import FrameFactory
 
@@ -36,60 +33,28 @@ RATE_MBPS = 4.0  # per host: 8 hosts x 4 Mbit/s of 1082-byte frames ~ 3,700 pack
 HEALTHY = {"rate_mbps": RATE_MBPS, "ack_timeout": 5.0}
 
 
-def build_fabric(tmp_path, params, switch_params=None):
-    """Start a clos fabric of embedded P4 switches and program its routes over P4Runtime.
-
-    Returns:
-        (fabric, programmer); the caller stops both (see :func:`stop_fabric`).
-    """
-    topo = make_topology("clos", **params)
-    fabric = FabricNetwork(topo, switch="embedded", switch_params=dict(switch_params or {}, program=PROGRAM),
-                           state_file=str(tmp_path / "net.json"), log_dir=str(tmp_path / "logs"))
-    programmer = None
-    try:
-        fabric.start()
-        programmer = programmer_for_network(fabric, pipeline_config(PROGRAM, "embedded"))
-        programmer.connect()
-        programmer.program()
-    except BaseException:
-        stop_fabric(fabric, programmer)
-        raise
-    return fabric, programmer
-
-
-def stop_fabric(fabric, programmer):
-    """Close the P4Runtime sessions, then stop the network (both safe after errors)."""
-    try:
-        if programmer is not None:
-            programmer.close()
-    finally:
-        fabric.stop()
+DETECTION_DELAY_MS = 300  # the static controller reroutes this long after it is told of a failure
 
 
 @pytest.fixture
-def p4_fabric(tmp_path):
-    """The 8-host 2x2 leaf-spine on embedded P4 switches; yields (fabric, programmer)."""
-    fabric, programmer = build_fabric(tmp_path, CLOS_8_HOSTS)
-    try:
-        yield fabric, programmer
-    finally:
-        stop_fabric(fabric, programmer)
+def p4_fabric(fabric_factory):
+    """The 8-host 2x2 leaf-spine on embedded P4 switches, with the static controller."""
+    return fabric_factory("clos", **CLOS_8_HOSTS, program=PROGRAM, target="embedded", controller="static",
+                          detection_delay_ms=DETECTION_DELAY_MS)
 
 
 @pytest.fixture
-def p4_fabric_with_pcaps(tmp_path):
-    """A 2x2 leaf-spine (2 hosts per leaf) whose switches write per-port pcaps; yields (fabric, log_dir)."""
-    fabric, programmer = build_fabric(tmp_path, {"leaves": 2, "spines": 2, "hosts_per_leaf": 2},
-                                      switch_params={"pcap": True})
-    try:
-        yield fabric, tmp_path / "logs"
-    finally:
-        stop_fabric(fabric, programmer)
+def p4_fabric_with_pcaps(fabric_factory):
+    """A 2x2 leaf-spine (2 hosts per leaf) whose switches write per-port pcaps; returns (fabric, log_dir)."""
+    fabric = fabric_factory("clos", leaves=2, spines=2, hosts_per_leaf=2, program=PROGRAM, target="embedded",
+                            pcap=True)
+    return fabric, pathlib.Path(fabric.log_dir)
 
 
 def handles(fabric):
     """Traffic host handles of every host, in rank order h1..hN."""
-    return [host_module.from_mininet(host) for host in sorted(fabric.hosts, key=lambda h: int(h.name[1:]))]
+    by_name = fabric.host_handles()
+    return [by_name[name] for name in sorted(by_name, key=lambda name: int(name[1:]))]
 
 
 def assert_clean(report):
@@ -156,8 +121,8 @@ def test_flow_recovery_ignores_idle_gaps_that_begin_well_after_the_failure():
 # -- (1) and (2): collectives on a healthy fabric ----------------------------------------------
 
 @pytest.mark.mininet
-def test_ring_allreduce_on_8_hosts_completes_without_loss(no_leftovers, p4_fabric):
-    fabric, _ = p4_fabric
+def test_ring_allreduce_on_8_hosts_completes_without_loss(p4_fabric):
+    fabric = p4_fabric
     size = 512 * 1024
     report = collectives.run_collective(handles(fabric), "allreduce", size, qps=2, **HEALTHY)
     print(f"allreduce 8 hosts x {size} B at {RATE_MBPS} Mbit/s: {report['completion_time_s']:.3f} s, "
@@ -172,8 +137,8 @@ def test_ring_allreduce_on_8_hosts_completes_without_loss(no_leftovers, p4_fabri
 
 
 @pytest.mark.mininet
-def test_alltoall_on_8_hosts_completes_without_loss(no_leftovers, p4_fabric):
-    fabric, _ = p4_fabric
+def test_alltoall_on_8_hosts_completes_without_loss(p4_fabric):
+    fabric = p4_fabric
     size = 256 * 1024
     report = collectives.run_collective(handles(fabric), "alltoall", size, qps=2, qp_scaling="split", **HEALTHY)
     print(f"alltoall 8 hosts x {size} B at {RATE_MBPS} Mbit/s: {report['completion_time_s']:.3f} s, "
@@ -186,30 +151,20 @@ def test_alltoall_on_8_hosts_completes_without_loss(no_leftovers, p4_fabric):
 
 # -- (3): a spine link fails mid-run, the controller routes around it --------------------------
 
-def fail_spine_link_during(fabric, programmer, run, down_after=1.0, detection=0.3):
-    """Run ``run(on_start)``; ``down_after`` s in, leaf0-spine0 goes down, ``detection`` s later reroute.
+def fail_spine_link_during(fabric, run, down_after=1.0):
+    """Run ``run(on_start)``; ``down_after`` s in, leaf0-spine0 goes down; the controller reroutes.
 
     Returns:
-        (report, times) with ``times`` holding ``down`` and ``rerouted`` (ns) and the reroute result.
+        (report, times) with ``times`` holding ``down``, ``reroute_start`` and ``rerouted`` (ns) and
+        ``reroute`` (entries written, seconds spent writing).
     """
-    times = {}
+    failures = []
     timers = []
-
-    def down():
-        times["down"] = time.time_ns()
-        fabric.link_status("leaf0", "spine0", "down")
-
-    def reroute():
-        times["reroute_start"] = time.time_ns()
-        times["reroute"] = programmer.reroute({("leaf0", "spine0")})
-        times["rerouted"] = time.time_ns()
 
     def on_start(start_ns):
         delay = max(0.0, (start_ns - time.time_ns()) / 1e9)
-        timers.extend([threading.Timer(delay + down_after, down),
-                       threading.Timer(delay + down_after + detection, reroute)])
-        for timer in timers:
-            timer.start()
+        timers.append(threading.Timer(delay + down_after, lambda: failures.append(fabric.link_down("leaf0", "spine0"))))
+        timers[0].start()
         return start_ns + int(down_after * 1e9)
 
     try:
@@ -217,16 +172,24 @@ def fail_spine_link_during(fabric, programmer, run, down_after=1.0, detection=0.
     finally:
         for timer in timers:
             timer.join()
+    reactions = fabric.controller.reactions
+    wait_until(lambda: reactions and reactions[-1]["reaction_s"] is not None, what="the controller's reroute")
+    reaction = reactions[-1]
+    down = failures[0].applied_ns
+    detection_ns = int(DETECTION_DELAY_MS * 1e6)
+    times = {"down": down, "reroute_start": down + detection_ns, "rerouted": down + int(reaction["reaction_s"] * 1e9),
+             "reroute": {"entries_written": reaction["entries_written"],
+                         "seconds": reaction["reaction_s"] - detection_ns / 1e9}}
     return report, times
 
 
 @pytest.mark.mininet
-def test_spine_link_down_mid_stream_counts_loss_and_delivery_resumes(no_leftovers, p4_fabric):
-    fabric, programmer = p4_fabric
+def test_spine_link_down_mid_stream_counts_loss_and_delivery_resumes(p4_fabric):
+    fabric = p4_fabric
     hosts = handles(fabric)
     # h1->h5, h2->h6, h3->h7, h4->h8: all cross the spines; 4 QPs each spread over both spines by ECMP
     pairs = [hosts[0], hosts[4], hosts[1], hosts[5], hosts[2], hosts[6], hosts[3], hosts[7]]
-    report, times = fail_spine_link_during(fabric, programmer, lambda on_start: streams.run_streams(
+    report, times = fail_spine_link_during(fabric, lambda on_start: streams.run_streams(
         pairs, duration=3.0, qps=4, rate_mbps=RATE_MBPS, size=64 * 1024, linger=1.0, on_start=on_start))
     outage_s = (times["rerouted"] - times["down"]) / 1e9
     recovery = report["recovery"]
@@ -260,11 +223,11 @@ def test_spine_link_down_mid_stream_counts_loss_and_delivery_resumes(no_leftover
 
 
 @pytest.mark.mininet
-def test_spine_link_down_mid_allreduce_is_recovered(no_leftovers, p4_fabric):
-    fabric, programmer = p4_fabric
-    report, times = fail_spine_link_during(fabric, programmer, lambda on_start: collectives.run_collective(
+def test_spine_link_down_mid_allreduce_is_recovered(p4_fabric):
+    fabric = p4_fabric
+    report, times = fail_spine_link_during(fabric, lambda on_start: collectives.run_collective(
         handles(fabric), "allreduce", 1 << 20, qps=4, rate_mbps=RATE_MBPS, on_start=on_start),
-        down_after=0.8, detection=0.3)
+        down_after=0.8)
     recovery = report["recovery"]
     print(f"allreduce with failure: {report['completion_time_s']:.3f} s, lost {report['lost_packets']}, "
           f"retransmitted {report['retransmitted_packets']}, naks {report['naks_received']}, "
@@ -333,7 +296,7 @@ def test_cli_net_up_then_traffic_allreduce(no_leftovers, tmp_path):
 
 @pytest.mark.mininet
 @pytest.mark.skipif(not shutil.which("tshark"), reason="tshark not installed")
-def test_switch_port_pcap_dissects_as_roce_in_tshark(no_leftovers, p4_fabric_with_pcaps, tmp_path):
+def test_switch_port_pcap_dissects_as_roce_in_tshark(p4_fabric_with_pcaps, tmp_path):
     fabric, log_dir = p4_fabric_with_pcaps
     src, dst = fabric.net.get("h1"), fabric.net.get("h3")  # h3 is on leaf1: the frames cross a spine
     graph = fabric.topo.graph()

@@ -21,7 +21,8 @@ Two sources of hosts:
 import os
 import shutil
 import subprocess
-from dataclasses import dataclass
+import threading
+from dataclasses import dataclass, replace
 from typing import Callable, Optional
 
 from testbed.emulation.state import DEFAULT_STATE_FILE, read_state
@@ -160,3 +161,48 @@ def stop_processes(processes, timeout=5.0):
                     stream.close()
                 except OSError:
                     pass
+
+
+class ProcessRegistry:
+    """Remembers every traffic process started in the hosts, to kill them on abort."""
+
+    def __init__(self):
+        self._processes = []
+        self._lock = threading.Lock()
+        self._closed = False
+
+    def wrap(self, handle):
+        """Return a copy of a HostHandle whose launcher registers each process it starts."""
+        launch = handle.launcher
+
+        def launcher(argv, **kwargs):
+            with self._lock:
+                if self._closed:
+                    raise EmulationError("the run is stopping: no new traffic process")
+                process = launch(argv, **kwargs)
+                self._processes.append(process)
+            return process
+
+        return replace(handle, launcher=launcher)
+
+    def kill_all(self):
+        """Refuse new processes from now on; SIGKILL every registered one still running and reap it."""
+        with self._lock:
+            self._closed = True
+            processes = list(self._processes)
+        for process in processes:
+            if process.poll() is None:
+                try:
+                    process.kill()
+                except OSError:
+                    pass
+        for process in processes:
+            try:
+                process.wait(timeout=5)
+            except Exception:  # noqa: BLE001 - best effort during teardown
+                pass
+
+    def running(self):
+        """Number of registered processes still running."""
+        with self._lock:
+            return sum(1 for process in self._processes if process.poll() is None)

@@ -33,7 +33,7 @@ echo "deb ${P4LANG_REPO}/ /" > /etc/apt/sources.list.d/home-p4lang.list
 apt-get update -q
 apt-get install -y -q p4lang-p4c p4lang-bmv2 p4lang-pi
 
-for tool in p4c p4c-bm2-ss simple_switch_grpc; do
+for tool in p4c p4c-bm2-ss simple_switch_grpc simple_switch_CLI; do
   if ! command -v "$tool" >/dev/null 2>&1; then
     echo "provision.sh: $tool is missing after installing the P4 packages" >&2
     exit 1

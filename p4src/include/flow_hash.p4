@@ -7,7 +7,10 @@
  *   entropy    the BTH destination QP of RoCEv2 packets when the program
  *              #defines LB_HASH_DEST_QP before including this file (E-ECMP,
  *              seed 004 section 4.2.2), else 0;
- *   seed       MyIngress.hash_seed[0], written by the controller at run time;
+ *   seed       the hash seed: the argument of MyIngress.set_lb_params, the
+ *              default action of the keyless parameter table MyIngress.lb_params
+ *              (0 until the controller modifies that default entry over
+ *              P4Runtime; testbed/modes.py describes the parameter);
  *   flow_hash  crc32 over the 5-tuple and entropy, independent of the seed;
  *   slot       flow_hash mod FLOW_SLOTS: the flow's cell in per-flow registers.
  * FlowSalt (after FlowHash, and after the program set meta.lb.flowlet_id if
@@ -44,7 +47,17 @@ const bit<32> SALT_MULTIPLIER = 0x9E3779B1;   /* odd: 2^32 / golden ratio */
     meta.lb.salt       : selector;
 
 control FlowHash(in headers_t hdr, inout metadata_t meta) {
-    @name(".MyIngress.hash_seed") register<bit<32>>(1) hash_seed;
+    @name(".MyIngress.set_lb_params")
+    action set_lb_params(bit<32> hash_seed) {
+        meta.lb.seed = hash_seed;
+    }
+
+    /* run-time parameters: a keyless table whose default entry the controller modifies */
+    @name(".MyIngress.lb_params")
+    table lb_params {
+        actions = { set_lb_params; }
+        default_action = set_lb_params(0);
+    }
 
     apply {
         meta.lb.entropy = 0;
@@ -53,7 +66,7 @@ control FlowHash(in headers_t hdr, inout metadata_t meta) {
             meta.lb.entropy = hdr.bth.dstQP;
         }
 #endif
-        hash_seed.read(meta.lb.seed, 0);
+        lb_params.apply();
         hash(meta.lb.flow_hash, HashAlgorithm.crc32, 32w0,
              { meta.flow.src_addr, meta.flow.dst_addr, meta.flow.protocol,
                meta.flow.src_port, meta.flow.dst_port, meta.lb.entropy },

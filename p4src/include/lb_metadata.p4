@@ -12,7 +12,7 @@ struct lb_metadata_t {
     bit<1>  routed;         /* routing.p4 (Ipv4Routing): 1 when ipv4_lpm hit */
     /* flow_hash.p4 (FlowHash) */
     bit<24> entropy;        /* extra hashed field: the BTH destination QP (E-ECMP) or 0 */
-    bit<32> seed;           /* MyIngress.hash_seed[0] */
+    bit<32> seed;           /* the hash seed (parameter table MyIngress.lb_params) */
     bit<32> flow_hash;      /* crc32 of the 5-tuple and entropy (not seeded) */
     bit<32> salt;           /* seed-dependent, non-linear mix of flow_hash (a selector key) */
     bit<32> slot;           /* index of the flow's cell in per-flow registers */

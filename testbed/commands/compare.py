@@ -29,6 +29,7 @@ def run(args):
     from testbed.errors import ParameterError
     from testbed.experiment.compare import compare_modes
     from testbed.experiment.spec import load_spec
+    from testbed.modes import PARAMETERS
 
     modes = [mode.strip() for mode in args.modes.split(",") if mode.strip()]
     if not modes:
@@ -40,15 +41,15 @@ def run(args):
     sweep = None
     if args.sweep is not None:
         param, sep, text = args.sweep.partition("=")
-        try:
-            values = [float(value) for value in text.split(",") if value.strip()]
-        except ValueError:
-            values = []
-        if not sep or not values or any(value <= 0 for value in values):
-            raise ParameterError("--sweep", args.sweep, "PARAM=V1,V2,... with numbers > 0")
+        param = param.strip()
+        if not sep or param not in PARAMETERS:
+            raise ParameterError("--sweep", args.sweep, "PARAM=V1,V2,... with PARAM one of: " + ", ".join(PARAMETERS))
+        values = [PARAMETERS[param].check(value, f"--sweep {param}", text=True) for value in text.split(",") if value.strip()]
+        if not values:
+            raise ParameterError("--sweep", args.sweep, f"PARAM=V1,V2,... with values {PARAMETERS[param].allowed()}")
         if len(modes) != 1:
             raise ParameterError("--modes", args.modes, "exactly one mode with --sweep")
-        sweep = (param.strip(), [int(v) if v == int(v) else v for v in values])
+        sweep = (param, values)
     progress = _headlines_only if args.quiet else print
     if sweep is not None:
         from testbed.experiment.compare import sweep_mode_param

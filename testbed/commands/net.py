@@ -4,7 +4,8 @@ import os
 import signal
 import time
 
-from testbed.emulation.network import FabricNetwork, termination_as_interrupt
+from testbed.controllers.kinds import CONTROLLER_KINDS
+from testbed.emulation.network import termination_as_interrupt
 from testbed.emulation.state import DEFAULT_STATE_FILE, read_state
 from testbed.errors import ParameterError
 
@@ -26,10 +27,17 @@ def register(subparsers):
     up.add_argument("--switch", default=None,
                     help="switch kind: bridge (Linux bridge, no P4), embedded or bmv2 "
                     "(default: the P4 target when --program is given, else bridge)")
-    up.add_argument("--program", help="P4 program to run on every switch (p4src/NAME.p4 or a path)")
+    up.add_argument("--program", help="P4 program to run on every switch: a mode (ecmp, eecmp, spray, flowlet, "
+                    "pinning), p4src/NAME.p4 or a path")
     up.add_argument("--target", choices=("auto", "embedded", "bmv2"), default="auto",
                     help="P4 target when --program is given (default: bmv2 if installed, else embedded)")
+    up.add_argument("--controller", choices=CONTROLLER_KINDS, default="none",
+                    help="who programs routes: none (once, never changed; default), static (in-process, "
+                    "reroutes after failures applied through the testbed API), osken (the os-ken apps)")
     up.add_argument("--shape-links", action="store_true", help="shape links to their capacity with tc htb")
+    up.add_argument("--pcap", action="store_true", help="per-port pcaps next to the switch logs")
+    up.add_argument("--packet-log", action="store_true", help="BMv2's per-packet log (slow; off by default)")
+    up.add_argument("--log-dir", default=None, help="switch logs (default: a temporary folder removed at exit)")
     up.add_argument("--test", choices=("pingall", "none"), default="none", help="run a test once up")
     up.add_argument("--no-cli", action="store_true", help="do not open the Mininet CLI")
     up.add_argument("--hold", type=float, default=None, metavar="SECONDS",
@@ -50,61 +58,37 @@ def register(subparsers):
     down.set_defaults(func=run_down)
 
 
-def choose_switch(args):
-    """Return the switch kind and its options for ``net up``'s arguments.
-
-    Raises:
-        ParameterError: a P4 switch without --program, the bridge with
-            --program, or an unknown / unavailable P4 target.
-    """
-    from testbed.targets import resolve_target
-
-    if args.program is None:
-        if args.switch not in (None, "bridge"):
-            raise ParameterError("--program", None, "a P4 program path when --switch is a P4 target")
-        return "bridge", {}
-    if args.switch == "bridge":
-        raise ParameterError("--switch", "bridge", "embedded or bmv2 with --program")
-    return resolve_target(args.switch or args.target), {"program": args.program}
-
-
-def program_routes(fabric, program, target):
-    """Push ``program`` and the fabric's routes to every switch; returns the programmer (open)."""
-    from testbed.controllers.fabric_programmer import programmer_for_network
-    from testbed.targets import pipeline_config
-
-    programmer = programmer_for_network(fabric, pipeline_config(program, target))
-    programmer.connect()
-    entries = programmer.program()
-    print(f"programmed {len(programmer.clients)} switches over P4Runtime: {entries} route entries")
-    return programmer
-
-
 def run_up(args):
-    """Build the fabric, run the optional test and the CLI, always tear down."""
+    """Build and program the fabric, run the optional test and the CLI, always tear down."""
     from mininet.cli import CLI
-    from testbed.topologies.registry import make_topology, parse_key_values
 
-    topo = make_topology(args.kind, **parse_key_values(args.params))
-    switch, switch_params = choose_switch(args)
-    fabric = FabricNetwork(topo, switch=switch, switch_params=switch_params,
-                           shape_links=args.shape_links, state_file=args.state_file,
-                           log_level="info" if args.verbose else "warning",
-                           publish_on_start=not args.program)
+    from testbed.fabrics import Fabric
+    from testbed.topologies.registry import parse_key_values
+
+    if args.program is None and args.switch not in (None, "bridge"):
+        raise ParameterError("--program", None, "a P4 program (or mode) when --switch is a P4 target")
+    if args.program is not None and args.switch == "bridge":
+        raise ParameterError("--switch", "bridge", "embedded or bmv2 with --program")
+    fabric = Fabric(args.kind, program=args.program, target=args.switch or args.target,
+                    controller=args.controller, shape_links=args.shape_links, state_file=args.state_file,
+                    packet_log=args.packet_log, pcap=args.pcap, log_dir=args.log_dir, progress=print,
+                    log_level="info" if args.verbose else "warning",
+                    **parse_key_values(args.params))
     status = 0
-    programmer = None
     with termination_as_interrupt():
         try:
             fabric.start()
-            print(f"{topo.kind}: {len(fabric.hosts)} hosts, {len(fabric.switches)} {switch} switches up "
-                  f"(state in {args.state_file})")
-            if args.program:
-                programmer = program_routes(fabric, args.program, switch)
-                fabric.publish_state()  # only now may `testbed traffic` use the fabric
+            print(f"{fabric.topo.kind}: {len(fabric.hosts)} hosts, {len(fabric.switches)} {fabric.target} switches "
+                  f"up (state in {args.state_file})")
+            if fabric.controller is not None:
+                print(f"programmed {len(fabric.switches)} switches over P4Runtime: "
+                      f"{fabric.controller.entries_written} route entries")
             if args.test == "pingall":
-                loss = fabric.net.pingAll(timeout=2)
-                print(f"pingall: {loss:.1f}% dropped")
-                status = 0 if loss == 0 else 1
+                pairs = len(fabric.hosts) * (len(fabric.hosts) - 1)
+                unreachable = fabric.unreachable_pairs(timeout_s=2)
+                print(f"pingall: {100.0 * len(unreachable) / max(1, pairs):.1f}% dropped "
+                      f"({len(unreachable)} of {pairs} pairs unreachable)")
+                status = 0 if not unreachable else 1
             if not args.no_cli:
                 CLI(fabric.net)
             elif args.hold is not None:
@@ -116,8 +100,6 @@ def run_up(args):
         except KeyboardInterrupt:
             print("interrupted: tearing the network down")
         finally:
-            if programmer is not None:
-                programmer.close()
             fabric.stop()
     return status
 

@@ -5,6 +5,12 @@ lists network namespaces, Mininet-style interfaces (``<node>-eth<N>``), the
 processes emulation starts (Mininet node shells, switch daemons, BMv2,
 os-ken managers) and the testbed's state file; ``cleanup()`` removes them.
 ``testbed cleanup`` calls it; tests compare ``leftovers()`` before and after.
+
+Ownership: :func:`mark_owner` puts ``TESTBED_OWNER=<pid>`` into the
+environment of the process that builds a network, so every process started
+for it (node shells, switches, controllers, traffic) inherits the mark.
+``leftovers(owner=pid)`` lists only that owner's processes, which is how a
+test checks its own leftovers while other work runs on the machine.
 """
 import os
 import re
@@ -13,6 +19,7 @@ import subprocess
 import time
 
 STATE_DIR = "/run/testbed"
+OWNER_ENV = "TESTBED_OWNER"
 INTERFACE_PATTERN = re.compile(r"^[-_.A-Za-z0-9]+-eth[0-9]+$")
 # Command lines of processes that belong to an emulated network.
 PROCESS_PATTERNS = (
@@ -45,8 +52,35 @@ def mininet_interfaces():
     return sorted(names)
 
 
-def emulation_processes():
-    """Return ``[(pid, command line)]`` of processes an emulated network started."""
+def mark_owner():
+    """Mark this process as the owner of what it starts (``TESTBED_OWNER``, inherited); return the owner.
+
+    A process started by an owner (``testbed run`` inside a test) keeps the outer owner.
+    """
+    return os.environ.setdefault(OWNER_ENV, str(os.getpid()))
+
+
+def process_owner(pid):
+    """The ``TESTBED_OWNER`` mark in a process's environment, or None."""
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as handle:
+            environ = handle.read().split(b"\0")
+    except OSError:
+        return None
+    prefix = OWNER_ENV.encode() + b"="
+    for item in environ:
+        if item.startswith(prefix):
+            return item[len(prefix):].decode(errors="replace")
+    return None
+
+
+def emulation_processes(owner=None):
+    """Return ``[(pid, command line)]`` of processes an emulated network started.
+
+    Args:
+        owner: only processes carrying this ``TESTBED_OWNER`` mark (any process of
+            that owner, pattern or not); None: every process matching the known patterns.
+    """
     found = []
     own = os.getpid()
     for entry in os.listdir("/proc"):
@@ -57,13 +91,21 @@ def emulation_processes():
                 cmdline = handle.read().replace(b"\0", b" ").decode(errors="replace").strip()
         except OSError:
             continue
-        if cmdline and any(pattern.search(cmdline) for pattern in PROCESS_PATTERNS):
+        if not cmdline:
+            continue  # kernel threads, zombies
+        if owner is not None:
+            if process_owner(entry) == str(owner):
+                found.append((int(entry), cmdline))
+        elif any(pattern.search(cmdline) for pattern in PROCESS_PATTERNS):
             found.append((int(entry), cmdline))
     return sorted(found)
 
 
-def leftovers():
+def leftovers(owner=None):
     """Return everything an emulated network may leave behind, by kind.
+
+    Args:
+        owner: list only the processes of this ``TESTBED_OWNER`` (see :func:`mark_owner`).
 
     Returns:
         dict: ``{"netns": [...], "interfaces": [...], "processes": [(pid, cmd)],
@@ -75,7 +117,7 @@ def leftovers():
     return {
         "netns": network_namespaces(),
         "interfaces": mininet_interfaces(),
-        "processes": emulation_processes(),
+        "processes": emulation_processes(owner),
         "state_files": state_files,
     }
 

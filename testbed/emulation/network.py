@@ -21,12 +21,16 @@ import os
 import shutil
 import signal
 import tempfile
+import threading
 
 from mininet.log import setLogLevel
 from mininet.net import Mininet
 
+from testbed.embedded_switch.port_control import check_impairment
+from testbed.emulation.cleanup import mark_owner
 from testbed.emulation.hosts import FabricHost
 from testbed.emulation.links import FabricLink
+from testbed.emulation.netem import netem_available
 from testbed.emulation.state import DEFAULT_STATE_FILE, write_state
 from testbed.emulation.switches import BridgeSwitch
 from testbed.errors import EmulationError, ParameterError
@@ -49,16 +53,38 @@ def switch_classes():
 
 @contextlib.contextmanager
 def termination_as_interrupt():
-    """Turn SIGTERM and SIGHUP into KeyboardInterrupt inside the block.
+    """Turn SIGTERM and SIGHUP into KeyboardInterrupt inside the block (main thread only).
 
     So ``finally`` clauses (network teardown) run when a run is killed
-    politely, exactly as they do on Ctrl-C.
+    politely, exactly as they do on Ctrl-C.  Outside the main thread (where
+    Python cannot set signal handlers) it does nothing.
     """
 
     def interrupt(signum, _frame):
         raise KeyboardInterrupt(f"signal {signum}")
 
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
     previous = {sig: signal.signal(sig, interrupt) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+@contextlib.contextmanager
+def signals_deferred():
+    """Ignore SIGINT/SIGTERM/SIGHUP inside the block (teardown must finish), then restore them.
+
+    Main thread only; elsewhere it does nothing.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    signals = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+    previous = {sig: signal.signal(sig, signal.SIG_IGN) for sig in signals}
     try:
         yield
     finally:
@@ -117,6 +143,7 @@ class FabricNetwork:
             EmulationError: Mininet could not build or start the network.
         """
         setLogLevel(self.log_level)
+        mark_owner()  # every process started for this network inherits the mark (cleanup, leftover checks)
         params = dict(self.switch_params)
         if self.switch_kind != "bridge":
             if self.log_dir is None:
@@ -210,8 +237,7 @@ class FabricNetwork:
         """
         if status not in ("up", "down"):
             raise ParameterError("status", status, "up or down")
-        if not self.net.linksBetween(self.net.get(a), self.net.get(b)):
-            raise ParameterError("link", f"{a}-{b}", "a pair of directly linked nodes")
+        self._links_between(a, b)
         self.net.configLinkStatus(a, b, status)
 
     def impair_link(self, a, b, loss, delay_ms=0.0):
@@ -230,16 +256,8 @@ class FabricNetwork:
             ParameterError: bad loss/delay, or no link between the nodes.
             EmulationError: a switch end cannot impair its ports (BMv2, bridge: netem is needed).
         """
-        from testbed.embedded_switch.port_control import check_impairment
-
         check_impairment(loss, delay_ms)
-        names = {node.name for node in self.net.hosts + self.net.switches}
-        for name in (a, b):
-            if name not in names:
-                raise ParameterError("link", f"{a}-{b}", "a pair of directly linked nodes", f"no node {name}")
-        links = self.net.linksBetween(self.net.get(a), self.net.get(b))
-        if not links:
-            raise ParameterError("link", f"{a}-{b}", "a pair of directly linked nodes")
+        links = self._links_between(a, b)
         switches = set(self.net.switches)
         ends = []
         for link in links:
@@ -253,6 +271,70 @@ class FabricNetwork:
         for switch, port in ends:
             switch.set_port_impairment(port, loss=loss, delay_ms=delay_ms)
         return [(switch.name, port) for switch, port in ends]
+
+    def set_link_loss(self, a, b, loss, delay_ms=0.0):
+        """Make every link between ``a`` and ``b`` lossy (and slow) in both directions.
+
+        Uses the kernel's ``netem`` qdisc on both interfaces where the kernel has it,
+        else the embedded switches' ports (:meth:`impair_link`).
+
+        Args:
+            a, b: directly linked node names.
+            loss: drop probability in [0, 1] (0 with ``delay_ms=0`` clears the impairment).
+            delay_ms: added one-way delay in milliseconds.
+
+        Returns:
+            str: the mechanism used, ``"netem"`` or ``"embedded-port"``.
+
+        Raises:
+            ParameterError: bad values or no such link.
+            EmulationError: neither netem nor the switch ports can impair this link (BMv2 without netem).
+        """
+        check_impairment(loss, delay_ms)
+        links = self._links_between(a, b)
+        if not netem_available():
+            self.impair_link(a, b, loss, delay_ms)
+            return "embedded-port"
+        for link in links:
+            for intf in (link.intf1, link.intf2):
+                if loss == 0 and delay_ms == 0:
+                    intf.node.cmd(f"tc qdisc del dev {intf.name} root")
+                    continue
+                result = intf.node.cmd(f"tc qdisc replace dev {intf.name} root netem "
+                                       f"loss {loss * 100:.4f}% delay {delay_ms:.3f}ms")
+                if result.strip():
+                    raise EmulationError(f"netem on {intf.name}: {result.strip()}")
+        return "netem"
+
+    def crash_switch(self, name):
+        """Kill a P4 switch's process (SIGKILL), as a crash would.
+
+        Returns:
+            list: the links (frozensets of node names) that died with it.
+
+        Raises:
+            ParameterError: no such switch.
+            EmulationError: the switch has no running process.
+        """
+        switches = {switch.name: switch for switch in self.net.switches}
+        if name not in switches:
+            raise ParameterError("switch", name, "one of: " + ", ".join(sorted(switches)))
+        process = getattr(switches[name], "process", None)
+        if process is None or process.poll() is not None:
+            raise EmulationError(f"switch {name} has no running process to crash")
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait(timeout=10)
+        return [frozenset((a, b)) for a, b in self.topo.graph().edges(name)]
+
+    def _links_between(self, a, b):
+        names = {node.name for node in self.net.hosts + self.net.switches}
+        for name in (a, b):
+            if name not in names:
+                raise ParameterError("link", f"{a}-{b}", "a pair of directly linked nodes", f"no node {name}")
+        links = self.net.linksBetween(self.net.get(a), self.net.get(b))
+        if not links:
+            raise ParameterError("link", f"{a}-{b}", "a pair of directly linked nodes")
+        return links
 
     def describe(self):
         """Return the JSON-able description written to the state file."""

@@ -8,6 +8,7 @@ The pipeline is pushed afterwards by a controller over P4Runtime
 (SetForwardingPipelineConfig), as with ``simple_switch_grpc --no-p4``.
 """
 import os
+import re
 import shutil
 import signal
 import socket
@@ -22,6 +23,7 @@ from testbed.emulation.logs import log_tail
 from testbed.errors import EmulationError
 
 GRPC_BASE_PORT = 50000
+THRIFT_BASE_PORT = 9090  # BMv2's Thrift runtime port (its default); each switch gets 9090 + device id
 DEFAULT_CPU_PORT = 255  # the CPU_PORT_ID of p4src/include/headers.p4
 READY_TIMEOUT_S = 60.0
 UNIX_PATH_MAX = 107  # sun_path holds 108 bytes with the terminating NUL
@@ -148,6 +150,16 @@ class P4Switch(Switch):
                 "cpu_port": self.cpu_port, "log": self.log_path, "program": self.program,
                 "process_pid": self.process.pid if self.process else None}
 
+    def read_register(self, name, index=None, client=None):
+        """A register's cells (list) or one cell (int) (subclasses).
+
+        Args:
+            name: the register's P4Info name.
+            index: one cell, or None for all.
+            client: a P4Runtime session to this switch (targets that serve register reads use it).
+        """
+        raise NotImplementedError
+
     def set_port_impairment(self, port, loss=0.0, delay_ms=0.0):
         """Drop (probability ``loss``) and delay (``delay_ms``) frames leaving ``port``.
 
@@ -201,6 +213,16 @@ class EmbeddedP4Switch(P4Switch):
         entry["control_path"] = self.control_path
         return entry
 
+    def read_register(self, name, index=None, client=None):
+        """Read a register over P4Runtime (the embedded server implements RegisterEntry reads).
+
+        Raises:
+            EmulationError: no P4Runtime session was given.
+        """
+        if client is None:
+            raise EmulationError(f"switch {self.name}: reading a register needs a P4Runtime session")
+        return client.read_register(name, index)
+
     def set_port_impairment(self, port, loss=0.0, delay_ms=0.0):
         """Drop (probability ``loss``) and delay (``delay_ms``) the frames leaving ``port``.
 
@@ -233,10 +255,27 @@ class EmbeddedP4Switch(P4Switch):
 
 
 class BMv2Switch(P4Switch):
-    """A switch running BMv2 ``simple_switch_grpc --no-p4`` (needs BMv2 installed)."""
+    """A switch running BMv2 ``simple_switch_grpc --no-p4`` (needs BMv2 installed).
+
+    Args (besides :class:`P4Switch`'s):
+        thrift_port: BMv2's Thrift runtime port (default 9090 + device id; every
+            BMv2 process binds one, so switches of one fabric need distinct ports).
+        packet_log: write BMv2's per-packet log to ``<log_dir>/<name>.bmv2`` (flushed per
+            line; it slows BMv2 down several times, so it is off unless asked for).
+
+    BMv2's P4Runtime server (p4lang/PI ``proto/frontend/src/device_mgr.cpp``) answers
+    UNIMPLEMENTED to RegisterEntry reads and writes; :meth:`read_register` therefore
+    uses BMv2's own runtime interface (``simple_switch_CLI`` over Thrift).
+    """
 
     target_name = "bmv2"
     binary = "simple_switch_grpc"
+    cli = "simple_switch_CLI"
+
+    def __init__(self, name, log_dir=None, thrift_port=None, packet_log=False, **params):
+        super().__init__(name, log_dir=log_dir, **params)
+        self.thrift_port = thrift_port if thrift_port is not None else THRIFT_BASE_PORT + self.device_id
+        self.packet_log = packet_log
 
     @classmethod
     def available(cls):
@@ -245,8 +284,9 @@ class BMv2Switch(P4Switch):
 
     def command(self):
         """argv of ``simple_switch_grpc`` for this switch."""
-        argv = [self.binary, "--device-id", str(self.device_id), "--log-file",
-                os.path.join(self.log_dir, f"{self.name}.bmv2"), "--log-flush"]
+        argv = [self.binary, "--device-id", str(self.device_id), "--thrift-port", str(self.thrift_port)]
+        if self.packet_log:
+            argv += ["--log-file", os.path.join(self.log_dir, f"{self.name}.bmv2"), "--log-flush"]
         for port, interface in self.port_interfaces().items():
             argv += ["-i", f"{port}@{interface}"]
         if self.pcap:
@@ -254,6 +294,59 @@ class BMv2Switch(P4Switch):
         argv += ["--no-p4", "--", "--grpc-server-addr", f"0.0.0.0:{self.grpc_port}",
                  "--cpu-port", str(self.cpu_port)]
         return argv
+
+    def describe(self):
+        """The state file entry, with the Thrift port."""
+        entry = super().describe()
+        entry["thrift_port"] = self.thrift_port
+        return entry
+
+    def read_register(self, name, index=None, client=None):
+        """Read a register through ``simple_switch_CLI --thrift-port``.
+
+        Raises:
+            EmulationError: the CLI is missing or reports an error.
+        """
+        if shutil.which(self.cli) is None:
+            raise EmulationError(f"switch {self.name}: {self.cli} is not on PATH (BMv2 register reads need it)")
+        command = f"register_read {name}" + (f" {int(index)}" if index is not None else "") + "\n"
+        result = subprocess.run([self.cli, "--thrift-port", str(self.thrift_port)], input=command,
+                                capture_output=True, text=True, timeout=30, check=False)
+        return parse_register_read(result.stdout, name, index)
+
+
+def parse_register_read(output, name, index=None):
+    """The value(s) ``simple_switch_CLI``'s ``register_read`` printed.
+
+    BMv2's runtime_CLI prints ``NAME[INDEX]= VALUE`` for one cell and
+    ``NAME= V0, V1, ...`` for a whole register (its ``do_register_read``);
+    errors are printed as text without that form.
+
+    Args:
+        output: what the CLI printed (its prompts included).
+        name: the register name asked for.
+        index: the cell asked for, or None.
+
+    Returns:
+        int for one cell, list of int for the whole register.
+
+    Raises:
+        EmulationError: the output holds no value (the CLI's error text is included).
+
+    >>> parse_register_read("RuntimeCmd: MyIngress.r[3]=  42\\nRuntimeCmd: ", "MyIngress.r", 3)
+    42
+    >>> parse_register_read("RuntimeCmd: MyIngress.r= 0, 7, 9\\n", "MyIngress.r")
+    [0, 7, 9]
+    """
+    if index is not None:
+        found = re.search(re.escape(name) + r"\[" + str(int(index)) + r"\]=\s*(\d+)", output)
+        if found:
+            return int(found.group(1))
+    else:
+        found = re.search(re.escape(name) + r"=\s*([\d,\s]+)", output)
+        if found and found.group(1).strip():
+            return [int(value) for value in found.group(1).replace(",", " ").split()]
+    raise EmulationError(f"register_read {name}: unexpected simple_switch_CLI output: {output.strip()[-500:]}")
 
 
 SWITCH_KINDS = {"embedded": EmbeddedP4Switch, "bmv2": BMv2Switch}

@@ -1,7 +1,6 @@
 """Declarative experiments: a YAML spec in, a fabric run, results (JSON, CSV, PNG) out.
 
 * :mod:`testbed.experiment.spec`: load and validate a spec (errors name the field path).
-* :mod:`testbed.experiment.modes`: the load-balancing modes and the P4 program of each.
 * :mod:`testbed.experiment.runner`: ``run_experiment(spec, out_dir)`` builds the fabric, starts
   switches and controller, runs traffic, applies the failure schedule, collects counters and
   receiver reports and always tears down.

@@ -138,15 +138,16 @@ def sweep_mode_param(spec, param, values, mode=None, out_dir=None, target=None, 
         list[dict]: the table rows.
 
     Raises:
-        ParameterError: unknown parameter or mode.
+        ParameterError: unknown parameter or mode, or a value out of the parameter's range.
     """
     from dataclasses import replace
 
     from testbed.errors import ParameterError
-    from testbed.experiment.modes import MODE_PARAMETERS
+    from testbed.modes import PARAMETERS
 
-    if param not in MODE_PARAMETERS:
-        raise ParameterError("--sweep", param, "one of: " + ", ".join(MODE_PARAMETERS))
+    if param not in PARAMETERS:
+        raise ParameterError("--sweep", param, "one of: " + ", ".join(PARAMETERS))
+    values = [PARAMETERS[param].check(value, f"--sweep {param}") for value in values]
     mode = mode or spec.mode
     base = spec.with_mode(mode) if mode else spec
     out_dir = os.path.abspath(out_dir or (spec.out_dir.rstrip("/") + f"-sweep-{param}"))

@@ -10,24 +10,20 @@ or SIGTERM.  It then writes results.json, link_load.csv and the plots into
 the output folder (see :mod:`testbed.experiment.results`), with
 ``status`` ``ok``, ``error`` or ``interrupted``.
 """
-import contextlib
 import datetime
 import os
-import signal
-import threading
 import time
 
-from testbed.emulation.network import FabricNetwork, termination_as_interrupt
+from testbed.emulation.network import signals_deferred, termination_as_interrupt
 from testbed.errors import EmulationError, TestbedError
 from testbed.experiment import analysis, plots, results as results_module
-from testbed.experiment.control import make_controller
 from testbed.experiment.counters import link_loads, read_port_counters, uplink_loads
 from testbed.experiment.failures import FailureScheduler
 from testbed.experiment.spec import ExperimentSpec, check_capabilities, load_spec
-from testbed.experiment.traffic_jobs import ProcessRegistry, TrafficJob, host_handles
-from testbed.targets import pipeline_config, resolve_target
+from testbed.experiment.traffic_jobs import TrafficJob
+from testbed.fabrics import spec_fabric
+from testbed.targets import resolve_target
 
-STATE_DIR = "/run/testbed"
 START_MARGIN_S = 0.3
 PROGRESS_EVERY_S = 1.0
 DRAIN_TIMEOUT_S = 120.0
@@ -66,39 +62,10 @@ def _base_record(spec, target):
     }
 
 
-def _switch_params(spec, target):
-    """Options of every switch: the program, and for the embedded target the run's seed."""
-    params = {"program": spec.program}
-    if target == "embedded":
-        params["seed"] = spec.seed
-    return params
-
-
 def _open_readers(fabric, skip=()):
-    """Backup (read-only) P4Runtime sessions to every switch, for counters."""
-    from testbed.p4runtime.client import P4RuntimeClient
-
-    readers = {}
-    for switch in fabric.switches:
-        if switch.name in skip or not hasattr(switch, "grpc_address"):
-            continue
-        readers[switch.name] = P4RuntimeClient(switch.grpc_address, device_id=switch.device_id,
-                                               election_id=None)
-    return readers
-
-
-def _check_switches(fabric, crashed):
-    for switch in fabric.switches:
-        if switch.name not in crashed and hasattr(switch, "check_alive"):
-            switch.check_alive()
-
-
-def _required_params(spec):
-    from testbed.experiment.modes import MODES
-
-    if spec.mode is None:
-        return ()
-    return tuple(name for name in MODES[spec.mode].parameters if name != "hash_seed" and name in spec.mode_params)
+    """A P4Runtime session to every P4 switch, for counters (the controller's, or a backup one)."""
+    return {switch.name: fabric.client(switch.name) for switch in fabric.switches
+            if switch.name not in skip and hasattr(switch, "grpc_address")}
 
 
 def run_experiment(spec, out_dir=None, target=None, progress=print, state_file=None, log_dir=None):
@@ -110,7 +77,7 @@ def run_experiment(spec, out_dir=None, target=None, progress=print, state_file=N
         target: ``embedded``, ``bmv2`` or ``auto`` (default: the spec's ``target``).
         progress: called with one line of text per step (``print`` by default).
         state_file: write the running network's state file here (default: none, except for the
-            ``osken`` controller, which gets ``/run/testbed/experiment-<pid>.json``; removed at the end).
+            ``osken`` controller, which gets ``/run/testbed/fabric-<pid>.json``; removed at the end).
         log_dir: switch logs (default: ``<out_dir>/logs``).
 
     Returns:
@@ -129,58 +96,41 @@ def run_experiment(spec, out_dir=None, target=None, progress=print, state_file=N
     os.makedirs(out_dir, exist_ok=True)
     record = _base_record(spec, target)
     wall_start = time.monotonic()
-    fabric = controller = scheduler = None
+    fabric = scheduler = None
     readers = {}
     jobs = []
-    registry = ProcessRegistry()
     failure = None
     before = after = None
     end_ns = None
     with termination_as_interrupt():
         try:
             try:
-                progress(f"[{spec.name}] loading {os.path.basename(spec.program)} for the {target} target")
-                pipeline = pipeline_config(spec.program, target)
                 topo = spec.build_topology()
                 record["topology"].update(hosts=len(topo.hosts()), switches=len(topo.switches()),
                                           links=len(topo.link_records()))
-                progress(f"[{spec.name}] starting {topo.kind}: {len(topo.switches())} {target} switches, "
-                         f"{len(topo.hosts())} hosts")
-                if state_file is None and spec.controller.kind == "osken":
-                    # the os-ken app reads the network from a state file; a private one per run
-                    state_file = os.path.join(STATE_DIR, f"experiment-{os.getpid()}.json")
-                fabric = FabricNetwork(topo, switch=target, switch_params=_switch_params(spec, target),
-                                       shape_links=spec.topology.shape_links, state_file=state_file,
-                                       log_dir=log_dir or os.path.join(out_dir, "logs"))
-                try:
-                    fabric.start()
-                except EmulationError as error:
-                    if "File exists" in str(error) or "already in use" in str(error):
-                        raise EmulationError(f"{error} (another emulated network with the same node names or "
-                                             "P4Runtime ports is running: see `testbed net status`)") from error
-                    raise
-                progress(f"[{spec.name}] controller {spec.controller.kind}: pushing pipeline and routes")
-                controller = make_controller(spec)
-                controller.start(fabric, pipeline, spec, _required_params(spec), state_file=state_file,
-                                 log_path=os.path.join(out_dir, "controller.log"))
+                fabric = spec_fabric(spec, target=target, log_dir=log_dir or os.path.join(out_dir, "logs"),
+                                     state_file=state_file, controller_log=os.path.join(out_dir, "controller.log"),
+                                     progress=lambda line: progress(f"[{spec.name}] {line}"))
+                fabric.start()
+                pipeline = fabric.pipeline
                 readers = _open_readers(fabric)
                 before = read_port_counters(readers, pipeline.p4info)
-                handles = host_handles(fabric, registry)
+                handles = fabric.host_handles()
                 t0_ns = time.time_ns() + int(START_MARGIN_S * 1e9)
                 record["t0_ns"] = t0_ns
-                controller.set_time_zero(t0_ns)
+                fabric.controller.set_time_zero(t0_ns)
                 jobs = [TrafficJob(index, entry, handles, t0_ns, spec.duration_s,
                                    os.path.join(out_dir, "traffic", f"entry-{index}"))
                         for index, entry in enumerate(spec.traffic)]
-                scheduler = FailureScheduler(fabric, spec.failures, controller, t0_ns, progress)
+                scheduler = FailureScheduler(fabric, spec.failures, t0_ns, progress)
                 progress(f"[{spec.name}] running {len(jobs)} traffic entries and {len(spec.failures)} failures "
                          f"for {spec.duration_s:g} s")
                 for job in jobs:
                     job.start()
                 scheduler.start()
-                _wait_for_run(spec, fabric, jobs, scheduler, t0_ns, progress)
+                _wait_for_run(spec, fabric, jobs, t0_ns, progress)
                 end_ns = time.time_ns()
-                after = read_port_counters(readers, pipeline.p4info, skip=scheduler.crashed)
+                after = read_port_counters(readers, pipeline.p4info, skip=fabric.crashed)
                 errors = [f"traffic[{job.index}]: {job.error}" for job in jobs if job.error]
                 if errors:
                     raise ExperimentFailed("; ".join(errors))
@@ -197,8 +147,9 @@ def run_experiment(spec, out_dir=None, target=None, progress=print, state_file=N
                 progress(f"[{spec.name}] error: {record['error']}")
         finally:
             # teardown and writing the results must finish even if Ctrl-C is pressed again
-            with _signals_deferred():
-                _teardown(scheduler, jobs, registry, readers, controller, fabric, progress, spec.name)
+            with signals_deferred():
+                controller = fabric.controller if fabric is not None else None
+                _teardown(scheduler, jobs, fabric, progress, spec.name)
                 end_ns = end_ns or time.time_ns()
                 try:
                     _fill_results(record, spec, fabric, scheduler, controller, jobs, before, after, end_ns)
@@ -219,7 +170,7 @@ def run_experiment(spec, out_dir=None, target=None, progress=print, state_file=N
     return record
 
 
-def _wait_for_run(spec, fabric, jobs, scheduler, t0_ns, progress):
+def _wait_for_run(spec, fabric, jobs, t0_ns, progress):
     """Block until the duration has passed and every job finished; watch the switches meanwhile."""
     end_ns = t0_ns + int(spec.duration_s * 1e9)
     last_report = 0.0
@@ -231,7 +182,7 @@ def _wait_for_run(spec, fabric, jobs, scheduler, t0_ns, progress):
             return
         if now >= hard_deadline:
             raise EmulationError(f"traffic did not finish {DRAIN_TIMEOUT_S:.0f} s after the run's end")
-        _check_switches(fabric, scheduler.crashed)
+        fabric.check_switches()
         failed = [job for job in jobs if job.error and not job.is_alive()]
         if failed:
             raise ExperimentFailed(f"traffic[{failed[0].index}]: {failed[0].error}")
@@ -242,33 +193,15 @@ def _wait_for_run(spec, fabric, jobs, scheduler, t0_ns, progress):
         time.sleep(0.1)
 
 
-@contextlib.contextmanager
-def _signals_deferred():
-    """Ignore SIGINT/SIGTERM/SIGHUP inside the block (teardown must finish), then restore them."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    signals = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-    previous = {sig: signal.signal(sig, signal.SIG_IGN) for sig in signals}
-    try:
-        yield
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-
-
-def _teardown(scheduler, jobs, registry, readers, controller, fabric, progress, name):
+def _teardown(scheduler, jobs, fabric, progress, name):
     """Stop everything started, in reverse order; never raises."""
     steps = []
     if scheduler is not None:
         steps.append(("failure scheduler", lambda: (scheduler.cancel(), scheduler.join(timeout=15))))
-    steps.append(("traffic", lambda: ([job.cancel() for job in jobs], registry.kill_all(),
-                                      [job.join(timeout=15) for job in jobs if job.is_alive()])))
-    steps.append(("counter sessions", lambda: [client.close() for client in readers.values()]))
-    if controller is not None:
-        steps.append(("controller", controller.stop))
+    steps.append(("traffic", lambda: [job.cancel() for job in jobs]))
     if fabric is not None:
-        steps.append(("network", fabric.stop))
+        steps.append(("fabric", fabric.stop))  # kills the traffic processes, then controller and network
+    steps.append(("traffic threads", lambda: [job.join(timeout=15) for job in jobs if job.is_alive()]))
     for label, step in steps:
         try:
             step()

@@ -7,7 +7,7 @@ A spec (every field but ``name`` and ``seed`` has a default)::
     topology: {kind: clos, params: {leaves: 2, spines: 2, hosts_per_leaf: 2}, shape_links: false}
     target: auto                        # auto | embedded | bmv2
     mode: ecmp                          # ecmp | eecmp | spray | flowlet | pinning  (or program: PATH)
-    mode_params: {flowlet_interval_us: 500, hash_seed: 3}
+    mode_params: {flowlet_interval_us: 500, hash_seed: 3}   # testbed/modes.py PARAMETERS: ranges, P4 tables
     controller: {kind: static, detection_delay_ms: 50}   # static | none | osken
     traffic:
       - {pattern: stream, hosts: [h1, h3, h2, h4], size_bytes: 65536, qps: 2,
@@ -43,18 +43,18 @@ import copy
 import hashlib
 import os
 import random
-import subprocess
 from dataclasses import asdict, dataclass, field, replace
 from typing import List, Optional, Tuple
 
 import yaml
 
+from testbed import modes as mode_table
+from testbed.controllers.kinds import CONTROLLER_KINDS, DEFAULT_DETECTION_DELAY_MS
+from testbed.emulation.netem import netem_available
 from testbed.errors import ParameterError
-from testbed.experiment import modes as mode_table
 from testbed.targets import bmv2_available
 
 TARGETS = ("auto", "embedded", "bmv2")
-CONTROLLER_KINDS = ("static", "none", "osken")
 FAILURE_ACTIONS = ("link_down", "link_up", "switch_crash", "lossy_link")
 STREAM_PATTERN = "stream"
 QP_SCALING = ("roundrobin", "split")
@@ -62,7 +62,6 @@ UDP_SPORT_RULES = ("per_qp", "per_nic_pair")
 METRICS = ("link_load", "mmr", "goodput", "loss", "out_of_order", "recovery", "timeline", "controller")
 MAX_QPS = 255
 MAX_TRAFFIC_ENTRIES = 255
-DEFAULT_DETECTION_DELAY_MS = 50.0
 DEFAULT_RATE_MBPS = 10.0
 DEFAULT_SIZE_BYTES = 64 * 1024
 DEFAULT_MTU = 1024
@@ -181,7 +180,8 @@ class ExperimentSpec:
         target: ``auto``, ``embedded`` or ``bmv2``.
         mode: the load-balancing mode (None when ``program`` was given).
         program: absolute path of the P4 program to run.
-        mode_params: ``flowlet_interval_us``, ``hash_seed`` (derived from the seed when absent).
+        mode_params: run-time parameters (:data:`testbed.modes.PARAMETERS`), checked; ``hash_seed``
+            is derived from the seed when absent.
         controller: :class:`ControllerSpec`.
         traffic: list of :class:`TrafficSpec`.
         failures: list of :class:`FailureSpec`, sorted by time.
@@ -328,31 +328,28 @@ def _parse_program(data, seed):
         raise SpecError("program", program, "give either program or mode, not both", show_value=False)
     if program is not None:
         _string(program, "program")
-        path = program
-        if not os.path.isabs(path) and not os.path.exists(path):
-            candidate = os.path.join(mode_table.P4SRC_DIR, os.path.basename(path))
-            if os.path.exists(candidate):
-                path = candidate
-        if not os.path.exists(path):
-            raise SpecError("program", program, "no such P4 program")
+        try:
+            _, path = mode_table.resolve_program(program)
+        except ParameterError:
+            raise SpecError("program", program, "no such P4 program") from None
         resolved_mode = None
-        path = os.path.abspath(path)
     else:
         resolved_mode = _choice(mode if mode is not None else "ecmp", list(mode_table.MODES), "mode")
         try:
             path = mode_table.program_for_mode(resolved_mode)
         except ParameterError as error:
             raise SpecError("mode", resolved_mode, error.reason or str(error)) from None
-    params = _require_mapping(data.get("mode_params") or {}, "mode_params")
-    _check_keys(params, tuple(mode_table.MODE_PARAMETERS), "mode_params")
+    params = data.get("mode_params")
+    params = _require_mapping({} if params is None else params, "mode_params")
+    _check_keys(params, tuple(mode_table.PARAMETERS), "mode_params")
     resolved = {}
-    if "flowlet_interval_us" in params:
-        resolved["flowlet_interval_us"] = _number(params["flowlet_interval_us"], "mode_params.flowlet_interval_us",
-                                                  minimum=0, exclusive=True)
-    if "hash_seed" in params:
-        resolved["hash_seed"] = _number(params["hash_seed"], "mode_params.hash_seed", minimum=0,
-                                        maximum=0xFFFF, integer=True)
-    else:
+    for key, value in params.items():
+        parameter = mode_table.PARAMETERS[key]
+        try:
+            resolved[key] = parameter.check(value)
+        except ParameterError:
+            raise SpecError(f"mode_params.{key}", value, f"must be {parameter.allowed()}") from None
+    if "hash_seed" not in resolved:
         resolved["hash_seed"] = derive_seed(seed, "hash_seed") & 0xFFFF
     return resolved_mode, path, resolved
 
@@ -474,29 +471,6 @@ def _parse_failures(data, topo, switches):
 
 
 # ---------------------------------------------------------------------- capabilities
-_NETEM = {}
-
-
-def netem_available():
-    """True when this kernel accepts a ``netem`` qdisc (probed once on a temporary veth)."""
-    if "ok" in _NETEM:
-        return _NETEM["ok"]
-    ok = False
-    probe = f"tbnp{os.getpid() % 100000}"
-    try:
-        created = subprocess.run(["ip", "link", "add", probe, "type", "veth", "peer", "name", probe + "p"],
-                                 capture_output=True, check=False).returncode == 0
-        if created:
-            ok = subprocess.run(["tc", "qdisc", "add", "dev", probe, "root", "netem", "loss", "1%"],
-                                capture_output=True, check=False).returncode == 0
-    except OSError:
-        ok = False
-    finally:
-        subprocess.run(["ip", "link", "del", probe], capture_output=True, check=False)
-    _NETEM["ok"] = ok
-    return ok
-
-
 def lossy_link_mechanism(target):
     """How a ``lossy_link`` failure is emulated here for a target, or None when it cannot be.
 

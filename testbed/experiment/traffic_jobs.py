@@ -6,67 +6,20 @@ with the traffic package (:func:`testbed.traffic.streams.run_streams` for
 collectives), keeping the raw reports in ``<out>/traffic/entry-<i>/``.
 
 Every process a job starts inside a host goes through a
-:class:`ProcessRegistry`, so an aborted run (error, Ctrl-C, SIGTERM) can kill
+:class:`~testbed.traffic.hosts.ProcessRegistry`, so an aborted run (error, Ctrl-C, SIGTERM) can kill
 them all before the network is torn down, and none is left behind.
 """
 import json
 import os
 import threading
 import time
-from dataclasses import replace
 
-from testbed.errors import EmulationError
 from testbed.traffic.hosts import from_mininet
 
 DEFAULT_BIN_MS = 10.0
 GAP_MS = 5.0
 STREAM_LINGER_S = 0.5
 MIN_STREAM_S = 0.2
-
-
-class ProcessRegistry:
-    """Remembers every traffic process started in the hosts, to kill them on abort."""
-
-    def __init__(self):
-        self._processes = []
-        self._lock = threading.Lock()
-        self._closed = False
-
-    def wrap(self, handle):
-        """Return a copy of a HostHandle whose launcher registers each process it starts."""
-        launch = handle.launcher
-
-        def launcher(argv, **kwargs):
-            with self._lock:
-                if self._closed:
-                    raise EmulationError("the run is stopping: no new traffic process")
-                process = launch(argv, **kwargs)
-                self._processes.append(process)
-            return process
-
-        return replace(handle, launcher=launcher)
-
-    def kill_all(self):
-        """Refuse new processes from now on; SIGKILL every registered one still running and reap it."""
-        with self._lock:
-            self._closed = True
-            processes = list(self._processes)
-        for process in processes:
-            if process.poll() is None:
-                try:
-                    process.kill()
-                except OSError:
-                    pass
-        for process in processes:
-            try:
-                process.wait(timeout=5)
-            except Exception:  # noqa: BLE001 - best effort during teardown
-                pass
-
-    def running(self):
-        """Number of registered processes still running."""
-        with self._lock:
-            return sum(1 for process in self._processes if process.poll() is None)
 
 
 def host_handles(fabric, registry):

@@ -1,0 +1,61 @@
+"""Write run-time parameters into a program's parameter tables over P4Runtime.
+
+Parameters are described in :data:`testbed.modes.PARAMETERS`.  Each lives in a
+parameter table (a keyless table) as an argument of the table's default action,
+so setting them is a MODIFY of the default entry: every P4Runtime server
+implements that, BMv2's included.  All parameters of one table are written
+together (a default entry carries every argument of its action): a value the
+caller does not give keeps what the controller wrote before, else the
+program's default.
+"""
+from testbed.modes import PARAMETERS
+
+
+def parameter_tables(p4info):
+    """Parameter tables the program has: ``{table name: [Parameter]}`` in table order.
+
+    Args:
+        p4info: the program's P4Info message.
+
+    Returns:
+        dict: only tables of :data:`~testbed.modes.PARAMETERS` present in the P4Info.
+    """
+    present = {table.preamble.name for table in p4info.tables}
+    tables = {}
+    for parameter in PARAMETERS.values():
+        if parameter.table in present:
+            tables.setdefault(parameter.table, []).append(parameter)
+    return tables
+
+
+def write_parameters(clients, p4info, values, current=None):
+    """Write parameter values on every switch.
+
+    Args:
+        clients: ``{switch: P4RuntimeClient}`` (primary sessions).
+        p4info: the program's P4Info.
+        values: ``{name: int}`` already checked (:func:`testbed.modes.check_parameters`).
+        current: ``{name: int}`` written earlier (kept for the names ``values`` does not give).
+
+    Returns:
+        tuple: ``(written {name: int}, notes [str])``: every parameter of each table written
+        (including defaults filled in), and one note per given value the program has no table for.
+    """
+    current = dict(current or {})
+    tables = parameter_tables(p4info)
+    carried = {parameter.name for parameters in tables.values() for parameter in parameters}
+    notes = [f"mode_params.{name}={value}: the program has no table {PARAMETERS[name].table}; not written"
+             for name, value in sorted(values.items()) if name not in carried]
+    written = {}
+    for table, parameters in tables.items():
+        if not any(parameter.name in values for parameter in parameters):
+            continue
+        arguments = {}
+        for parameter in parameters:
+            value = values.get(parameter.name, current.get(parameter.name, parameter.default))
+            arguments[parameter.action_param] = value
+            written[parameter.name] = value
+        action = parameters[0].action
+        for client in clients.values():
+            client.set_default_action(table, action, arguments)
+    return written, notes

@@ -1,0 +1,233 @@
+"""Load-balancing modes, their P4 programs and their run-time parameters: the one table of each.
+
+A spec names either ``program`` (a path) or ``mode``; :func:`program_for_mode`
+turns a mode into its program under ``p4src/``.
+
+Run-time parameters (``mode_params`` in a spec, ``--sweep NAME=...`` in
+``testbed compare``, ``POST /fabric/params`` of the os-ken app) are described
+once, in :data:`PARAMETERS`: type, allowed range, unit, and the P4 object that
+carries the value.  That object is a **parameter table**: a keyless table whose
+default action copies its action parameters into metadata on every packet.
+A controller sets the values by modifying the table's default entry over
+P4Runtime, which every P4Runtime server implements (BMv2's included; its
+server answers UNIMPLEMENTED to register reads and writes, p4lang/PI
+``proto/frontend/src/device_mgr.cpp``).  The P4 program's ``default_action``
+holds the same defaults as :data:`PARAMETERS` (checked by a test), so a switch
+behaves the same before and after a controller writes the defaults.
+
+Following one parameter from YAML to the switch::
+
+    mode_params: {flowlet_interval_us: 300}          # the spec
+    PARAMETERS["flowlet_interval_us"].check(300)     # type and range, by field path
+    write_parameters(clients, p4info, {...})         # controllers/parameters.py
+    MyIngress.flowlet_params default action          # p4src/flowlet.p4
+        set_flowlet_params(interval_us=300, load_aware=0)
+"""
+import math
+import os
+from dataclasses import dataclass, field
+
+import testbed.p4src
+from testbed.errors import ParameterError
+
+P4SRC_DIR = os.path.dirname(os.path.abspath(testbed.p4src.__file__))
+
+
+@dataclass(frozen=True)
+class Mode:
+    """One load-balancing mode.
+
+    Attributes:
+        name: the mode's name in specs and on the command line.
+        program: file name under ``p4src/``.
+        description: one line for help and reports.
+        parameters: the ``mode_params`` keys this mode's program takes.
+    """
+
+    name: str
+    program: str
+    description: str
+    parameters: tuple = field(default=())
+
+
+@dataclass(frozen=True)
+class Parameter:
+    """One run-time parameter of the P4 programs.
+
+    Attributes:
+        name: its key in ``mode_params``.
+        minimum, maximum: the allowed integer range (inclusive).
+        unit: unit of the value ("us", "" for a plain number).
+        table: P4Info name of the parameter table that carries it.
+        action: the table's default action.
+        action_param: the action parameter that takes the value.
+        default: the value the program's ``default_action`` has, written when a spec gives none.
+        description: one line for help and errors.
+    """
+
+    name: str
+    minimum: int
+    maximum: int
+    unit: str
+    table: str
+    action: str
+    action_param: str
+    default: int
+    description: str
+
+    def allowed(self):
+        """The allowed values as text (``"an integer in [1, 10000000] us"``)."""
+        unit = f" {self.unit}" if self.unit else ""
+        return f"an integer in [{self.minimum}, {self.maximum}]{unit}"
+
+    def check(self, value, field_path=None, text=False):
+        """Return ``value`` as an int if it is allowed.
+
+        Integral floats (``300.0``) are accepted; fractions, booleans, NaN and
+        values out of range are refused.
+
+        Args:
+            value: the value given (a YAML or JSON number).
+            field_path: the field named in the error (default: the parameter's name).
+            text: also accept a number written as text (a command-line argument).
+
+        Returns:
+            int: the value.
+
+        Raises:
+            ParameterError: naming the field and the allowed range.
+
+        >>> PARAMETERS["flowlet_interval_us"].check(300.0)
+        300
+        >>> PARAMETERS["flowlet_interval_us"].check(0.5)
+        Traceback (most recent call last):
+        ...
+        testbed.errors.ParameterError: invalid flowlet_interval_us=0.5: allowed values are an integer in [1, 10000000] us
+        """
+        path = field_path or self.name
+        number = value
+        if isinstance(value, str) and text:
+            try:
+                number = int(value.strip(), 0)
+            except ValueError:
+                try:
+                    number = float(value)
+                except ValueError:
+                    raise ParameterError(path, value, self.allowed()) from None
+        if isinstance(number, bool) or not isinstance(number, (int, float)):
+            raise ParameterError(path, value, self.allowed())
+        if isinstance(number, float):
+            if not math.isfinite(number) or not number.is_integer():
+                raise ParameterError(path, value, self.allowed())
+            number = int(number)
+        if not self.minimum <= number <= self.maximum:
+            raise ParameterError(path, value, self.allowed())
+        return number
+
+
+#: mode name -> Mode (the single place that maps modes to programs)
+MODES = {
+    "ecmp": Mode("ecmp", "ecmp.p4", "5-tuple ECMP: crc16 of src/dst address, protocol, ports and the seed",
+                 ("hash_seed",)),
+    "eecmp": Mode("eecmp", "eecmp.p4", "E-ECMP: the 5-tuple plus the RoCE BTH destination QP",
+                  ("hash_seed",)),
+    "spray": Mode("spray", "spray.p4", "per-packet spraying over every equal-cost uplink", ("hash_seed",)),
+    "flowlet": Mode("flowlet", "flowlet.p4", "flowlet switching: a new path after an idle gap",
+                    ("flowlet_interval_us", "flowlet_load_aware", "hash_seed")),
+    "pinning": Mode("pinning", "pinning.p4", "path pinning by destination slice"),
+}
+
+#: parameter name -> Parameter (the single place that describes run-time parameters)
+PARAMETERS = {
+    "hash_seed": Parameter(
+        "hash_seed", 0, 0xFFFFFFFF, "", "MyIngress.lb_params", "MyIngress.set_lb_params", "hash_seed", 0,
+        "seed mixed into the flow hash (p4src/include/flow_hash.p4)"),
+    "flowlet_interval_us": Parameter(
+        "flowlet_interval_us", 1, 10_000_000, "us", "MyIngress.flowlet_params",
+        "MyIngress.set_flowlet_params", "interval_us", 512,
+        "idle gap after which a flow's next packet starts a new flowlet (p4src/flowlet.p4)"),
+    "flowlet_load_aware": Parameter(
+        "flowlet_load_aware", 0, 1, "", "MyIngress.flowlet_params", "MyIngress.set_flowlet_params",
+        "load_aware", 0, "1: a new flowlet keeps its port when that port's queue is shorter (p4src/flowlet.p4)"),
+}
+
+
+def mode_names():
+    """Return the mode names in table order."""
+    return list(MODES)
+
+
+def check_parameters(values, field_path="mode_params"):
+    """Check a mapping of parameter values against :data:`PARAMETERS`.
+
+    Args:
+        values: ``{name: value}``.
+        field_path: prefix of the field paths in errors.
+
+    Returns:
+        dict: ``{name: int}``.
+
+    Raises:
+        ParameterError: an unknown name or a value out of range (field path ``mode_params.NAME``).
+    """
+    checked = {}
+    for name, value in values.items():
+        if name not in PARAMETERS:
+            raise ParameterError(f"{field_path}.{name}", value, "a parameter name: " + ", ".join(PARAMETERS))
+        checked[name] = PARAMETERS[name].check(value, f"{field_path}.{name}")
+    return checked
+
+
+def program_for_mode(mode, field_path="mode"):
+    """Return the absolute path of the P4 program of ``mode``.
+
+    Args:
+        mode: a key of :data:`MODES`.
+        field_path: the spec field named in errors.
+
+    Returns:
+        str: path of the program.
+
+    Raises:
+        ParameterError: unknown mode, or its program does not exist (yet).
+    """
+    if mode not in MODES:
+        raise ParameterError(field_path, mode, "one of: " + ", ".join(MODES))
+    path = os.path.join(P4SRC_DIR, MODES[mode].program)
+    if not os.path.exists(path):
+        raise ParameterError(field_path, mode, "a mode whose program exists",
+                             f"mode {mode!r} needs p4src/{MODES[mode].program}, which does not exist yet")
+    return path
+
+
+def resolve_program(program, field_path="program"):
+    """The mode and P4 file a ``program`` argument names.
+
+    Args:
+        program: a mode name (``"ecmp"``), a path to a ``.p4`` file, or the name of
+            a program under ``p4src/`` with or without ``.p4`` (``"l3_ecmp"``).
+        field_path: the field named in errors.
+
+    Returns:
+        tuple: ``(mode or None, absolute path)``.
+
+    Raises:
+        ParameterError: no such mode or file.
+    """
+    if not isinstance(program, str) or not program.strip():
+        raise ParameterError(field_path, program, "a mode (" + ", ".join(MODES) + ") or a P4 file")
+    if program in MODES:
+        return program, program_for_mode(program, field_path)
+    candidates = [program, os.path.join(P4SRC_DIR, os.path.basename(program))]
+    if not program.endswith(".p4"):
+        candidates.append(os.path.join(P4SRC_DIR, os.path.basename(program) + ".p4"))
+    for candidate in candidates:
+        if os.path.isfile(candidate):
+            return None, os.path.abspath(candidate)
+    raise ParameterError(field_path, program, "a mode (" + ", ".join(MODES) + ") or a P4 file",
+                         "no such P4 program")
+
+
+def available_modes():
+    """Return the modes whose programs exist now."""
+    return [name for name, mode in MODES.items() if os.path.exists(os.path.join(P4SRC_DIR, mode.program))]

@@ -1,0 +1,140 @@
+"""pytest plugin for tests on emulated fabrics (installed with the package as the ``testbed`` plugin).
+
+Fixtures:
+
+* ``fabric``: a running :class:`~testbed.fabrics.Fabric` described by the test's
+  ``fabric`` marker, stopped after the test::
+
+      @pytest.mark.fabric("fattree", k=4, program="ecmp")
+      def test_reachability(fabric):
+          assert_all_pairs_reachable(fabric)
+
+* ``fabric_factory``: a function ``start(topology, **options) -> Fabric`` for tests that
+  need several fabrics one after another or decide the options at run time; every
+  fabric it started is stopped after the test.
+* ``no_leftovers``: fails the test if it leaves namespaces, interfaces, processes or
+  state files behind (both fabric fixtures check this by themselves).
+
+Markers (skips print their reason with ``pytest -ra``):
+
+* ``mininet``: builds an emulated network; skipped unless running as root with Mininet
+  installed.  Tests using the fabric fixtures get it automatically.
+* ``bmv2``: needs BMv2 (``simple_switch_grpc`` and ``p4c``); skipped where they are absent.
+* ``fabric(topology, **options)``: the ``fabric`` fixture's :class:`~testbed.fabrics.Fabric` options.
+
+``BOTH_TARGETS`` parametrizes a test over the embedded target and BMv2
+(``@pytest.mark.parametrize("target", BOTH_TARGETS)``); the BMv2 case skips where BMv2 is absent.
+"""
+import os
+
+import pytest
+
+from testbed.emulation.cleanup import leftovers, mark_owner
+from testbed.targets import bmv2_available
+
+FABRIC_FIXTURES = ("fabric", "fabric_factory")
+BMV2_MISSING = "BMv2 simple_switch_grpc and p4c are not installed (use the Vagrant VM)"
+
+BOTH_TARGETS = [pytest.param("embedded", id="embedded"),
+                pytest.param("bmv2", id="bmv2", marks=pytest.mark.bmv2)]
+
+
+def mininet_missing():
+    """Why emulated networks cannot run here, or None when they can."""
+    if os.geteuid() != 0:
+        return "needs root: Mininet creates network namespaces and veth links"
+    try:
+        import mininet.net  # noqa: F401 - only probing
+    except ImportError:
+        return "Mininet is not installed (apt-get install mininet; see scripts/install.sh)"
+    return None
+
+
+def pytest_configure(config):
+    """Register the markers."""
+    config.addinivalue_line("markers", "mininet: builds an emulated network (needs root and Mininet)")
+    config.addinivalue_line("markers", "bmv2: needs BMv2 simple_switch_grpc and p4c on PATH")
+    config.addinivalue_line("markers", "fabric(topology, **options): options of the `fabric` fixture "
+                                       "(testbed.fabrics.Fabric)")
+    config.addinivalue_line("markers", "slow: takes more than a few seconds")
+
+
+def pytest_collection_modifyitems(config, items):
+    """Tests using a fabric fixture build an emulated network: mark them ``mininet``."""
+    for item in items:
+        if any(name in getattr(item, "fixturenames", ()) for name in FABRIC_FIXTURES):
+            item.add_marker(pytest.mark.mininet)
+
+
+def pytest_runtest_setup(item):
+    """Skip, with the reason, what this machine cannot run."""
+    if item.get_closest_marker("mininet") is not None:
+        reason = mininet_missing()
+        if reason:
+            pytest.skip(reason)
+    if item.get_closest_marker("bmv2") is not None and not bmv2_available():
+        pytest.skip(BMV2_MISSING)
+
+
+def snapshot():
+    """What this test process's networks could leave behind now (processes: only its own)."""
+    return leftovers(owner=mark_owner())
+
+
+def check_nothing_left(before):
+    """Assert that nothing appeared since ``before`` (a :func:`snapshot`): namespaces, interfaces,
+    state files, or processes started on behalf of this test process."""
+    after = snapshot()
+    new = {kind: sorted(set(map(tuple, items) if kind == "processes" else items)
+                        - set(map(tuple, before[kind]) if kind == "processes" else before[kind]))
+           for kind, items in after.items()}
+    assert not any(new.values()), f"left behind: {new}"
+
+
+@pytest.fixture
+def no_leftovers():
+    """Fail the test if it leaves namespaces, interfaces, processes or state files behind.
+
+    Yields the snapshot taken before the test; compares against a new one after it.
+    """
+    before = snapshot()
+    yield before
+    check_nothing_left(before)
+
+
+@pytest.fixture
+def fabric_factory(tmp_path):
+    """``start(topology, **options)``: start a Fabric (switch logs under the test's tmp_path).
+
+    Every fabric started is stopped after the test, and nothing may be left behind.
+    """
+    from testbed.fabrics import Fabric
+
+    before = snapshot()
+    started = []
+
+    def start(topology, **options):
+        options.setdefault("log_dir", str(tmp_path / f"fabric-{len(started)}-logs"))
+        fabric = Fabric(topology, **options)
+        started.append(fabric)
+        return fabric.start()
+
+    yield start
+    errors = []
+    for fabric in reversed(started):
+        try:
+            fabric.stop()
+        except Exception as error:  # noqa: BLE001 - stop the others, then report
+            errors.append(error)
+    check_nothing_left(before)
+    assert not errors, f"teardown failed: {errors}"
+
+
+@pytest.fixture
+def fabric(request, fabric_factory):
+    """The running Fabric of the test's ``@pytest.mark.fabric(topology, **options)`` marker."""
+    marker = request.node.get_closest_marker("fabric")
+    if marker is None or not marker.args:
+        raise pytest.UsageError(f"{request.node.nodeid}: the `fabric` fixture needs "
+                                "@pytest.mark.fabric(topology, **options)")
+    return fabric_factory(*marker.args, **marker.kwargs)

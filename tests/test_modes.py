@@ -1,0 +1,87 @@
+"""The one table of modes and run-time parameters (testbed/modes.py) agrees with the P4 programs."""
+import doctest
+
+import pytest
+
+from testbed import modes
+from testbed.errors import ParameterError
+from testbed.p4.loader import load_program
+from testbed.p4runtime.p4info import build_p4info
+
+
+def loaded(mode):
+    return load_program(modes.program_for_mode(mode))
+
+
+def test_doctests():
+    assert doctest.testmod(modes).failed == 0
+
+
+@pytest.mark.parametrize("mode", list(modes.MODES))
+def test_every_parameter_of_a_mode_is_carried_by_its_program_with_the_table_default(mode):
+    info = loaded(mode).info
+    for name in modes.MODES[mode].parameters:
+        parameter = modes.PARAMETERS[name]
+        table = info.tables[parameter.table]
+        assert not table.match_fields, f"{parameter.table} must be keyless"
+        assert table.default_action.action == parameter.action
+        params = [p.name for p in info.actions[parameter.action].params]
+        position = params.index(parameter.action_param)
+        # the program's initial value is the table's default: a switch behaves the same before the
+        # controller writes and after it writes the defaults
+        assert table.default_action.args[position] == parameter.default, name
+        width = info.actions[parameter.action].params[position].bitwidth
+        assert parameter.maximum < 1 << width, f"{name}: maximum does not fit bit<{width}>"
+        assert not table.const_default_action, f"{parameter.table}: the default action must be writable"
+
+
+@pytest.mark.parametrize("mode", list(modes.MODES))
+def test_parameter_tables_appear_in_the_p4info(mode):
+    p4info = build_p4info(loaded(mode).info)
+    tables = {table.preamble.name for table in p4info.tables}
+    actions = {action.preamble.name for action in p4info.actions}
+    for name in modes.MODES[mode].parameters:
+        assert modes.PARAMETERS[name].table in tables and modes.PARAMETERS[name].action in actions
+
+
+def test_no_program_reads_run_time_parameters_from_registers():
+    """BMv2's P4Runtime server cannot write registers: parameters never live there."""
+    for mode in modes.MODES:
+        registers = set(loaded(mode).info.registers)
+        for name in modes.PARAMETERS:
+            assert not any(register.endswith(name) for register in registers), (mode, name)
+
+
+@pytest.mark.parametrize("value,expected", [(300, 300), (300.0, 300), (1, 1), (10_000_000, 10_000_000)])
+def test_check_accepts_integers_in_range(value, expected):
+    assert modes.PARAMETERS["flowlet_interval_us"].check(value) == expected
+
+
+@pytest.mark.parametrize("value", [0, 0.5, -3, 10_000_001, True, None, float("nan"), float("inf"), "300", [1]])
+def test_check_refuses_and_names_the_field_and_range(value):
+    with pytest.raises(ParameterError) as caught:
+        modes.PARAMETERS["flowlet_interval_us"].check(value, "mode_params.flowlet_interval_us")
+    assert caught.value.field == "mode_params.flowlet_interval_us"
+    assert caught.value.allowed == "an integer in [1, 10000000] us"
+
+
+def test_check_takes_text_only_from_command_lines():
+    assert modes.PARAMETERS["hash_seed"].check("0x10", text=True) == 16
+    assert modes.PARAMETERS["flowlet_interval_us"].check("250", text=True) == 250
+    with pytest.raises(ParameterError):
+        modes.PARAMETERS["flowlet_interval_us"].check("2.5", text=True)
+
+
+def test_check_parameters_names_unknown_keys():
+    with pytest.raises(ParameterError) as caught:
+        modes.check_parameters({"flowlet_interval": 5})
+    assert caught.value.field == "mode_params.flowlet_interval"
+
+
+def test_resolve_program_by_mode_name_or_path(tmp_path):
+    assert modes.resolve_program("flowlet") == ("flowlet", modes.program_for_mode("flowlet"))
+    mode, path = modes.resolve_program("l3_ecmp")
+    assert mode is None and path.endswith("p4src/l3_ecmp.p4")
+    with pytest.raises(ParameterError) as caught:
+        modes.resolve_program(str(tmp_path / "missing.p4"))
+    assert caught.value.field == "program"
