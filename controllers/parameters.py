@@ -9,6 +9,7 @@ caller does not give keeps what the controller wrote before, else the
 program's default.
 """
 from testbed.modes import PARAMETERS
+from testbed.p4.program import ActionCall
 
 
 def parameter_tables(p4info):
@@ -59,3 +60,32 @@ def write_parameters(clients, p4info, values, current=None):
         for client in clients.values():
             client.set_default_action(table, action, arguments)
     return written, notes
+
+
+def set_parameters_in_state(state, values):
+    """Set run-time parameters directly in an in-process switch's state (no P4Runtime).
+
+    What :func:`write_parameters` does over P4Runtime, for a
+    :class:`~testbed.p4.state.SwitchState` used without a server (placement
+    predictions, unit tests): each parameter table's default action gets the given
+    values; its other arguments keep their current values.
+
+    Args:
+        state: the SwitchState of a loaded program.
+        values: ``{name: int}`` (checked).
+
+    Returns:
+        list: the names set (parameters whose table the program lacks are skipped).
+    """
+    done = []
+    for name, value in values.items():
+        parameter = PARAMETERS[name]
+        table = state.tables.get(parameter.table)
+        if table is None:
+            continue
+        params = [param.name for param in state.program.actions[parameter.action].params]
+        args = list(table.default_action.args)
+        args[params.index(parameter.action_param)] = value
+        table.set_default(ActionCall(parameter.action, tuple(args)))
+        done.append(name)
+    return done

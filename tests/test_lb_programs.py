@@ -17,7 +17,7 @@ from scapy.layers.inet import IP, TCP, UDP
 from scapy.layers.l2 import ARP, Ether
 
 from testbed import cli
-from testbed.controllers.parameters import write_parameters
+from testbed.controllers.parameters import set_parameters_in_state, write_parameters
 from testbed.modes import PARAMETERS
 from testbed.p4.loader import load_program, load_program_from_sources
 from testbed.p4.program import ActionCall, KeyMatch
@@ -94,17 +94,8 @@ class Switch:
         return self.state.registers[name].values
 
     def set_params(self, **values):
-        """Set run-time parameters as a controller does: each parameter table's default action.
-
-        The other arguments of the same action keep their current values.
-        """
-        for name, value in values.items():
-            parameter = PARAMETERS[name]
-            table = self.state.tables[parameter.table]
-            params = [p.name for p in self.program.info.actions[parameter.action].params]
-            args = list(table.default_action.args)
-            args[params.index(parameter.action_param)] = value
-            table.set_default(ActionCall(parameter.action, tuple(args)))
+        """Set run-time parameters as a controller does: each parameter table's default action."""
+        assert set_parameters_in_state(self.state, values) == list(values)
 
     def send(self, frame):
         """Process one frame from the host port; return [(port, bytes)]."""

@@ -2,7 +2,7 @@
 
 A flow-hashing mode (``ecmp``, ``eecmp``) sends every packet of a QP up the
 same uplink, chosen by the action selector from the packet's headers and the
-switch's ``hash_seed`` register.  :func:`predict_stream_placement` builds one
+switch's hash seed (its parameter table, :mod:`testbed.controllers.parameters`).  :func:`predict_stream_placement` builds one
 RoCEv2 frame per QP of a spec's stream entries (the same QP numbers, UDP
 source ports and addresses the traffic package uses), runs it through the
 mode's program on an embedded :class:`~testbed.p4.v1model.device.Device`
@@ -15,6 +15,7 @@ on before running the emulation.
 import ipaddress
 from collections import Counter
 
+from testbed.controllers.parameters import set_parameters_in_state
 from testbed.p4.loader import load_program
 from testbed.p4.program import ActionCall, KeyMatch
 from testbed.p4.state import SwitchState, TableEntry
@@ -43,9 +44,7 @@ def _switch(program_path, uplinks, hash_seed):
     profile.insert_group(1, [(member + 1, 1) for member in range(uplinks)])
     state.tables["MyIngress.ipv4_lpm"].insert(TableEntry(
         matches=[KeyMatch("lpm", value=int(ipaddress.ip_address("0.0.0.0")), prefix_len=0)], group_id=1))
-    seed = state.registers.get("MyIngress.hash_seed")
-    if seed is not None:
-        seed.values[0] = hash_seed
+    set_parameters_in_state(state, {"hash_seed": hash_seed})
     return Device(program, state, cpu_port=_CPU_PORT, clock_ns=lambda: 0)
 
 
