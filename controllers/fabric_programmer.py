@@ -103,7 +103,7 @@ class FabricProgrammer:
             client.set_pipeline(p4info=config.p4info, device_config=config.device_config,
                                 target=config.target)
 
-    def _next_hop_params(self, switch, port):
+    def next_hop_params(self, switch, port):
         """Action parameters of the next hop out of ``switch`` ``port``."""
         neighbor, neighbor_mac = None, None
         for _, other, data in self.graph.edges(switch, data=True):
@@ -134,7 +134,7 @@ class FabricProgrammer:
         if port not in members:
             member_id = port + 1
             client.insert_member(self.tables.selector, member_id, self.tables.action,
-                                 self._next_hop_params(switch, port))
+                                 self.next_hop_params(switch, port))
             members[port] = member_id
         return members[port]
 

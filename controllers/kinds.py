@@ -12,6 +12,9 @@
   (the no-recovery baseline).
 * ``osken``: the os-ken fabric application started through
   :mod:`testbed.controllers.launcher` (:class:`OskenController`).
+* ``f10``: :class:`testbed.controllers.f10.controller.F10Controller`: programs
+  p4src/f10.p4 (backups, detector, triggers) and records the detectors'
+  reports; the data plane reroutes.
 
 Every controller offers ``start(network, pipeline, mode_params, required_params, state_file=, log_path=)``,
 ``notify(failure)`` (a :class:`Failure`), ``client(switch)`` (its P4Runtime session, if in-process),
@@ -29,7 +32,7 @@ from testbed.controllers.launcher import FabricController
 from testbed.controllers.parameters import write_parameters
 from testbed.errors import ParameterError, TestbedError
 
-CONTROLLER_KINDS = ("static", "none", "osken")
+CONTROLLER_KINDS = ("static", "none", "osken", "f10")
 DEFAULT_DETECTION_DELAY_MS = 50.0
 
 
@@ -311,6 +314,13 @@ def make_controller(kind, detection_delay_ms=DEFAULT_DETECTION_DELAY_MS, **optio
         raise ParameterError("controller", kind, "one of: " + ", ".join(CONTROLLER_KINDS))
     if kind == "osken":
         return OskenController(detection_delay_ms, **options)
+    if kind == "f10":
+        # imported here: the F10 controller builds on StaticController of this module
+        from testbed.controllers.f10.controller import F10Controller
+
+        if options:
+            raise ParameterError("controller_options", sorted(options), "none for the f10 controller")
+        return F10Controller(detection_delay_ms)
     if options:
         raise ParameterError("controller_options", sorted(options), "none for the static and none controllers")
     return StaticController(detection_delay_ms, react=(kind == "static"))

@@ -25,8 +25,6 @@ from os_ken.controller.handler import set_ev_cls
 
 from testbed.controllers.fabric_app import (EventFabricProgrammed, EventFlowsAnnounced, EventLinkStatus,
                                             FabricContext, find_object)
-from testbed.controllers.fabric_programmer import switch_mac
-from testbed.controllers.routing import is_host, port_toward
 from testbed.controllers.te import Flow, place_flows
 
 LOG = logging.getLogger("testbed.controllers.te_app")
@@ -43,24 +41,6 @@ def load_flows(path):
     if isinstance(data, dict):
         data = data.get("flows", [])
     return [Flow.from_dict(item) for item in data]
-
-
-def next_hop_params(graph, switches, switch, port, tables):
-    """Action parameters (dmac, smac, port) of the next hop out of ``switch`` ``port``.
-
-    The same values :class:`testbed.controllers.fabric_programmer.FabricProgrammer`
-    writes for routes: a host's MAC, or the neighbouring switch's MAC.
-    """
-    neighbor_mac = "00:00:00:00:00:00"
-    for _, other, data in graph.edges(switch, data=True):
-        if port_toward(data, switch) == port:
-            if is_host(graph, other):
-                neighbor_mac = graph.nodes[other]["mac"]
-            elif other in switches:
-                neighbor_mac = switch_mac(switches[other]["device_id"])
-            break
-    return {tables.dmac_param: neighbor_mac, tables.smac_param: switch_mac(switches[switch]["device_id"]),
-            tables.port_param: port}
 
 
 class FabricTeApp(app_manager.OSKenApp):
@@ -172,7 +152,6 @@ class FabricTeApp(app_manager.OSKenApp):
         """Insert, modify and delete TE entries so the switches hold ``desired``; returns writes."""
         fabric = self.fabric
         config = fabric.config
-        tables = fabric.programmer.tables
         clients = fabric.programmer.clients
         written = 0
         for (switch, key) in sorted(set(self.installed) - set(desired)):
@@ -184,7 +163,7 @@ class FabricTeApp(app_manager.OSKenApp):
             current = self.installed.get((switch, key))
             if current is not None and current[1] == port:
                 continue
-            params = next_hop_params(fabric.graph, fabric.programmer.switches, switch, port, tables)
+            params = fabric.programmer.next_hop_params(switch, port)
             write = clients[switch].modify_table_entry if current is not None else \
                 clients[switch].insert_table_entry
             write(self.table, match, action=config.te_action, params=params)

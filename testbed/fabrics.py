@@ -32,9 +32,9 @@ import tempfile
 import threading
 import time
 
+from testbed.controllers.f10.controller import PKTGEN_PORT
 from testbed.controllers.kinds import CONTROLLER_KINDS, DEFAULT_DETECTION_DELAY_MS, Failure, make_controller
 from testbed.emulation.network import FabricNetwork, signals_deferred, termination_as_interrupt
-from testbed.emulation.state import DEFAULT_STATE_FILE
 from testbed.errors import EmulationError, ParameterError
 from testbed.modes import MODES, check_parameters, resolve_program
 from testbed.p4runtime.client import P4RuntimeClient
@@ -191,6 +191,8 @@ class Fabric:
             params["seed"] = self.seed
         else:
             params["packet_log"] = self.packet_log
+            if self.mode and MODES[self.mode].packet_generator:
+                params["pktgen_port"] = PKTGEN_PORT
         return params
 
     def _start_network(self):

@@ -42,12 +42,15 @@ class Mode:
         program: file name under ``p4src/``.
         description: one line for help and reports.
         parameters: the ``mode_params`` keys this mode's program takes.
+        packet_generator: the program needs periodic trigger frames (the embedded target's
+            packet generator; an injector port on BMv2).
     """
 
     name: str
     program: str
     description: str
     parameters: tuple = field(default=())
+    packet_generator: bool = False
 
 
 @dataclass(frozen=True)
@@ -135,7 +138,12 @@ MODES = {
     "flowlet": Mode("flowlet", "flowlet.p4", "flowlet switching: a new path after an idle gap",
                     ("flowlet_interval_us", "flowlet_load_aware", "hash_seed")),
     "pinning": Mode("pinning", "pinning.p4", "path pinning by destination slice"),
+    "f10": Mode("f10", "f10.p4", "F10: data-plane failure detector, probes and local rerouting",
+                ("probe_period_us", "detector_window_periods", "detector_down_below", "detector_up_at_least",
+                 "holddown_us", "holddown_max_us", "backoff_reset_us"), packet_generator=True),
 }
+
+_DETECTOR, _SET_DETECTOR = "MyEgress.detector_params", "MyEgress.set_detector_params"
 
 #: parameter name -> Parameter (the single place that describes run-time parameters)
 PARAMETERS = {
@@ -149,6 +157,28 @@ PARAMETERS = {
     "flowlet_load_aware": Parameter(
         "flowlet_load_aware", 0, 1, "", "MyIngress.flowlet_params", "MyIngress.set_flowlet_params",
         "load_aware", 0, "1: a new flowlet keeps its port when that port's queue is shorter (p4src/flowlet.p4)"),
+    # F10's failure detector (p4src/include/f10_detector.p4); t = detector_window_periods x probe_period_us
+    "probe_period_us": Parameter(
+        "probe_period_us", 100, 1_000_000, "us", _DETECTOR, _SET_DETECTOR, "probe_period_us", 10_000,
+        "F10: a fabric port that sent nothing for this long sends a probe; also the detector's bucket"),
+    "detector_window_periods": Parameter(
+        "detector_window_periods", 1, 8, "probe periods", _DETECTOR, _SET_DETECTOR, "window_buckets", 3,
+        "F10's t: the window over which valid frames are counted, in probe periods"),
+    "detector_down_below": Parameter(
+        "detector_down_below", 1, 10_000, "frames", _DETECTOR, _SET_DETECTOR, "down_below", 1,
+        "F10's c: a working port is declared down when fewer valid frames than this arrive in a window"),
+    "detector_up_at_least": Parameter(
+        "detector_up_at_least", 1, 10_000, "frames", _DETECTOR, _SET_DETECTOR, "up_at_least", 3,
+        "F10's d: a down port comes back after a window with at least this many valid frames"),
+    "holddown_us": Parameter(
+        "holddown_us", 1, 60_000_000, "us", _DETECTOR, _SET_DETECTOR, "holddown_us", 100_000,
+        "the shortest time a port stays down (doubled for each new down within backoff_reset_us)"),
+    "holddown_max_us": Parameter(
+        "holddown_max_us", 1, 60_000_000, "us", _DETECTOR, _SET_DETECTOR, "holddown_max_us", 1_600_000,
+        "the longest hold-down the backoff reaches"),
+    "backoff_reset_us": Parameter(
+        "backoff_reset_us", 1, 600_000_000, "us", _DETECTOR, _SET_DETECTOR, "backoff_reset_us", 1_000_000,
+        "a down this long after the previous one starts the hold-down again from holddown_us"),
 }
 
 
@@ -175,7 +205,42 @@ def check_parameters(values, field_path="mode_params"):
         if name not in PARAMETERS:
             raise ParameterError(f"{field_path}.{name}", value, "a parameter name: " + ", ".join(PARAMETERS))
         checked[name] = PARAMETERS[name].check(value, f"{field_path}.{name}")
+    check_combination(checked, field_path)
     return checked
+
+
+def check_combination(values, field_path="mode_params"):
+    """Refuse parameter values that are each in range but wrong together.
+
+    F10's detector (missing values take their defaults): an idle link gets one
+    probe per period, so a window holds ``detector_window_periods`` frames; ``c``
+    or ``d`` above that would take idle links down or never bring them back.  A
+    hold-down shorter than the window could not have been decided by it, and the
+    largest hold-down cannot be below the smallest.
+
+    Args:
+        values: ``{name: int}`` (each already checked).
+        field_path: prefix of the field paths in errors.
+
+    Raises:
+        ParameterError: naming the field and the allowed range.
+    """
+    if not any(name in values for name in MODES["f10"].parameters):
+        return
+    merged = {name: values.get(name, PARAMETERS[name].default) for name in MODES["f10"].parameters}
+    frames = merged["detector_window_periods"]
+    window_us = frames * merged["probe_period_us"]
+    for name in ("detector_down_below", "detector_up_at_least"):
+        if merged[name] > frames:
+            raise ParameterError(f"{field_path}.{name}", merged[name],
+                                 f"an integer in [1, {frames}] (the frames a window of "
+                                 f"{frames} probe periods holds on an idle link)")
+    if merged["holddown_us"] < window_us:
+        raise ParameterError(f"{field_path}.holddown_us", merged["holddown_us"],
+                             f"at least the window t = {window_us} us")
+    if merged["holddown_max_us"] < merged["holddown_us"]:
+        raise ParameterError(f"{field_path}.holddown_max_us", merged["holddown_max_us"],
+                             f"at least holddown_us = {merged['holddown_us']} us")
 
 
 def program_for_mode(mode, field_path="mode"):

@@ -25,10 +25,18 @@ const bit<8>   IP_PROTO_TCP   = 6;
 const bit<8>   IP_PROTO_UDP   = 17;
 const bit<16>  UDP_PORT_ROCEV2 = 4791;
 
+#ifndef PACKET_IN_EXTRA_FIELDS
+#define PACKET_IN_EXTRA_FIELDS
+#endif
+#ifndef HEADERS_AFTER_ETHERNET
+#define HEADERS_AFTER_ETHERNET
+#endif
+
 @controller_header("packet_in")
 header packet_in_header_t {
     port_t  ingress_port;
     bit<7>  _pad;
+    PACKET_IN_EXTRA_FIELDS
 }
 
 @controller_header("packet_out")
@@ -110,6 +118,7 @@ struct headers_t {
     packet_out_header_t packet_out;
     packet_in_header_t  packet_in;
     ethernet_t          ethernet;
+    HEADERS_AFTER_ETHERNET
     ipv4_t              ipv4;
     ipv6_t              ipv6;
     tcp_t               tcp;

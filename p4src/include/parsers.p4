@@ -3,9 +3,26 @@
  * Include after headers.p4 and after the program's `struct metadata_t`, which
  * must have a member `flow_t flow` (the 5-tuple, filled here for IPv4 TCP/UDP).
  * Frames from the CPU port start with a packet_out header.
+ *
+ * A program with headers of its own between Ethernet and IPv4 (headers.p4's
+ * HEADERS_AFTER_ETHERNET) defines, before including this file:
+ *   PARSER_ETHERTYPES_EXTRA  more `ETHERTYPE: state;` cases after Ethernet
+ *   PARSER_STATES_EXTRA      the parser states they name
+ *   DEPARSE_AFTER_ETHERNET   the emit() calls of those headers
+ * (include/f10_headers.p4 does this for F10's probe, trigger and detour headers).
  */
 #ifndef _TESTBED_PARSERS_P4_
 #define _TESTBED_PARSERS_P4_
+
+#ifndef PARSER_ETHERTYPES_EXTRA
+#define PARSER_ETHERTYPES_EXTRA
+#endif
+#ifndef PARSER_STATES_EXTRA
+#define PARSER_STATES_EXTRA
+#endif
+#ifndef DEPARSE_AFTER_ETHERNET
+#define DEPARSE_AFTER_ETHERNET
+#endif
 
 parser CommonParser(packet_in packet,
                     out headers_t hdr,
@@ -28,9 +45,12 @@ parser CommonParser(packet_in packet,
         transition select(hdr.ethernet.etherType) {
             ETHERTYPE_IPV4: parse_ipv4;
             ETHERTYPE_IPV6: parse_ipv6;
+            PARSER_ETHERTYPES_EXTRA
             default: accept;
         }
     }
+
+    PARSER_STATES_EXTRA
 
     state parse_ipv4 {
         packet.extract(hdr.ipv4);
@@ -107,6 +127,7 @@ control CommonDeparser(packet_out packet, in headers_t hdr) {
     apply {
         packet.emit(hdr.packet_in);
         packet.emit(hdr.ethernet);
+        DEPARSE_AFTER_ETHERNET
         packet.emit(hdr.ipv4);
         packet.emit(hdr.ipv6);
         packet.emit(hdr.tcp);

@@ -16,6 +16,7 @@ call, and CPU-port output is taken out of what those return.
 import collections
 import os
 import threading
+import time
 
 from p4.config.v1 import p4info_pb2
 
@@ -24,6 +25,7 @@ from testbed.p4.device_config import DeviceConfigError, device_config_for, parse
 from testbed.p4.loader import load_program, load_program_from_sources
 from testbed.p4.state import SwitchState
 from testbed.p4.v1model.device import Device
+from testbed.p4.v1model.packet_generator import PacketGenerator
 from testbed.p4runtime.errors import P4RuntimeError
 from testbed.p4runtime.p4info import build_p4info
 from testbed.p4runtime.p4info_index import P4InfoIndex
@@ -168,6 +170,8 @@ class EmbeddedTarget:
         self.cookie = None
         self.saved = None
         self.lock = threading.RLock()
+        # the architecture's packet generator outlives pipelines, as on Tofino
+        self.packet_generator = PacketGenerator(time.monotonic_ns)
         self._pending = collections.deque()
         self._packet_in_listeners = []
         self._digest_listeners = []
@@ -255,7 +259,8 @@ class EmbeddedTarget:
             device = None
             if not isinstance(program, _InfoOnlyProgram):
                 device = Device(program, state, cpu_port=self.cpu_port, seed=self.seed,
-                                on_digest=self._on_digest, on_log=self.on_log)
+                                on_digest=self._on_digest, on_log=self.on_log,
+                                packet_generator=self.packet_generator)
             self.program = program
             self.state = state
             self.p4info = prepared["p4info"]
@@ -317,6 +322,10 @@ class EmbeddedTarget:
         elif metadata:
             raise P4RuntimeError("INVALID_ARGUMENT", "the program has no packet_out controller header")
         self._pending.append(header + bytes(payload))
+        self.wake()
+
+    def wake(self):
+        """Make :attr:`wakeup_fd` readable: the forwarding loop looks at its timers again."""
         try:
             os.write(self._wake_write, b"\0")
         except BlockingIOError:

@@ -10,8 +10,15 @@ request is one JSON object, each answer one JSON object:
   back ``delay_ms``); ``loss`` and ``delay_ms`` default to 0, so
   ``{"port": 1}`` clears it.  Answer: ``{"ok": true}``.
 * ``{"command": "status"}`` answers ``{"ok": true, "ports": {"1": {"loss": ..,
-  "delay_ms": .., "drops": ..}, ...}}`` (``drops``: frames dropped by the
-  impairment since the start).
+  "delay_ms": .., "drops": ..}, ...}, "packet_generator": {...}}`` (``drops``:
+  frames dropped by the impairment since the start; the packet generator's
+  applications with their counters).
+* ``{"command": "pktgen", "app": 0, "port": 510, "period_us": 10000,
+  "template": "<hex of an Ethernet frame>"}`` starts (or changes) application
+  ``app`` of the switch's packet generator
+  (:mod:`testbed.p4.v1model.packet_generator`): the template enters the
+  ingress pipeline on internal port ``port`` every ``period_us``;
+  ``{"command": "pktgen", "app": 0, "stop": true}`` stops it.
 
 A bad request is answered ``{"error": "FIELD: reason", "field": FIELD,
 "allowed": "..."}`` naming the field and its allowed values.
@@ -32,6 +39,8 @@ from testbed.errors import EmulationError, ParameterError
 MAX_DELAY_MS = 10000.0
 MAX_MESSAGE = 65536
 REQUEST_FIELDS = ("port", "loss", "delay_ms")
+PKTGEN_FIELDS = ("command", "app", "port", "period_us", "template", "stop")
+COMMANDS = ("status", "pktgen")
 _CLIENT_NUMBERS = itertools.count()
 
 
@@ -76,9 +85,11 @@ def parse_request(data, ports):
     if not isinstance(message, dict):
         raise ControlRequestError("message", "not a JSON object", "a JSON object")
     if "command" in message:
+        if message["command"] == "pktgen":
+            return _parse_pktgen(message)
         if message["command"] != "status" or len(message) != 1:
             raise ControlRequestError("command", f"{message['command']!r} is not a command "
-                                      "(or it came with other fields)", "status, alone")
+                                      "(or it came with other fields)", "status (alone) or pktgen")
         return {"command": "status"}
     for field in message:
         if field not in REQUEST_FIELDS:
@@ -92,6 +103,61 @@ def parse_request(data, ports):
     loss = _number(message.get("loss", 0.0), "loss", 0.0, 1.0)
     delay_ms = _number(message.get("delay_ms", 0.0), "delay_ms", 0.0, MAX_DELAY_MS)
     return {"command": "set", "port": port, "loss": loss, "delay_ms": delay_ms}
+
+
+def _parse_pktgen(message):
+    """``{"command": "pktgen", "app", "stop"}`` or ``{... "port", "period_us", "template": bytes}``."""
+    for field in message:
+        if field not in PKTGEN_FIELDS:
+            raise ControlRequestError(field, "unknown field", "fields " + ", ".join(PKTGEN_FIELDS))
+    app = message.get("app", 0)
+    if isinstance(app, bool) or not isinstance(app, int) or not 0 <= app < 8:
+        raise ControlRequestError("app", f"{app!r} is not an application number", "an integer 0..7")
+    if message.get("stop"):
+        return {"command": "pktgen", "app": app, "stop": True}
+    port = message.get("port")
+    if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= 511:
+        raise ControlRequestError("port", f"{port!r} is not a port number", "an integer 0..511")
+    period_us = _number(message.get("period_us"), "period_us", 100.0, 60e6)
+    try:
+        template = bytes.fromhex(message.get("template") or "")
+    except (TypeError, ValueError):
+        raise ControlRequestError("template", "not hexadecimal", "an Ethernet frame as hex digits") from None
+    if not 14 <= len(template) <= 1514:
+        raise ControlRequestError("template", f"{len(template)} bytes", "an Ethernet frame of 14 to 1514 bytes")
+    return {"command": "pktgen", "app": app, "stop": False, "port": port, "period_ns": int(period_us * 1000),
+            "template": template}
+
+
+def set_packet_generator(control_path, app, port=None, period_us=None, template=None, stop=False, timeout=2.0):
+    """Start, change or stop an application of a running embedded switch's packet generator.
+
+    Args:
+        control_path: the switch's control socket.
+        app: application number 0..7.
+        port: the internal ingress port of the frames.
+        period_us: the timer period in microseconds.
+        template: the frame (bytes, Ethernet header first).
+        stop: stop the application instead.
+
+    Returns:
+        dict: the switch's answer.
+
+    Raises:
+        ParameterError: the switch refused a field (named).
+        EmulationError: the switch could not be reached.
+    """
+    message = {"command": "pktgen", "app": app}
+    if stop:
+        message["stop"] = True
+    else:
+        message.update(port=port, period_us=period_us, template=bytes(template).hex())
+    answer = request(control_path, message, timeout=timeout)
+    if "error" in answer:
+        field = answer.get("field", "message")
+        raise ParameterError(field, message.get(field), answer.get("allowed", "see the switch log"),
+                             f"switch control socket {control_path}")
+    return answer
 
 
 def _number(value, field, low, high):

@@ -239,9 +239,18 @@ class SwitchDaemon:
             request = parse_request(data, self.sockets)
         except ControlRequestError as error:
             return error.answer()
+        generator = self.target.packet_generator
         if request["command"] == "status":
             return {"ok": True, "ports": {str(port): state.describe()
-                                          for port, state in sorted(self.impairment_state.items())}}
+                                          for port, state in sorted(self.impairment_state.items())},
+                    "packet_generator": {str(app): state for app, state in generator.status().items()}}
+        if request["command"] == "pktgen":
+            if request["stop"]:
+                generator.stop(request["app"])
+            else:
+                generator.configure(request["app"], request["port"], request["period_ns"], request["template"])
+            self.target.wake()  # the forwarding loop recomputes its next timer
+            return {"ok": True}
         self.set_impairment(request["port"], request["loss"], request["delay_ms"])
         return {"ok": True}
 

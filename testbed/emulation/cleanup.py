@@ -29,6 +29,7 @@ PROCESS_PATTERNS = (
     re.compile(r"osken-manager"),
     re.compile(r"testbed\.controllers\.launcher"),
     re.compile(r"testbed\.traffic\.(sender|receiver|agent)"),
+    re.compile(r"testbed\.emulation\.pktgen_injector"),
 )
 
 

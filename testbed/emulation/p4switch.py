@@ -19,6 +19,7 @@ import time
 
 from mininet.node import Switch
 
+from testbed.embedded_switch.port_control import check_impairment, set_packet_generator, set_port_impairment
 from testbed.emulation.logs import log_tail
 from testbed.errors import EmulationError
 
@@ -150,6 +151,17 @@ class P4Switch(Switch):
                 "cpu_port": self.cpu_port, "log": self.log_path, "program": self.program,
                 "process_pid": self.process.pid if self.process else None}
 
+    def set_packet_generator(self, app, port, period_us, template):
+        """Start (or change) a periodic frame into ingress on ``port`` every ``period_us`` (subclasses).
+
+        Args:
+            app: the generator application (0..7).
+            port: the internal port the frames enter on.
+            period_us: the period in microseconds.
+            template: the frame (bytes, Ethernet header first).
+        """
+        raise NotImplementedError
+
     def read_register(self, name, index=None, client=None):
         """A register's cells (list) or one cell (int) (subclasses).
 
@@ -213,6 +225,18 @@ class EmbeddedP4Switch(P4Switch):
         entry["control_path"] = self.control_path
         return entry
 
+    def set_packet_generator(self, app, port, period_us, template):
+        """Configure the embedded target's packet generator over the control socket.
+
+        Raises:
+            ParameterError: a value the switch refused (named).
+            EmulationError: the switch is not running or does not answer.
+        """
+        self.check_alive()
+        if self.process is None:
+            raise EmulationError(f"switch {self.name}: not started")
+        set_packet_generator(self.control_path, app, port=port, period_us=period_us, template=template)
+
     def read_register(self, name, index=None, client=None):
         """Read a register over P4Runtime (the embedded server implements RegisterEntry reads).
 
@@ -235,8 +259,6 @@ class EmbeddedP4Switch(P4Switch):
             ParameterError: a bad value (named).
             EmulationError: the switch process is not running or does not answer.
         """
-        from testbed.embedded_switch.port_control import check_impairment, set_port_impairment
-
         check_impairment(loss, delay_ms)
         self.check_alive()
         if self.process is None:
@@ -262,6 +284,10 @@ class BMv2Switch(P4Switch):
             BMv2 process binds one, so switches of one fabric need distinct ports).
         packet_log: write BMv2's per-packet log to ``<log_dir>/<name>.bmv2`` (flushed per
             line; it slows BMv2 down several times, so it is off unless asked for).
+        pktgen_port: give the switch a packet-generator port with this number: a veth pair
+            ``<name>-eth<N>`` (attached to BMv2 as port N) / ``<name>-pg<N>``, into which
+            :mod:`testbed.emulation.pktgen_injector` writes the periodic frames
+            (:meth:`set_packet_generator`); None: no such port.
 
     BMv2's P4Runtime server (p4lang/PI ``proto/frontend/src/device_mgr.cpp``) answers
     UNIMPLEMENTED to RegisterEntry reads and writes; :meth:`read_register` therefore
@@ -272,10 +298,67 @@ class BMv2Switch(P4Switch):
     binary = "simple_switch_grpc"
     cli = "simple_switch_CLI"
 
-    def __init__(self, name, log_dir=None, thrift_port=None, packet_log=False, **params):
+    def __init__(self, name, log_dir=None, thrift_port=None, packet_log=False, pktgen_port=None, **params):
         super().__init__(name, log_dir=log_dir, **params)
         self.thrift_port = thrift_port if thrift_port is not None else THRIFT_BASE_PORT + self.device_id
         self.packet_log = packet_log
+        self.pktgen_port = pktgen_port
+        self.injectors = {}  # app -> injector process
+
+    def _pktgen_interfaces(self):
+        return f"{self.name}-eth{self.pktgen_port}", f"{self.name}-pg{self.pktgen_port}"
+
+    def start(self, controllers):
+        """Create the generator port's veth pair (if any), then start BMv2."""
+        if self.pktgen_port is not None:
+            switch_end, injector_end = self._pktgen_interfaces()
+            subprocess.run(["ip", "link", "del", switch_end], capture_output=True, check=False)
+            for command in (["ip", "link", "add", switch_end, "type", "veth", "peer", "name", injector_end],
+                            ["ip", "link", "set", switch_end, "up"], ["ip", "link", "set", injector_end, "up"]):
+                result = subprocess.run(command, capture_output=True, text=True, check=False)
+                if result.returncode != 0:
+                    raise EmulationError(f"switch {self.name}: {' '.join(command)}: {result.stderr.strip()}")
+        super().start(controllers)
+
+    def set_packet_generator(self, app, port, period_us, template):
+        """(Re)start the injector process of application ``app`` on the generator port.
+
+        Raises:
+            EmulationError: the switch has no generator port, or ``port`` is not it.
+        """
+        if self.pktgen_port is None or port != self.pktgen_port:
+            raise EmulationError(f"switch {self.name}: BMv2 has no packet generator; its frames come from "
+                                 f"an injector on the generator port ({self.pktgen_port}), not port {port}")
+        self._stop_injector(app)
+        log = open(os.path.join(self.log_dir, f"{self.name}.pktgen{app}.log"), "ab")
+        try:
+            self.injectors[app] = subprocess.Popen(
+                [sys.executable, "-m", "testbed.emulation.pktgen_injector", "--intf", self._pktgen_interfaces()[1],
+                 "--period-us", str(period_us), "--template", bytes(template).hex()],
+                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+        finally:
+            log.close()
+
+    def _stop_injector(self, app):
+        process = self.injectors.pop(app, None)
+        if process is not None and process.poll() is None:
+            process.terminate()
+            try:
+                process.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+
+    def stop(self, deleteIntfs=True):
+        """Stop the injectors, BMv2, and remove the generator port's veth pair."""
+        try:
+            for app in list(self.injectors):
+                self._stop_injector(app)
+            super().stop(deleteIntfs)
+        finally:
+            if self.pktgen_port is not None:
+                subprocess.run(["ip", "link", "del", self._pktgen_interfaces()[0]], capture_output=True,
+                               check=False)
 
     @classmethod
     def available(cls):
@@ -289,6 +372,8 @@ class BMv2Switch(P4Switch):
             argv += ["--log-file", os.path.join(self.log_dir, f"{self.name}.bmv2"), "--log-flush"]
         for port, interface in self.port_interfaces().items():
             argv += ["-i", f"{port}@{interface}"]
+        if self.pktgen_port is not None:
+            argv += ["-i", f"{self.pktgen_port}@{self._pktgen_interfaces()[0]}"]
         if self.pcap:
             argv += ["--pcap", self.log_dir]
         argv += ["--no-p4", "--", "--grpc-server-addr", f"0.0.0.0:{self.grpc_port}",

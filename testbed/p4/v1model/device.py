@@ -27,6 +27,7 @@ import time
 from collections import deque
 
 from testbed.p4.v1model import runtime as RT
+from testbed.p4.v1model.packet_generator import PacketGenerator
 from testbed.p4.v1model.traffic_manager import DEFAULT_DEPTH_PACKETS, TrafficManager
 
 MAX_PASSES = 32  # resubmits + recirculations of one packet before it is dropped (loop guard)
@@ -73,10 +74,13 @@ class Device:
         raise_errors: re-raise unexpected exceptions of the generated code (tests); by default
             they are logged through ``on_log`` and the packet is dropped, so one bad packet
             cannot stop a switch.
+        packet_generator: the switch's :class:`~testbed.p4.v1model.packet_generator.PacketGenerator`
+            (kept across pipeline changes by its owner), or None for a new one on ``clock_ns``.
+            In queued mode its frames enter ingress when due (:meth:`transmit_ready`).
     """
 
     def __init__(self, program, state, cpu_port=None, seed=0, on_digest=None, on_log=None,
-                 clock_ns=time.monotonic_ns, raise_errors=False):
+                 clock_ns=time.monotonic_ns, raise_errors=False, packet_generator=None):
         if program.compiled is None:
             raise ValueError("program was loaded without code generation")
         self.program = program
@@ -99,6 +103,7 @@ class Device:
         self._preserve = namespace["preserve_fields"]
         self._start_ns = clock_ns()
         self.tm = TrafficManager(clock_ns=clock_ns)
+        self.packet_generator = packet_generator or PacketGenerator(clock_ns)
         self._stats = {}
         self._lock = threading.RLock()
         self.raise_errors = raise_errors
@@ -131,8 +136,14 @@ class Device:
                     self._enqueue(job)
 
     def transmit_ready(self, now_ns=None):
-        """Queued mode: dequeue what the port rates allow, run egress; return [(port, frame)]."""
+        """Queued mode: inject due generator frames, dequeue what the port rates allow, run egress.
+
+        Returns:
+            list of (egress_port, frame bytes).
+        """
         with self._lock:
+            for port, frame in self.packet_generator.due(now_ns):
+                self.receive(port, frame)
             outputs = []
             pending = deque()
             for departure in self.tm.dequeue_ready(now_ns):
@@ -152,8 +163,9 @@ class Device:
             return outputs
 
     def next_departure_ns(self):
-        """When :meth:`transmit_ready` will next have work (None: all queues empty)."""
-        return self.tm.next_departure_ns()
+        """When :meth:`transmit_ready` will next have work (None: queues empty and no generator frame due)."""
+        times = [t for t in (self.tm.next_departure_ns(), self.packet_generator.next_due_ns()) if t is not None]
+        return min(times) if times else None
 
     def set_queue(self, port, rate_pps=None, rate_bps=None, depth_packets=DEFAULT_DEPTH_PACKETS, priorities=1):
         """Configure the egress queue of ``port`` (see TrafficManager.set_queue)."""

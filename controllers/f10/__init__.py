@@ -1,0 +1,1 @@
+"""F10 on the emulated fabric: route planning (backups, detours), programming, detector reports, pushback."""

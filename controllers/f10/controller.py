@@ -1,0 +1,133 @@
+"""The F10 controller of a running fabric: programs p4src/f10.p4, starts the trigger, collects detector reports.
+
+F10 reacts to failures in the data plane (the detector and the backups of
+p4src/f10.p4); the controller's part (seed 002, section 5) is what a switch
+cannot do alone:
+
+* at start: the pipeline, the primary routes and the detector parameters
+  (:class:`~testbed.controllers.kinds.StaticController`'s programming), the
+  backups, detour groups, port roles, probe group and report session
+  (:mod:`testbed.controllers.f10.programming`), and every switch's trigger:
+  its packet generator (the embedded target) or injector (BMv2) sends the
+  trigger frame every probe period;
+* while running: every detector transition arrives as a PacketIn and is kept
+  with the switch's timestamp (:attr:`F10Controller.transitions`); a failure
+  the caller reports (:meth:`notify`) is matched with the first transition of
+  one of its ports after it, which gives the detection time
+  (:attr:`F10Controller.detections`).  The controller does not reroute: a
+  failure it is told of changes nothing in the switches.
+"""
+import threading
+import time
+
+from testbed.controllers.f10.programming import program_fabric
+from testbed.controllers.kinds import DEFAULT_DETECTION_DELAY_MS, StaticController
+from testbed.controllers.routing import port_toward
+from testbed.modes import PARAMETERS
+
+PKTGEN_PORT = 510  # PKTGEN_PORT_ID of p4src/include/f10_headers.p4
+TRIGGER_APP = 0
+REPORT_DETECTOR = 1  # packet_in.reason of a detector transition
+#: the trigger frame (p4src/include/f10_headers.p4): Ethernet with EtherType 0x88B6, the 4-byte
+#: trigger header (app 0), padded to the 60-byte minimum frame
+TRIGGER_FRAME = bytes.fromhex("ffffffffffff" "000000000000" "88b6") + bytes(46)
+
+
+class F10Controller(StaticController):
+    """Programs an F10 fabric and records what its detectors report.
+
+    Args:
+        detection_delay_ms: unused by F10 (the data plane detects); kept for the common interface.
+    """
+
+    kind = "f10"
+
+    def __init__(self, detection_delay_ms=DEFAULT_DETECTION_DELAY_MS):
+        super().__init__(detection_delay_ms, react=False)
+        self.transitions = []
+        self.detections = []
+        self.f10_entries_written = 0
+        self._failures = []
+        self._detected = set()  # ids of the failures already matched
+        self._port_links = {}  # (switch, port) -> frozenset link
+        self._stop = threading.Event()
+        self._listeners = []
+        self._lock = threading.Lock()
+
+    def start(self, network, pipeline, mode_params, required_params=(), **options):
+        """Program everything, start the listeners and the triggers.
+
+        Args:
+            network: the running :class:`~testbed.emulation.network.FabricNetwork`.
+            pipeline: the f10.p4 pipeline.
+            mode_params: ``{name: int}`` (the detector parameters; defaults for the others).
+            required_params: names the program must carry.
+        """
+        super().start(network, pipeline, mode_params, required_params, **options)
+        self.notes = [note for note in self.notes if not note.startswith("controller.kind none")]
+        self.notes.append("f10: the data plane detects failures and reroutes; the controller does not reroute")
+        graph = self.programmer.graph
+        for u, v, data in graph.edges(data=True):
+            for node in (u, v):
+                self._port_links[(node, port_toward(data, node))] = frozenset((u, v))
+        cpu_ports = {switch.name: switch.cpu_port for switch in network.switches}
+        self.f10_entries_written = program_fabric(self.programmer, cpu_ports)
+        self.entries_written += self.f10_entries_written
+        for name, client in sorted(self.programmer.clients.items()):
+            thread = threading.Thread(target=self._listen, args=(name, client), name=f"f10-reports-{name}",
+                                      daemon=True)
+            thread.start()
+            self._listeners.append(thread)
+        period_us = mode_params.get("probe_period_us", PARAMETERS["probe_period_us"].default)
+        for switch in network.switches:
+            switch.set_packet_generator(TRIGGER_APP, PKTGEN_PORT, period_us, TRIGGER_FRAME)
+
+    def _listen(self, switch, client):
+        while not self._stop.is_set():
+            packet = client.get_packet_in(timeout=0.5)
+            if packet is None or packet.metadata.get("reason") != REPORT_DETECTOR:
+                continue
+            received_ns = time.time_ns()
+            meta = packet.metadata
+            row = {"switch": switch, "port": meta["port"], "status": "up" if meta["status"] else "down",
+                   "switch_time_us": meta["timestamp_us"], "frames": meta["frames"],
+                   "holddown_us": meta["holddown_us"], "backoff_level": meta["backoff_level"],
+                   "received_ns": received_ns,
+                   "link": sorted(self._port_links.get((switch, meta["port"]), ()))}
+            with self._lock:
+                self.transitions.append(row)
+                self._match(row)
+
+    def notify(self, failure):
+        """Record a failure (F10 does not reroute on it); its detection is matched with the reports."""
+        super().notify(failure)
+        with self._lock:
+            self._failures.append(failure)
+            for row in list(self.transitions):
+                self._match(row)
+
+    def _match(self, row):
+        """Pair a transition with the latest failure of its link before it (first transition wins)."""
+        link = frozenset(row["link"])
+        for failure in reversed(self._failures):
+            if failure.applied_ns > row["received_ns"]:
+                continue
+            links = {frozenset(failure.link)} if failure.link else \
+                {pair for pair in failure.failed_links if failure.switch in pair}
+            wanted = "up" if failure.action == "link_up" else "down"
+            if link in links and row["status"] == wanted:
+                if id(failure) in self._detected:
+                    return
+                self._detected.add(id(failure))
+                self.detections.append({"failure_index": failure.index,
+                                        "action": failure.action, "switch": row["switch"], "port": row["port"],
+                                        "detection_s": (row["received_ns"] - failure.applied_ns) / 1e9})
+                return
+
+    def stop(self):
+        """Stop the listeners, then the sessions (safe to call twice)."""
+        self._stop.set()
+        for thread in self._listeners:
+            thread.join(timeout=5)
+        self._listeners = []
+        super().stop()

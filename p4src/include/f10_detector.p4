@@ -1,0 +1,202 @@
+/* F10's failure detector in the data plane (seed 002, section 5.4; prototype 7.1).
+ *
+ * Include after headers.p4 and the program's metadata_t, which has a member
+ * `f10_metadata_t f10`.
+ *
+ * Every fabric port counts the valid frames it receives (data and probes).
+ * Time is cut into buckets of one probe period; the detector's window t is the
+ * last `window_buckets` buckets (t = window_buckets x probe period), so the
+ * count slides by one bucket per period:
+ *
+ *   running_sum[p]      valid frames of port p in the window
+ *   rx_bucket[p*8 + b]  valid frames of bucket b (at most MAX_BUCKETS = 8)
+ *   cur_bucket[p]       the bucket frames count into now
+ *
+ * Each trigger frame (one per probe period, see f10_headers.p4) is multicast to
+ * every fabric port (group F10_PORTS_GROUP, written by the controller); its copy
+ * for port p, in egress, closes p's bucket and decides (F10Detector):
+ *
+ *   up   -> down  when fewer than `down_below` (c) frames are in the window;
+ *   down -> up    when at least `up_at_least` (d) frames are in the window and
+ *                 the hold-down has passed.
+ *
+ * A port is evaluated only once it has been watched for a whole window.
+ * Flapping backs off exponentially: a new down within `backoff_reset_us` of the
+ * previous one doubles the hold-down (`holddown_us << level`, at most
+ * `holddown_max_us`); a down after a stable period starts again at `holddown_us`.
+ *
+ *   port_down[p]        1 while p is declared down (read by forwarding, ingress)
+ *   holddown_until[p], last_down_us[p], backoff_level[p]
+ *
+ * After deciding, the copy becomes a probe if p sent nothing for a probe period
+ * (last_tx_us[p], written by every frame leaving p), else it is dropped.
+ *
+ * Reports: each transition is cloned (E2E) to clone session F10_REPORT_SESSION,
+ * which the controller points at the CPU port; the clone leaves as a PacketIn
+ * whose packet_in fields carry the switch's timestamp, the port, the new status,
+ * the window's count and the hold-down.  The counters
+ * MyEgress.port_down_events / port_up_events (indexed by port) count the
+ * transitions, so the current status can be read back over P4Runtime on any
+ * target: a port is down when it has more down than up events.
+ *
+ * Run-time parameters: the default action of the keyless table
+ * MyEgress.detector_params (testbed/modes.py describes them and their ranges).
+ */
+#ifndef _TESTBED_F10_DETECTOR_P4_
+#define _TESTBED_F10_DETECTOR_P4_
+
+#define F10_PORTS 512
+#define MAX_BUCKETS 8
+#define F10_PORTS_GROUP 1
+#define F10_REPORT_SESSION 100
+
+#ifndef F10_DEFAULT_PROBE_PERIOD_US
+#define F10_DEFAULT_PROBE_PERIOD_US 10000
+#endif
+
+const bit<32> MAX_BACKOFF_LEVEL = 16;
+
+register<bit<32>>(F10_PORTS) running_sum;
+register<bit<32>>(F10_PORTS * MAX_BUCKETS) rx_bucket;
+register<bit<32>>(F10_PORTS) cur_bucket;
+register<bit<32>>(F10_PORTS) watched_buckets;
+register<bit<1>>(F10_PORTS) port_down;
+register<bit<48>>(F10_PORTS) holddown_until;
+register<bit<48>>(F10_PORTS) last_down_us;
+register<bit<32>>(F10_PORTS) backoff_level;
+register<bit<48>>(F10_PORTS) last_tx_us;
+
+/* ingress: one more valid frame on a fabric port */
+control F10CountArrival(in standard_metadata_t standard_metadata) {
+    apply {
+        bit<32> port = (bit<32>)standard_metadata.ingress_port;
+        bit<32> bucket;
+        bit<32> count;
+        bit<32> sum;
+        cur_bucket.read(bucket, port);
+        rx_bucket.read(count, port * MAX_BUCKETS + bucket);
+        rx_bucket.write(port * MAX_BUCKETS + bucket, count + 1);
+        running_sum.read(sum, port);
+        running_sum.write(port, sum + 1);
+    }
+}
+
+/* egress, on a trigger copy for one fabric port: decide, report, probe or drop */
+control F10Detector(inout headers_t hdr,
+                    inout metadata_t meta,
+                    inout standard_metadata_t standard_metadata) {
+    @name(".MyEgress.port_down_events")
+    counter(F10_PORTS, CounterType.packets) port_down_events;
+    @name(".MyEgress.port_up_events")
+    counter(F10_PORTS, CounterType.packets) port_up_events;
+
+    @name(".MyEgress.set_detector_params")
+    action set_detector_params(bit<32> window_buckets, bit<32> down_below, bit<32> up_at_least,
+                               bit<32> probe_period_us, bit<32> holddown_us, bit<32> holddown_max_us,
+                               bit<32> backoff_reset_us) {
+        meta.f10.window_buckets = window_buckets;
+        meta.f10.down_below = down_below;
+        meta.f10.up_at_least = up_at_least;
+        meta.f10.probe_period_us = probe_period_us;
+        meta.f10.holddown_us = holddown_us;
+        meta.f10.holddown_max_us = holddown_max_us;
+        meta.f10.backoff_reset_us = backoff_reset_us;
+    }
+
+    /* run-time parameters: a keyless table whose default entry the controller modifies */
+    @name(".MyEgress.detector_params")
+    table detector_params {
+        actions = { set_detector_params; }
+        default_action = set_detector_params(3, 1, 3, F10_DEFAULT_PROBE_PERIOD_US, 100000, 1600000, 1000000);
+    }
+
+    action report(bit<8> status, bit<32> frames, bit<32> holddown, bit<32> level) {
+        meta.f10.report_status = status;
+        meta.f10.report_port = (bit<16>)standard_metadata.egress_port;
+        meta.f10.report_frames = frames;
+        meta.f10.report_holddown_us = holddown;
+        meta.f10.report_level = (bit<8>)level;
+        meta.f10.report_time_us = standard_metadata.egress_global_timestamp;
+        clone_preserving_field_list(CloneType.E2E, F10_REPORT_SESSION, 1);
+    }
+
+    apply {
+        detector_params.apply();
+        bit<32> port = (bit<32>)standard_metadata.egress_port;
+        bit<48> now = standard_metadata.egress_global_timestamp;
+        bit<32> count;
+        bit<32> watched;
+        bit<1> down;
+        running_sum.read(count, port);
+        watched_buckets.read(watched, port);
+        port_down.read(down, port);
+
+        if (watched >= meta.f10.window_buckets) {
+            if (down == 0 && count < meta.f10.down_below) {
+                bit<48> previous;
+                bit<32> level;
+                last_down_us.read(previous, port);
+                backoff_level.read(level, port);
+                if (previous != 0 && now - previous < (bit<48>)meta.f10.backoff_reset_us) {
+                    if (level < MAX_BACKOFF_LEVEL) {
+                        level = level + 1;
+                    }
+                } else {
+                    level = 0;
+                }
+                bit<32> hold = meta.f10.holddown_us << (bit<8>)level;
+                if (hold > meta.f10.holddown_max_us || (hold >> (bit<8>)level) != meta.f10.holddown_us) {
+                    hold = meta.f10.holddown_max_us;   /* capped, also when the shift overflowed */
+                }
+                holddown_until.write(port, now + (bit<48>)hold);
+                last_down_us.write(port, now);
+                backoff_level.write(port, level);
+                port_down.write(port, 1);
+                port_down_events.count(port);
+                report(PORT_DOWN, count, hold, level);
+            } else if (down == 1 && count >= meta.f10.up_at_least) {
+                bit<48> until;
+                holddown_until.read(until, port);
+                if (now >= until) {
+                    port_down.write(port, 0);
+                    port_up_events.count(port);
+                    report(PORT_UP, count, 0, 0);
+                }
+            }
+        } else {
+            watched_buckets.write(port, watched + 1);
+        }
+
+        /* slide the window by one bucket: the oldest bucket becomes the current one, emptied */
+        bit<32> bucket;
+        bit<32> oldest;
+        cur_bucket.read(bucket, port);
+        bucket = bucket + 1;
+        if (bucket >= meta.f10.window_buckets || bucket >= MAX_BUCKETS) {
+            bucket = 0;
+        }
+        rx_bucket.read(oldest, port * MAX_BUCKETS + bucket);
+        running_sum.write(port, count - oldest);
+        rx_bucket.write(port * MAX_BUCKETS + bucket, 0);
+        cur_bucket.write(port, bucket);
+
+        /* F10: a link is never silent */
+        bit<48> last_tx;
+        last_tx_us.read(last_tx, port);
+        if (now - last_tx >= (bit<48>)meta.f10.probe_period_us) {
+            hdr.f10_trigger.setInvalid();
+            hdr.f10_probe.setValid();
+            hdr.f10_probe.port = (bit<16>)standard_metadata.egress_port;
+            hdr.f10_probe.timestamp_us = now;
+            hdr.f10_probe._pad = 0;
+            hdr.ethernet.dstAddr = F10_PROBE_DMAC;
+            hdr.ethernet.srcAddr = 0;
+            hdr.ethernet.etherType = ETHERTYPE_F10_PROBE;
+            last_tx_us.write(port, now);
+        } else {
+            mark_to_drop(standard_metadata);
+        }
+    }
+}
+
+#endif /* _TESTBED_F10_DETECTOR_P4_ */
