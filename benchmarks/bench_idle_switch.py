@@ -21,33 +21,14 @@ Usage::
 import argparse
 import glob
 import os
-import socket
-import subprocess
-import sys
 import time
 
 import testbed.p4src
 from testbed.p4runtime.client import P4RuntimeClient
 
+from portless_switches import portless_switches  # benchmarks/ helper module
+
 TICKS_PER_SECOND = os.sysconf("SC_CLK_TCK")
-
-
-def free_port():
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def wait_listening(address, timeout=60.0):
-    host, port = address.rsplit(":", 1)
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            with socket.create_connection((host, int(port)), timeout=0.2):
-                return True
-        except OSError:
-            time.sleep(0.1)
-    return False
 
 
 def cpu_ticks(pid):
@@ -95,51 +76,41 @@ def main():
                         help="keep a primary P4Runtime session with a few routes on each switch")
     args = parser.parse_args()
 
-    processes, clients = [], []
-    try:
-        for device_id in range(1, args.n + 1):
-            address = f"127.0.0.1:{free_port()}"
-            command = [sys.executable, "-m", "testbed.embedded_switch.switchd", "--name", f"s{device_id}",
-                       "--device-id", str(device_id), "--grpc-addr", address]
-            if args.program:
-                command += ["--program", args.program]
-            processes.append((subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL),
-                              address, device_id))
-        for process, address, device_id in processes:
-            if not wait_listening(address):
-                sys.exit(f"switch {device_id} not listening on {address}")
+    clients = []
+    with portless_switches(args.n, args.program or None) as processes:
+        try:
             if args.connect:
-                clients.append(program_switch(address, device_id))
-        time.sleep(args.settle)
-        pids = [process.pid for process, _, _ in processes]
-        ticks_before = {pid: cpu_ticks(pid) for pid in pids}
-        ns_before = {pid: run_ns(pid)[0] for pid in pids}
-        started = time.monotonic()
-        time.sleep(args.window)
-        elapsed = time.monotonic() - started
-        ticks_share = [(cpu_ticks(pid) - ticks_before[pid]) / TICKS_PER_SECOND / elapsed for pid in pids]
-        ns_share, threads = [], []
-        for pid in pids:
-            ns, count = run_ns(pid)
-            ns_share.append((ns - ns_before[pid]) / 1e9 / elapsed)
-            threads.append(count)
-        load = os.getloadavg()
-        print(f"{args.n} idle switchd processes, program {'none' if not args.program else os.path.basename(args.program)}, "
-              f"{'with' if args.connect else 'without'} a controller session, window {elapsed:.1f} s, "
-              f"load average {load[0]:.2f}")
-        print(f"  CPU share of one core per process (/proc/PID/stat): mean {100 * sum(ticks_share) / len(pids):.3f}% "
-              f"max {100 * max(ticks_share):.3f}% (resolution {100 / TICKS_PER_SECOND / elapsed:.3f}%)")
-        print(f"  CPU share of one core per process (schedstat):      mean {100 * sum(ns_share) / len(pids):.3f}% "
-              f"max {100 * max(ns_share):.3f}%")
-        print(f"  threads per process: {min(threads)}-{max(threads)}; all {args.n} together: "
-              f"{100 * sum(ns_share):.2f}% of one core")
-    finally:
-        for client in clients:
-            client.close()
-        for process, _, _ in processes:
-            process.terminate()
-        for process, _, _ in processes:
-            process.wait(timeout=20)
+                clients = [program_switch(address, device_id) for _, address, device_id in processes]
+            time.sleep(args.settle)
+            report(args, [process.pid for process, _, _ in processes])
+        finally:
+            for client in clients:
+                client.close()
+
+
+def report(args, pids):
+    """Measure the CPU share of ``pids`` over the window and print it."""
+    ticks_before = {pid: cpu_ticks(pid) for pid in pids}
+    ns_before = {pid: run_ns(pid)[0] for pid in pids}
+    started = time.monotonic()
+    time.sleep(args.window)
+    elapsed = time.monotonic() - started
+    ticks_share = [(cpu_ticks(pid) - ticks_before[pid]) / TICKS_PER_SECOND / elapsed for pid in pids]
+    ns_share, threads = [], []
+    for pid in pids:
+        ns, count = run_ns(pid)
+        ns_share.append((ns - ns_before[pid]) / 1e9 / elapsed)
+        threads.append(count)
+    load = os.getloadavg()
+    print(f"{args.n} idle switchd processes, program {os.path.basename(args.program) if args.program else 'none'}, "
+          f"{'with' if args.connect else 'without'} a controller session, window {elapsed:.1f} s, "
+          f"load average {load[0]:.2f}")
+    print(f"  CPU share of one core per process (/proc/PID/stat): mean {100 * sum(ticks_share) / len(pids):.3f}% "
+          f"max {100 * max(ticks_share):.3f}% (resolution {100 / TICKS_PER_SECOND / elapsed:.3f}%)")
+    print(f"  CPU share of one core per process (schedstat):      mean {100 * sum(ns_share) / len(pids):.3f}% "
+          f"max {100 * max(ns_share):.3f}%")
+    print(f"  threads per process: {min(threads)}-{max(threads)}; all {args.n} together: "
+          f"{100 * sum(ns_share):.2f}% of one core")
 
 
 if __name__ == "__main__":

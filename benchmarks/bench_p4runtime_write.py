@@ -18,39 +18,19 @@ Usage::
 import argparse
 import ipaddress
 import os
-import socket
 import statistics
-import subprocess
-import sys
 import time
 
 import google.protobuf
 from google.protobuf.internal import api_implementation
 from p4.v1 import p4runtime_pb2
-
 import testbed.p4src
 from testbed.p4runtime.client import P4RuntimeClient
 
+from portless_switches import portless_switches  # benchmarks/ helper module
+
 TABLE = "MyIngress.ipv4_lpm"
 SELECTOR = "MyIngress.ecmp_selector"
-
-
-def free_port():
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def wait_listening(address, timeout=60.0):
-    host, port = address.rsplit(":", 1)
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            with socket.create_connection((host, int(port)), timeout=0.2):
-                return True
-        except OSError:
-            time.sleep(0.1)
-    return False
 
 
 def matches(count):
@@ -100,13 +80,8 @@ def main():
     args = parser.parse_args()
     print(f"protobuf {google.protobuf.__version__}, backend {api_implementation.Type()}; "
           f"load average {os.getloadavg()[0]:.2f}")
-    address = f"127.0.0.1:{free_port()}"
-    switch = subprocess.Popen([sys.executable, "-m", "testbed.embedded_switch.switchd", "--grpc-addr", address,
-                               "--program", testbed.p4src.program_path("l3_ecmp")],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        if not wait_listening(address):
-            sys.exit(f"switch not listening on {address}")
+    with portless_switches(1, testbed.p4src.program_path("l3_ecmp")) as switches:
+        address = switches[0][1]
         with P4RuntimeClient(address, device_id=1, election_id=(0, 1)) as client:
             with client.batch():
                 for port in range(1, 5):
@@ -122,9 +97,6 @@ def main():
                 rates = [write_rate(client, entries, batch) for _ in range(args.rounds)]
                 print(f"{batch:4d} update(s) per Write: insert {statistics.median(r[0] for r in rates):8.0f} "
                       f"entries/s, delete {statistics.median(r[1] for r in rates):8.0f} entries/s")
-    finally:
-        switch.terminate()
-        switch.wait(timeout=20)
 
 
 if __name__ == "__main__":

@@ -14,6 +14,7 @@ entries.  P4Runtime lets a server apply the updates of one Write in any order
 (spec, "Batching and Ordering of Updates"), so what must exist before an update
 refers to it goes in an earlier Write.
 """
+import os
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -25,6 +26,9 @@ from testbed.p4runtime.client import P4RuntimeClient, P4RuntimeClientError
 MAX_UPDATES_PER_WRITE = 1000
 #: most switches programmed at the same time
 MAX_CONCURRENT_SWITCHES = 16
+#: most pipelines pushed at the same time: each switch compiles its program, which is CPU work,
+#: so more at once than there are cores only makes every push slower (and may time it out)
+MAX_CONCURRENT_PIPELINES = os.cpu_count() or 1
 
 
 @dataclass(frozen=True)
@@ -83,8 +87,8 @@ class FabricProgrammer:
 
     # -- concurrency --------------------------------------------------------------------
     @staticmethod
-    def _for_each(names, work):
-        """Run ``work(name)`` for every name in worker threads.
+    def _for_each(names, work, workers=MAX_CONCURRENT_SWITCHES):
+        """Run ``work(name)`` for every name in at most ``workers`` threads.
 
         Returns:
             dict: ``{name: (result, None) | (None, exception)}``.
@@ -100,7 +104,7 @@ class FabricProgrammer:
             except Exception as error:  # noqa: BLE001 - reported per switch to the caller
                 return name, (None, error)
 
-        with ThreadPoolExecutor(max_workers=min(MAX_CONCURRENT_SWITCHES, len(names)),
+        with ThreadPoolExecutor(max_workers=min(workers, len(names)),
                                 thread_name_prefix="fabric-programmer") as pool:
             outcomes.update(pool.map(run, names))
         return outcomes
@@ -160,7 +164,7 @@ class FabricProgrammer:
 
     # -- programming --------------------------------------------------------------------
     def push_pipeline(self):
-        """SetForwardingPipelineConfig on every switch (all at once).
+        """SetForwardingPipelineConfig on every switch (as many at once as there are cores).
 
         Raises:
             P4RuntimeClientError: the first switch (by name) that refused it.
@@ -171,7 +175,7 @@ class FabricProgrammer:
             self.clients[name].set_pipeline(p4info=config.p4info, device_config=config.device_config,
                                             target=config.target)
 
-        self._raise_first(self._for_each(self.clients, push))
+        self._raise_first(self._for_each(self.clients, push, MAX_CONCURRENT_PIPELINES))
 
     def _neighbor(self, switch, port):
         """The node at the other end of ``switch``'s ``port`` (None if no link uses it)."""
