@@ -1,19 +1,19 @@
-"""P4Runtime encoding time and Write throughput against one embedded switch (a script, not a test).
+"""P4Runtime message encoding time with the installed protobuf backend (a script, not a test).
 
 Starts one portless ``python -m testbed.embedded_switch.switchd`` with
-p4src/l3_ecmp.p4, opens a primary session, and measures:
-
-* the encoding of one Write of ``--entries`` table entries (default 320): the
-  client building the Update messages, and ``SerializeToString`` of the request;
-* entries per second written one entry per Write, and in batches of ``--batch``
-  updates per Write (insert, then delete, so every round starts empty).
+p4src/l3_ecmp.p4, opens a primary session (for the program's P4Info), and
+measures, for one Write of ``--entries`` route entries (default 320, the routes
+of a k=4 FatTree): the client building the Update messages,
+``SerializeToString`` and ``FromString`` of the WriteRequest, and the whole
+Write RPC of those entries in one batch (insert, then delete again).
 
 It prints the protobuf backend (``upb``/``cpp`` are compiled, ``python`` is not)
-and version first.
+and version first.  Write throughput over many batch sizes is
+benchmarks/bench_p4runtime_write.py's job.
 
 Usage::
 
-    /opt/testbed-venv/bin/python benchmarks/bench_p4runtime_write.py [--entries 320] [--batch 320] [--rounds 5]
+    /opt/testbed-venv/bin/python benchmarks/bench_p4runtime_encode.py [--entries 320] [--rounds 5]
 """
 import argparse
 import ipaddress
@@ -56,26 +56,22 @@ def encode_once(client, entries):
     return built - started, serialized - built, parsed - serialized, len(data)
 
 
-def write_rate(client, entries, batch):
-    """Entries per second of inserting and deleting ``entries``, ``batch`` updates per Write."""
+def write_once(client, entries):
+    """Seconds of one Write RPC inserting ``entries`` (deleted again afterwards, untimed)."""
     started = time.perf_counter()
-    for start in range(0, len(entries), batch):
-        with client.batch():
-            for i, match in enumerate(entries[start:start + batch], start):
-                client.insert_table_entry(TABLE, match, member_id=1 + i % 4)
-    inserted = time.perf_counter()
-    for start in range(0, len(entries), batch):
-        with client.batch():
-            for match in entries[start:start + batch]:
-                client.delete_table_entry(TABLE, match)
-    deleted = time.perf_counter()
-    return len(entries) / (inserted - started), len(entries) / (deleted - inserted)
+    with client.batch():
+        for i, match in enumerate(entries):
+            client.insert_table_entry(TABLE, match, member_id=1 + i % 4)
+    seconds = time.perf_counter() - started
+    with client.batch():
+        for match in entries:
+            client.delete_table_entry(TABLE, match)
+    return seconds
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--entries", type=int, default=320, help="table entries per round")
-    parser.add_argument("--batch", type=int, default=320, help="updates per Write when batched")
     parser.add_argument("--rounds", type=int, default=5, help="repetitions (median reported)")
     args = parser.parse_args()
     print(f"protobuf {google.protobuf.__version__}, backend {api_implementation.Type()}; "
@@ -93,10 +89,9 @@ def main():
             print(f"one Write of {args.entries} entries ({timings[0][3]} bytes): build updates "
                   f"{build * 1000:.1f} ms, SerializeToString {serialize * 1000:.2f} ms, parse "
                   f"{parse * 1000:.2f} ms")
-            for batch in (1, args.batch):
-                rates = [write_rate(client, entries, batch) for _ in range(args.rounds)]
-                print(f"{batch:4d} update(s) per Write: insert {statistics.median(r[0] for r in rates):8.0f} "
-                      f"entries/s, delete {statistics.median(r[1] for r in rates):8.0f} entries/s")
+            write = statistics.median(write_once(client, entries) for _ in range(args.rounds))
+            print(f"the same entries in one Write RPC (build, encode, send, switch applies): "
+                  f"{write * 1000:.1f} ms")
 
 
 if __name__ == "__main__":
