@@ -4,14 +4,31 @@ The routing state every load-balancing program shares: an LPM table on the
 IPv4 destination whose entries either name one next hop (``set_nhop``) or an
 action-selector group of next hops (one member per egress port).  Routes are
 the equal-cost shortest paths of :mod:`testbed.controllers.routing`; after a
-failure :meth:`FabricProgrammer.reroute` recomputes them without the failed
-links and writes only the difference.
+failure :meth:`FabricProgrammer.reroute` recomputes the destinations the failure
+touches and writes only the difference.
+
+Writes: every switch is programmed in its own worker thread (a session is used
+by one thread at a time), and a switch's updates go out in few Write requests:
+first the new action-profile members, then the new groups, then the table
+entries.  P4Runtime lets a server apply the updates of one Write in any order
+(spec, "Batching and Ordering of Updates"), so what must exist before an update
+refers to it goes in an earlier Write.
 """
+import os
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
-from testbed.controllers.routing import compute_host_routes, is_host, port_toward
+from testbed.controllers.routing import HostRoutes, is_host, port_toward
 from testbed.p4runtime.client import P4RuntimeClient, P4RuntimeClientError
+
+#: most updates in one Write request (about 100 bytes each, far below gRPC's 4 MB limit)
+MAX_UPDATES_PER_WRITE = 1000
+#: most switches programmed at the same time
+MAX_CONCURRENT_SWITCHES = 16
+#: most pipelines pushed at the same time: each switch compiles its program, which is CPU work,
+#: so more at once than there are cores only makes every push slower (and may time it out)
+MAX_CONCURRENT_PIPELINES = os.cpu_count() or 1
 
 
 @dataclass(frozen=True)
@@ -29,6 +46,10 @@ class RoutingTables:
 def switch_mac(device_id):
     """The MAC a switch uses as source address: locally administered, from its device id."""
     return "02:fb:%02x:%02x:%02x:%02x" % tuple((device_id >> shift) & 0xFF for shift in (24, 16, 8, 0))
+
+
+class _WriteFailed(Exception):
+    """A switch's Write failed; the updates before ``failed`` index were recorded as applied."""
 
 
 class FabricProgrammer:
@@ -58,16 +79,61 @@ class FabricProgrammer:
         self.election_id = election_id
         self.clients = {}
         self.failed_links = set()
+        self._routes = None  # HostRoutes once routes were computed
         self._installed = {}  # switch -> {ip: (kind, value)} as written
         self._groups = {}  # switch -> {ports tuple: group id, "_members": {port: member id}}
+        self._neighbors = {}  # switch -> {port: neighbour}
         self.unreachable = {}
+
+    # -- concurrency --------------------------------------------------------------------
+    @staticmethod
+    def _for_each(names, work, workers=MAX_CONCURRENT_SWITCHES):
+        """Run ``work(name)`` for every name in at most ``workers`` threads.
+
+        Returns:
+            dict: ``{name: (result, None) | (None, exception)}``.
+        """
+        names = sorted(names)
+        outcomes = {}
+        if not names:
+            return outcomes
+
+        def run(name):
+            try:
+                return name, (work(name), None)
+            except Exception as error:  # noqa: BLE001 - reported per switch to the caller
+                return name, (None, error)
+
+        with ThreadPoolExecutor(max_workers=min(workers, len(names)),
+                                thread_name_prefix="fabric-programmer") as pool:
+            outcomes.update(pool.map(run, names))
+        return outcomes
+
+    @staticmethod
+    def _raise_first(outcomes):
+        """Raise the first (by switch name) exception among ``_for_each`` outcomes."""
+        for name in sorted(outcomes):
+            error = outcomes[name][1]
+            if error is not None:
+                raise error
 
     # -- session ------------------------------------------------------------------------
     def connect(self):
-        """Open a primary P4Runtime session to every switch."""
-        for name, info in sorted(self.switches.items()):
-            self.clients[name] = P4RuntimeClient(info["grpc"], device_id=info["device_id"],
-                                                 election_id=self.election_id)
+        """Open a primary P4Runtime session to every switch (all at once).
+
+        Raises:
+            P4RuntimeClientError: the first switch (by name) that could not be reached;
+                the sessions that did open are kept in :attr:`clients`.
+        """
+        def open_session(name):
+            info = self.switches[name]
+            return P4RuntimeClient(info["grpc"], device_id=info["device_id"], election_id=self.election_id)
+
+        outcomes = self._for_each(self.switches, open_session)
+        for name, (client, _) in sorted(outcomes.items()):
+            if client is not None:
+                self.clients[name] = client
+        self._raise_first(outcomes)
 
     def close(self):
         """Close every session."""
@@ -81,6 +147,7 @@ class FabricProgrammer:
         self.switches = {name: info for name, info in self.switches.items() if name != switch}
         self._installed.pop(switch, None)
         self._groups.pop(switch, None)
+        self.unreachable.pop(switch, None)
         if client is not None:
             try:
                 client.close()
@@ -97,19 +164,30 @@ class FabricProgrammer:
 
     # -- programming --------------------------------------------------------------------
     def push_pipeline(self):
-        """SetForwardingPipelineConfig on every switch."""
+        """SetForwardingPipelineConfig on every switch (as many at once as there are cores).
+
+        Raises:
+            P4RuntimeClientError: the first switch (by name) that refused it.
+        """
         config = self.pipeline
-        for client in self.clients.values():
-            client.set_pipeline(p4info=config.p4info, device_config=config.device_config,
-                                target=config.target)
+
+        def push(name):
+            self.clients[name].set_pipeline(p4info=config.p4info, device_config=config.device_config,
+                                            target=config.target)
+
+        self._raise_first(self._for_each(self.clients, push, MAX_CONCURRENT_PIPELINES))
+
+    def _neighbor(self, switch, port):
+        """The node at the other end of ``switch``'s ``port`` (None if no link uses it)."""
+        ports = self._neighbors.get(switch)
+        if ports is None:
+            ports = {port_toward(data, switch): other for _, other, data in self.graph.edges(switch, data=True)}
+            self._neighbors[switch] = ports
+        return ports.get(port)
 
     def next_hop_params(self, switch, port):
         """Action parameters of the next hop out of ``switch`` ``port``."""
-        neighbor, neighbor_mac = None, None
-        for _, other, data in self.graph.edges(switch, data=True):
-            if port_toward(data, switch) == port:
-                neighbor = other
-                break
+        neighbor, neighbor_mac = self._neighbor(switch, port), None
         if neighbor is not None and is_host(self.graph, neighbor):
             neighbor_mac = self.graph.nodes[neighbor]["mac"]
         elif neighbor is not None:
@@ -118,47 +196,143 @@ class FabricProgrammer:
                 self.tables.smac_param: switch_mac(self.switches[switch]["device_id"]),
                 self.tables.port_param: port}
 
-    def _desired(self, routes):
-        """``{switch: {ip: ("port", p) | ("group", ports)}}`` from computed routes."""
-        desired = {}
-        for switch, by_ip in routes.items():
-            if switch not in self.switches:
+    @staticmethod
+    def _route(ports):
+        """``("port", p)`` for one next hop, ``("group", ports)`` for several."""
+        return ("port", ports[0]) if len(ports) == 1 else ("group", tuple(ports))
+
+    def _desired(self, switch, ips=None):
+        """``{ip: route}`` of ``switch`` for ``ips`` (all its routes when None)."""
+        by_ip = self._routes.routes.get(switch, {})
+        if ips is None:
+            return {ip: self._route(ports) for ip, ports in by_ip.items()}
+        return {ip: self._route(by_ip[ip]) for ip in ips if ip in by_ip}
+
+    def _plan(self, switch, desired, ips):
+        """The updates that make ``switch``'s routes for ``ips`` equal ``desired``.
+
+        Returns:
+            tuple: (new member ports, new groups as port tuples, [(ip, route or None)])
+            where a route of None deletes the entry.
+        """
+        installed = self._installed.get(switch, {})
+        groups = self._groups.get(switch, {})
+        members = groups.get("_members", {})
+        entries, new_members, new_groups = [], [], []
+        for ip in sorted(ips):
+            route = desired.get(ip)
+            if installed.get(ip) == route:
                 continue
-            desired[switch] = {ip: ("port", ports[0]) if len(ports) == 1 else ("group", tuple(ports))
-                               for ip, ports in by_ip.items()}
-        return desired
+            entries.append((ip, route))
+            if route is None:
+                continue
+            kind, value = route
+            ports = (value,) if kind == "port" else value
+            for port in ports:
+                if port not in members and port not in new_members:
+                    new_members.append(port)
+            if kind == "group" and value not in groups and value not in new_groups:
+                new_groups.append(value)
+        return new_members, new_groups, entries
 
-    def _ensure_member(self, switch, client, port, groups):
-        """Return the member id of ``port`` on ``switch``, creating the member once."""
-        members = groups.setdefault("_members", {})
-        if port not in members:
-            member_id = port + 1
-            client.insert_member(self.tables.selector, member_id, self.tables.action,
-                                 self.next_hop_params(switch, port))
-            members[port] = member_id
-        return members[port]
+    def _write(self, client, updates, record):
+        """Send ``updates`` (callables writing one update each) in batches; ``record(i)`` each applied.
 
-    def _ensure_group(self, switch, client, ports, groups):
-        """Return the group id for ``ports`` on ``switch``, creating members and group once."""
-        if ports not in groups:
-            member_ids = [self._ensure_member(switch, client, port, groups) for port in ports]
-            group_id = len([key for key in groups if key != "_members"]) + 1
-            client.insert_group(self.tables.selector, group_id, [(m, 1) for m in member_ids])
-            groups[ports] = group_id
-        return groups[ports]
+        Raises:
+            _WriteFailed: a Write failed; the updates it applied were recorded.
+        """
+        for start in range(0, len(updates), MAX_UPDATES_PER_WRITE):
+            chunk = updates[start:start + MAX_UPDATES_PER_WRITE]
+            try:
+                with client.batch():
+                    for update in chunk:
+                        update()
+            except P4RuntimeClientError as error:
+                # the failed updates are listed by position; the others were applied
+                # (a call that failed as a whole, such as an unreachable switch, lists none)
+                failed = {index for index, _code, _message in error.errors}
+                for index in range(len(chunk)):
+                    if error.errors and index not in failed:
+                        record(start + index)
+                raise _WriteFailed(str(error)) from error
+            for index in range(len(chunk)):
+                record(start + index)
 
-    def _write_route(self, switch, ip, route, update):
-        # Tables with an action selector take members or groups only (P4Runtime
-        # forbids direct actions there): one next hop is its port's member.
+    def _apply_switch(self, switch, desired, ips):
+        """Write ``switch``'s routes for ``ips``; returns the table entries written.
+
+        Raises:
+            _WriteFailed: a Write failed (what was applied is recorded).
+        """
         client = self.clients[switch]
+        tables = self.tables
         groups = self._groups.setdefault(switch, {})
-        write = client.modify_table_entry if update else client.insert_table_entry
-        match = {"hdr.ipv4.dstAddr": (ip, 32)}
-        kind, value = route
-        if kind == "port":
-            write(self.tables.table, match, member_id=self._ensure_member(switch, client, value, groups))
-        else:
-            write(self.tables.table, match, group_id=self._ensure_group(switch, client, value, groups))
+        members = groups.setdefault("_members", {})
+        installed = self._installed.setdefault(switch, {})
+        new_members, new_groups, entries = self._plan(switch, desired, ips)
+
+        def member_update(port):
+            return lambda: client.insert_member(tables.selector, port + 1, tables.action,
+                                                self.next_hop_params(switch, port))
+        self._write(client, [member_update(port) for port in new_members],
+                    lambda i: members.__setitem__(new_members[i], new_members[i] + 1))
+
+        next_id = max((gid for key, gid in groups.items() if key != "_members"), default=0) + 1
+        group_ids = {ports: next_id + offset for offset, ports in enumerate(new_groups)}
+
+        def group_update(ports):
+            return lambda: client.insert_group(tables.selector, group_ids[ports],
+                                               [(members[port], 1) for port in ports])
+        self._write(client, [group_update(ports) for ports in new_groups],
+                    lambda i: groups.__setitem__(new_groups[i], group_ids[new_groups[i]]))
+
+        def entry_update(ip, route):
+            match = {"hdr.ipv4.dstAddr": (ip, 32)}
+            if route is None:
+                return lambda: client.delete_table_entry(tables.table, match)
+            write = client.modify_table_entry if ip in installed else client.insert_table_entry
+            kind, value = route
+            if kind == "port":
+                return lambda: write(tables.table, match, member_id=members[value])
+            return lambda: write(tables.table, match, group_id=groups[value])
+
+        def record_entry(index):
+            ip, route = entries[index]
+            if route is None:
+                installed.pop(ip, None)
+            else:
+                installed[ip] = route
+        self._write(client, [entry_update(ip, route) for ip, route in entries], record_entry)
+        return len(entries)
+
+    def _apply(self, ips_by_switch):
+        """Write the routes of every switch concurrently; ``ips_by_switch[s]`` None means all.
+
+        A switch whose write fails is listed in :attr:`unreachable` and does not
+        stop the others.
+
+        Returns:
+            int: table entries written.
+        """
+        def apply(switch):
+            ips = ips_by_switch[switch]
+            desired = self._desired(switch, ips)
+            if ips is None:
+                ips = set(desired) | set(self._installed.get(switch, {}))
+            return self._apply_switch(switch, desired, ips)
+
+        targets = [switch for switch in ips_by_switch if switch in self.clients]
+        outcomes = self._for_each(targets, apply)
+        self.unreachable = {}
+        written = 0
+        for switch, (count, error) in sorted(outcomes.items()):
+            if isinstance(error, _WriteFailed):
+                self.unreachable[switch] = str(error)
+            elif error is not None:
+                raise error
+            else:
+                written += count
+        return written
 
     def install_routes(self):
         """Compute routes on the intact topology and write them to every switch.
@@ -168,48 +342,37 @@ class FabricProgrammer:
         """
         self._groups = {}
         self._installed = {}
-        return self._apply(self._desired(compute_host_routes(self.graph, self.failed_links)))
-
-    def _apply(self, desired):
-        """Write the difference between ``desired`` and what is installed, switch by switch."""
-        written = 0
-        self.unreachable = {}
-        for switch, routes in sorted(desired.items()):
-            try:
-                written += self._apply_switch(switch, routes)
-            except P4RuntimeClientError as error:
-                self.unreachable[switch] = str(error)
-        return written
-
-    def _apply_switch(self, switch, routes):
-        written = 0
-        installed = self._installed.setdefault(switch, {})
-        for ip, route in sorted(routes.items()):
-            if installed.get(ip) == route:
-                continue
-            self._write_route(switch, ip, route, update=ip in installed)
-            installed[ip] = route
-            written += 1
-        for ip in sorted(set(installed) - set(routes)):
-            self.clients[switch].delete_table_entry(self.tables.table, {"hdr.ipv4.dstAddr": (ip, 32)})
-            del installed[ip]
-            written += 1
-        return written
+        self._routes = HostRoutes(self.graph, self.failed_links)
+        return self._apply(dict.fromkeys(self.switches))
 
     def reroute(self, failed_links):
         """Recompute routes without ``failed_links`` and write only what changed.
+
+        Only destinations whose shortest paths a changed link touches are
+        recomputed; switches the last update could not reach get a full comparison.
 
         Args:
             failed_links: the set of links now down (link ids or node pairs, see
                 :func:`testbed.controllers.routing.usable_links`).
 
         Returns:
-            dict: ``{"entries_written": n, "seconds": time taken}``.
+            dict: ``{"entries_written": n, "seconds": total, "compute_s": route
+            computation, "write_s": P4Runtime writes}``.
         """
         started = time.monotonic()
         self.failed_links = set(failed_links)
-        written = self._apply(self._desired(compute_host_routes(self.graph, self.failed_links)))
-        return {"entries_written": written, "seconds": time.monotonic() - started}
+        if self._routes is None:
+            self._routes = HostRoutes(self.graph, self.failed_links)
+            ips_by_switch = dict.fromkeys(self.switches)
+        else:
+            changed = self._routes.update(self.failed_links)
+            ips_by_switch = {switch: None if switch in self.unreachable else changed
+                             for switch in self.switches}
+        computed = time.monotonic()
+        written = self._apply(ips_by_switch)
+        done = time.monotonic()
+        return {"entries_written": written, "seconds": done - started,
+                "compute_s": computed - started, "write_s": done - computed}
 
     def program(self):
         """Push the pipeline and install routes on every switch; returns entries written."""

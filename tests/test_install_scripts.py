@@ -7,7 +7,7 @@ import subprocess
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SCRIPTS = ["scripts/install.sh", "vagrant/provision.sh", ".ci/run"]
+SCRIPTS = ["scripts/install.sh", "scripts/install_p4runtime_shell.sh", "vagrant/provision.sh", ".ci/run"]
 
 
 @pytest.mark.parametrize("script", SCRIPTS)

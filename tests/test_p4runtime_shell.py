@@ -3,6 +3,12 @@
 The shell keeps global state and may ``sys.exit`` on connection problems, so it runs
 in a subprocess; the server runs in this process.  The subprocess prints JSON that
 the test checks, and exits non-zero if it cannot connect, which fails the test.
+
+p4runtime-shell pins protobuf 3.20 while the testbed runs protobuf 6, so the shell
+runs in its own virtual environment: ``$TESTBED_P4RUNTIME_SHELL_VENV`` (default
+/opt/p4runtime-shell-venv, made by scripts/install.sh).  When it is missing the
+test builds it with scripts/install_p4runtime_shell.sh, and skips, printing pip's
+error, only when that fails (for example without access to PyPI).
 """
 import json
 import os
@@ -18,6 +24,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from p4runtime_helpers import demo_info, running_server  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SHELL_VENV = os.environ.get("TESTBED_P4RUNTIME_SHELL_VENV", "/opt/p4runtime-shell-venv")
+SHELL_PYTHON = os.path.join(SHELL_VENV, "bin", "python")
 
 SHELL_SCRIPT = textwrap.dedent("""
     import json, sys
@@ -51,11 +59,30 @@ SHELL_SCRIPT = textwrap.dedent("""
 """)
 
 
-def run_shell(address, election_low, table, write=False):
-    """Run the shell script; returns its JSON result (fails the test if it cannot connect)."""
-    proc = subprocess.run([sys.executable, "-c", SHELL_SCRIPT, address, str(election_low), table,
+@pytest.fixture(scope="module")
+def shell_python():
+    """The interpreter of p4runtime-shell's own environment (built if missing, else skip)."""
+    def importable():
+        return os.path.exists(SHELL_PYTHON) and subprocess.run(
+            [SHELL_PYTHON, "-c", "import p4runtime_sh.shell"], capture_output=True).returncode == 0
+
+    if not importable():
+        build = subprocess.run(["bash", os.path.join(REPO, "scripts", "install_p4runtime_shell.sh")],
+                               env=dict(os.environ, P4RUNTIME_SHELL_VENV=SHELL_VENV),
+                               capture_output=True, text=True, timeout=900)
+        if build.returncode != 0 or not importable():
+            reason = (f"p4runtime-shell's environment {SHELL_VENV} cannot be built: "
+                      + (build.stdout + build.stderr).strip()[-2000:])
+            print(reason, file=sys.stderr)
+            pytest.skip(reason)
+    return SHELL_PYTHON
+
+
+def run_shell(python, address, election_low, table, write=False):
+    """Run the shell script with ``python``; returns its JSON result (fails the test if it cannot connect)."""
+    proc = subprocess.run([python, "-c", SHELL_SCRIPT, address, str(election_low), table,
                            "1" if write else "0"],
-                          capture_output=True, text=True, timeout=60)
+                          capture_output=True, text=True, timeout=60, cwd="/")
     assert proc.returncode == 0, f"p4runtime-shell failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}"
     lines = [line for line in proc.stdout.splitlines() if line.startswith("RESULT ")]
     assert lines, f"no result from p4runtime-shell:\n{proc.stdout}\n{proc.stderr}"
@@ -69,7 +96,7 @@ def switch():
         yield target, address
 
 
-def test_shell_reads_entries_our_client_wrote_and_writes_entries_we_read(switch):
+def test_shell_reads_entries_our_client_wrote_and_writes_entries_we_read(switch, shell_python):
     target, address = switch
     with P4RuntimeClient(address, device_id=1, election_id=(0, 5), timeout=5) as controller:
         controller.insert_table_entry("MyIngress.ipv4_lpm", {"hdr.ipv4.dstAddr": ("10.0.1.0", 24)},
@@ -77,7 +104,7 @@ def test_shell_reads_entries_our_client_wrote_and_writes_entries_we_read(switch)
         controller.insert_table_entry("MyIngress.ipv4_lpm", {"hdr.ipv4.dstAddr": ("10.0.2.2", 32)},
                                       "MyIngress.set_nhop", {"dmac": "00:00:00:00:02:02", "port": 2})
         # the shell connects as a backup (election id 1 < 5) and reads
-        result = run_shell(address, 1, "MyIngress.ipv4_lpm")
+        result = run_shell(shell_python, address, 1, "MyIngress.ipv4_lpm")
     assert "MyIngress.ipv4_lpm" in result["tables"]
     entries = result["entries"]
     assert len(entries) == 2
@@ -88,14 +115,14 @@ def test_shell_reads_entries_our_client_wrote_and_writes_entries_we_read(switch)
 
     # with our controller gone, the shell (election id 6 > 5, the highest seen) is primary
     # and can write; we read what it wrote
-    result = run_shell(address, 6, "MyIngress.ipv4_lpm", write=True)
+    result = run_shell(shell_python, address, 6, "MyIngress.ipv4_lpm", write=True)
     assert result["wrote"]
     with P4RuntimeClient(address, device_id=1, election_id=(0, 7), timeout=5) as controller:
         matches = [e.match["hdr.ipv4.dstAddr"] for e in controller.read_table_entries("MyIngress.ipv4_lpm")]
     assert (0x0A090900, 24) in matches
 
 
-def test_shell_with_the_real_l3_ecmp_program():
+def test_shell_with_the_real_l3_ecmp_program(shell_python):
     with running_server() as (_target, _server, address):
         with P4RuntimeClient(address, device_id=1, election_id=(0, 5), timeout=10) as controller:
             controller.set_pipeline(os.path.join(REPO, "p4src", "l3_ecmp.p4"))
@@ -103,7 +130,7 @@ def test_shell_with_the_real_l3_ecmp_program():
                                      {"dmac": "00:00:00:00:00:02", "smac": "00:00:00:00:00:01", "port": 2})
             controller.insert_table_entry("MyIngress.ipv4_lpm", {"hdr.ipv4.dstAddr": ("10.0.2.0", 24)},
                                           member_id=1)
-            result = run_shell(address, 1, "MyIngress.ipv4_lpm")
+            result = run_shell(shell_python, address, 1, "MyIngress.ipv4_lpm")
         assert len(result["entries"]) == 1
         assert result["entries"][0]["match"]["hdr.ipv4.dstAddr"] == ["0a000200", 24]
         assert "member_id: 1" in result["entries"][0]["text"].replace("action_profile_member_id", "member_id")

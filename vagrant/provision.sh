@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Provision the Vagrant VM (Ubuntu 22.04): Mininet, BMv2 simple_switch_grpc and
 # p4c from the P4 project's Ubuntu packages, then this project (editable) with
-# os-ken, Scapy and p4runtime-shell in /opt/testbed-venv.
+# os-ken and Scapy in /opt/testbed-venv (p4runtime-shell in /opt/p4runtime-shell-venv).
 #
 #   vagrant/provision.sh [PROJECT_DIR]     (Vagrant runs it as root with /vagrant)
 set -euo pipefail
@@ -46,6 +46,8 @@ if [ ! -x "$VENV/bin/python" ]; then
 fi
 "$VENV/bin/python" -m pip install -q --upgrade "pip>=23" "setuptools>=64" wheel
 "$VENV/bin/python" -m pip install -q -e "${PROJECT_DIR}[test]"
+"$VENV/bin/python" "$PROJECT_DIR/scripts/p4runtime_bindings.py"  # compiled protobuf backend
+bash "$PROJECT_DIR/scripts/install_p4runtime_shell.sh"  # p4runtime-shell in its own venv
 ln -sf "$VENV/bin/testbed" /usr/local/bin/testbed
 
 echo "== netem available here (the emulation hosts without it fall back):"

@@ -172,10 +172,20 @@ class SwitchDaemon:
         self.impaired = {}  # port -> PortImpairment, only the active ones (the hot path looks here)
         self.delayed = {}  # port -> deque of (release ns, frame), only non-empty ones
         self.running = True
+        # stop() writes here so the loop, which may block without a timeout, wakes up
+        self._stop_read, self._stop_write = os.pipe()
+        os.set_blocking(self._stop_read, False)
+        os.set_blocking(self._stop_write, False)
 
     def stop(self, *_args):
-        """Ask the loop to finish (signal handler)."""
+        """Ask the loop to finish (signal handler; safe from any thread)."""
         self.running = False
+        if self._stop_write is None:
+            return  # already closed
+        try:
+            os.write(self._stop_write, b"\0")
+        except OSError:
+            pass  # the pipe is full: a wake-up is already pending
 
     def _transmit(self, device, now_ns):
         sockets = self.sockets
@@ -254,8 +264,27 @@ class SwitchDaemon:
         self.set_impairment(request["port"], request["loss"], request["delay_ms"])
         return {"ok": True}
 
+    def _poll_timeout_ms(self, device):
+        """How long the loop may block: until the next departure or delayed frame, else for ever (None).
+
+        Everything else that needs the loop (frames, PacketOuts, control requests,
+        :meth:`stop`) makes one of its file descriptors readable.
+        """
+        deadline = device.next_departure_ns() if device is not None else None
+        if self.delayed:
+            release = self._next_release_ns()
+            deadline = release if deadline is None else min(deadline, release)
+        if deadline is None:
+            return None
+        return max(0.0, (deadline - time.monotonic_ns()) / 1e6)
+
     def run(self):
-        """Forward until :meth:`stop`; returns when stopped."""
+        """Forward until :meth:`stop`; returns when stopped.
+
+        The loop blocks in ``poll`` on the port sockets, the PacketOut wake-up
+        pipe, the control socket and the stop pipe, with a timeout only while
+        frames wait for their departure time: an idle switch uses no CPU.
+        """
         poller = select.poll()
         for fd in self.by_fd:
             poller.register(fd, select.POLLIN)
@@ -265,22 +294,17 @@ class SwitchDaemon:
         if self.control is not None:
             control_fd = self.control.fileno()
             poller.register(control_fd, select.POLLIN)
+        poller.register(self._stop_read, select.POLLIN)
         pcap = self.pcap
         while self.running:
-            device = self.target.device
-            timeout_ms = 200
-            if device is not None:
-                departure = device.next_departure_ns()
-                if departure is not None:
-                    timeout_ms = max(0.0, (departure - time.monotonic_ns()) / 1e6)
-            if self.delayed:
-                timeout_ms = max(0.0, min(timeout_ms, (self._next_release_ns() - time.monotonic_ns()) / 1e6))
-            events = poller.poll(timeout_ms)
+            events = poller.poll(self._poll_timeout_ms(self.target.device))
             device = self.target.device  # a pipeline may have been set while we waited
             for fd, _event in events:
                 if fd == wakeup_fd:
                     self.target.clear_wakeup()
                     continue
+                if fd == self._stop_read:
+                    continue  # self.running is already False
                 if fd == control_fd:
                     self.control.serve(self.handle_control)
                     continue
@@ -307,6 +331,10 @@ class SwitchDaemon:
             self.control = None
         if getattr(self, "pcap", None) is not None:
             self.pcap.close()
+        for fd in (getattr(self, "_stop_read", None), getattr(self, "_stop_write", None)):
+            if fd is not None:
+                os.close(fd)
+        self._stop_read = self._stop_write = None
         drops = {port: state.drops for port, state in getattr(self, "impairment_state", {}).items()
                  if state.drops}
         if drops:

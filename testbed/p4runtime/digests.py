@@ -14,9 +14,7 @@ import time
 from p4.v1 import p4runtime_pb2
 
 from testbed.p4runtime.convert import p4data_struct
-from testbed.p4runtime.periodic import PeriodicWorker
-
-_TIMER_PERIOD_S = 0.001  # how often pending lists are checked for their max_timeout_ns
+from testbed.p4runtime.periodic import DeadlineWorker
 
 
 class DigestConfig:
@@ -28,10 +26,12 @@ class DigestConfig:
         self.ack_timeout_ns = max(0, int(ack_timeout_ns))
 
 
-class DigestEngine(PeriodicWorker):
+class DigestEngine(DeadlineWorker):
     """Batches digests of the data plane into DigestList messages.
 
     :meth:`start` runs the timer thread that flushes lists on timeout, :meth:`stop` ends it.
+    The thread sleeps until the oldest pending list's ``max_timeout_ns`` or the
+    earliest ack timeout, and for good while there is neither.
 
     Args:
         send: callable(StreamMessageResponse) -> bool that delivers to the primary
@@ -40,9 +40,8 @@ class DigestEngine(PeriodicWorker):
     """
 
     def __init__(self, send, clock_ns=time.monotonic_ns):
-        super().__init__("p4rt-digests", _TIMER_PERIOD_S)
+        super().__init__("p4rt-digests", clock_ns)
         self._send = send
-        self._clock = clock_ns
         self._lock = threading.Lock()
         self.configs = {}  # digest id -> DigestConfig
         self._pending = {}  # digest id -> (first_ns, [values], set(values))
@@ -65,11 +64,13 @@ class DigestEngine(PeriodicWorker):
                 self._pending.pop(digest_id, None)
             else:
                 self.configs[digest_id] = config
+        self.wake()  # a shorter max_timeout_ns may make a pending list due earlier
 
     def offer(self, digest_id, values):
         """One digest from the data plane (any thread)."""
         values = tuple(values)
         ready = None
+        new_deadline = False
         with self._lock:
             config = self.configs.get(digest_id)
             if config is None:
@@ -78,13 +79,20 @@ class DigestEngine(PeriodicWorker):
             for list_digest, sent, _deadline in self._unacked.values():
                 if list_digest == digest_id and values in sent:
                     return
-            first, items, seen = self._pending.setdefault(digest_id, (self._clock(), [], set()))
+            pending = self._pending.get(digest_id)
+            if pending is None:
+                pending = self._pending[digest_id] = (self._clock(), [], set())
+                new_deadline = config.max_timeout_ns > 0
+            _first, items, seen = pending
             if values in seen:
                 return
             items.append(values)
             seen.add(values)
             if config.max_timeout_ns == 0 or (0 < config.max_list_size <= len(items)):
                 ready = self._take_locked(digest_id)
+                new_deadline = bool(config.ack_timeout_ns)
+        if new_deadline:
+            self.wake()
         if ready is not None:
             self._deliver(*ready)
 
@@ -122,6 +130,15 @@ class DigestEngine(PeriodicWorker):
             self.dropped += len(items)
             with self._lock:
                 self._unacked.pop(list_id, None)
+
+    def next_deadline_ns(self):
+        """The earliest list timeout or ack timeout to come (None: none pending)."""
+        with self._lock:
+            deadlines = [first + self.configs[digest_id].max_timeout_ns
+                         for digest_id, (first, _items, _seen) in self._pending.items()
+                         if digest_id in self.configs]
+            deadlines.extend(deadline for _d, _s, deadline in self._unacked.values())
+        return min(deadlines, default=None)
 
     def tick(self):
         """Send the lists whose max_timeout_ns passed; forget unacked lists whose ack timeout passed."""

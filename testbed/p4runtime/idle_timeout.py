@@ -2,7 +2,9 @@
 
 The data plane records hits (``TableState.record_hit``); a watcher thread asks each
 table that supports idle timeout for expired entries and streams one
-IdleTimeoutNotification per scan to the primary controller.  An entry is reported
+IdleTimeoutNotification per scan to the primary controller.  It scans every
+``period_s`` only while the loaded program has a table that supports idle
+timeout; otherwise it sleeps until the next pipeline change.  An entry is reported
 once per expiry: again only after it was hit (or modified) and expired anew.
 """
 import time
@@ -10,10 +12,10 @@ import time
 from p4.v1 import p4runtime_pb2
 
 from testbed.p4runtime.convert import matches_to_proto
-from testbed.p4runtime.periodic import PeriodicWorker
+from testbed.p4runtime.periodic import DeadlineWorker
 
 
-class IdleTimeoutWatcher(PeriodicWorker):
+class IdleTimeoutWatcher(DeadlineWorker):
     """Scans the target's tables and sends IdleTimeoutNotification messages.
 
     :meth:`start` begins scanning every ``period_s`` in a daemon thread, :meth:`stop` ends it.
@@ -26,15 +28,23 @@ class IdleTimeoutWatcher(PeriodicWorker):
     """
 
     def __init__(self, target, send, period_s=0.05, clock_ns=time.monotonic_ns):
-        super().__init__("p4rt-idle-timeout", period_s)
+        super().__init__("p4rt-idle-timeout", clock_ns)
         self.target = target
         self._send = send
-        self._clock = clock_ns
+        self._period_ns = int(period_s * 1e9)
         self._reported = {}  # id(entry) -> last_hit_ns when reported
 
     def reset(self):
-        """Forget what was reported (pipeline change)."""
+        """Forget what was reported and look at the new program's tables (pipeline change)."""
         self._reported.clear()
+        self.wake()
+
+    def next_deadline_ns(self):
+        """One period from now if a table of the program supports idle timeout, else None."""
+        state = self.target.state
+        if state is None or not any(table.info.idle_timeout for table in state.tables.values()):
+            return None
+        return self._clock() + self._period_ns
 
     def scan(self):
         """One scan; returns the number of entries reported."""

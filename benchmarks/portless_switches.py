@@ -1,0 +1,69 @@
+"""Portless embedded switch processes for the benchmarks (no Mininet, no interfaces).
+
+Each is ``python -m testbed.embedded_switch.switchd`` with a P4Runtime server on a
+free loopback port, as tests/test_fabric_app.py starts them.
+"""
+import contextlib
+import socket
+import subprocess
+import sys
+import time
+
+
+
+def free_ports(count):
+    """``count`` distinct free loopback ports (all bound at once, so none is handed out twice)."""
+    sockets = []
+    try:
+        for _ in range(count):
+            sock = socket.socket()
+            sock.bind(("127.0.0.1", 0))
+            sockets.append(sock)
+        return [sock.getsockname()[1] for sock in sockets]
+    finally:
+        for sock in sockets:
+            sock.close()
+
+
+def wait_listening(address, timeout=60.0):
+    """True once ``host:port`` accepts TCP connections, False after ``timeout`` seconds."""
+    host, port = address.rsplit(":", 1)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            with socket.create_connection((host, int(port)), timeout=0.2):
+                return True
+        except OSError:
+            time.sleep(0.1)
+    return False
+
+
+@contextlib.contextmanager
+def portless_switches(count, program=None):
+    """Start ``count`` switch processes (device ids 1..count), each loading ``program`` if given.
+
+    Yields:
+        list: ``(subprocess.Popen, "127.0.0.1:port", device id)`` of listening switches.
+
+    Raises:
+        SystemExit: a switch does not listen within a minute.
+    """
+    switches = []
+    try:
+        for device_id, port in enumerate(free_ports(count), start=1):
+            address = f"127.0.0.1:{port}"
+            command = [sys.executable, "-m", "testbed.embedded_switch.switchd", "--name", f"s{device_id}",
+                       "--device-id", str(device_id), "--grpc-addr", address]
+            if program:
+                command += ["--program", program]
+            switches.append((subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL),
+                             address, device_id))
+        for _process, address, device_id in switches:
+            if not wait_listening(address):
+                sys.exit(f"switch {device_id} not listening on {address}")
+        yield switches
+    finally:
+        for process, _address, _device_id in switches:
+            process.terminate()
+        for process, _address, _device_id in switches:
+            process.wait(timeout=20)
