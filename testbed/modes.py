@@ -26,6 +26,7 @@ Following one parameter from YAML to the switch::
 import math
 import os
 from dataclasses import dataclass, field
+from typing import Optional
 
 import testbed.p4src
 from testbed.errors import ParameterError
@@ -44,6 +45,12 @@ class Mode:
         parameters: the ``mode_params`` keys this mode's program takes.
         packet_generator: the program needs periodic trigger frames (the embedded target's
             packet generator; an injector port on BMv2).
+        topology: the topology kind the mode runs on (its parameters stay the spec's), or None
+            for the spec's kind (F10's modes compare wirings: portland and fattree-local run a
+            standard FatTree, f10 an AB FatTree).
+        controller: the controller kind the mode needs, or None for the spec's.
+        detection_delay_ms: the controller's reaction delay when the spec gives none, or None
+            for the general default.
     """
 
     name: str
@@ -51,6 +58,9 @@ class Mode:
     description: str
     parameters: tuple = field(default=())
     packet_generator: bool = False
+    topology: Optional[str] = None
+    controller: Optional[str] = None
+    detection_delay_ms: Optional[float] = None
 
 
 @dataclass(frozen=True)
@@ -128,6 +138,9 @@ class Parameter:
         return number
 
 
+_DETECTOR_PARAMETERS = ("probe_period_us", "detector_window_periods", "detector_down_below",
+                        "detector_up_at_least", "holddown_us", "holddown_max_us", "backoff_reset_us")
+
 #: mode name -> Mode (the single place that maps modes to programs)
 MODES = {
     "ecmp": Mode("ecmp", "ecmp.p4", "5-tuple ECMP: crc16 of src/dst address, protocol, ports and the seed",
@@ -138,9 +151,16 @@ MODES = {
     "flowlet": Mode("flowlet", "flowlet.p4", "flowlet switching: a new path after an idle gap",
                     ("flowlet_interval_us", "flowlet_load_aware", "hash_seed")),
     "pinning": Mode("pinning", "pinning.p4", "path pinning by destination slice"),
-    "f10": Mode("f10", "f10.p4", "F10: data-plane failure detector, probes and local rerouting",
-                ("probe_period_us", "detector_window_periods", "detector_down_below", "detector_up_at_least",
-                 "holddown_us", "holddown_max_us", "backoff_reset_us"), packet_generator=True),
+    # F10 and its baselines (seed 002, section 7.4): the same failure trace and traffic on each
+    "f10": Mode("f10", "f10.p4", "F10: AB FatTree, data-plane failure detector, probes and local rerouting",
+                _DETECTOR_PARAMETERS, packet_generator=True, topology="abfattree", controller="f10"),
+    "fattree-local": Mode("fattree-local", "f10.p4",
+                          "standard FatTree with F10's detector and local rerouting (longer detours)",
+                          _DETECTOR_PARAMETERS, packet_generator=True, topology="fattree", controller="f10"),
+    "portland": Mode("portland", "ecmp.p4",
+                     "PortLand-like: standard FatTree, ECMP, the controller reroutes after its keepalive "
+                     "timeout (65 ms, seed 002 section 7.4)", ("hash_seed",), topology="fattree",
+                     controller="static", detection_delay_ms=65.0),
 }
 
 _DETECTOR, _SET_DETECTOR = "MyEgress.detector_params", "MyEgress.set_detector_params"
@@ -225,9 +245,9 @@ def check_combination(values, field_path="mode_params"):
     Raises:
         ParameterError: naming the field and the allowed range.
     """
-    if not any(name in values for name in MODES["f10"].parameters):
+    if not any(name in values for name in _DETECTOR_PARAMETERS):
         return
-    merged = {name: values.get(name, PARAMETERS[name].default) for name in MODES["f10"].parameters}
+    merged = {name: values.get(name, PARAMETERS[name].default) for name in _DETECTOR_PARAMETERS}
     frames = merged["detector_window_periods"]
     window_us = frames * merged["probe_period_us"]
     for name in ("detector_down_below", "detector_up_at_least"):

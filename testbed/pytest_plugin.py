@@ -25,6 +25,7 @@ Markers (skips print their reason with ``pytest -ra``):
 ``BOTH_TARGETS`` parametrizes a test over the embedded target and BMv2
 (``@pytest.mark.parametrize("target", BOTH_TARGETS)``); the BMv2 case skips where BMv2 is absent.
 """
+import importlib.util
 import os
 
 import pytest
@@ -43,9 +44,7 @@ def mininet_missing():
     """Why emulated networks cannot run here, or None when they can."""
     if os.geteuid() != 0:
         return "needs root: Mininet creates network namespaces and veth links"
-    try:
-        import mininet.net  # noqa: F401 - only probing
-    except ImportError:
+    if importlib.util.find_spec("mininet") is None:
         return "Mininet is not installed (apt-get install mininet; see scripts/install.sh)"
     return None
 

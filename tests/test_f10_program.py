@@ -307,3 +307,10 @@ def test_every_detector_parameter_is_in_the_parameter_table(name):
 
     assert name in MODES["f10"].parameters
     assert PARAMETERS[name].table == "MyEgress.detector_params"
+
+
+def test_a_port_whose_neighbour_never_sent_is_not_declared_down():
+    switch = F10Switch()
+    for _ in range(10):   # port 4's neighbour has not started (no frame yet): no report
+        assert switch.reports(switch.tick(alive=(3, 5))) == []
+    assert switch.state.registers["port_down"].values[4] == 0

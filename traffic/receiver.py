@@ -235,10 +235,11 @@ class RoceReceiver:
         self.icrc_errors = 0
         self.control_packets = 0
         self.dscp_counts = {}
+        self.ttl_counts = {}  # (src ip, ttl) -> data packets
         self.start_ns = time.time_ns()
         self.end_ns = None
 
-    def handle(self, src_ip, udp_payload, length=None, now_ns=None, frame=None, dscp=None):
+    def handle(self, src_ip, udp_payload, length=None, now_ns=None, frame=None, dscp=None, ttl=None):
         """Account one packet given its UDP payload (BTH onwards).
 
         Args:
@@ -248,6 +249,8 @@ class RoceReceiver:
             now_ns: arrival time (default: now).
             frame: the whole frame, when captured raw (used for the ICRC check).
             dscp: the IP DSCP, when captured raw (counted per class in the report).
+            ttl: the IP TTL as it arrived, when captured raw (counted per source: the hops each
+                packet crossed, so detours show as path dilation).
 
         Returns:
             bool: True if the packet was one of ours.
@@ -273,6 +276,9 @@ class RoceReceiver:
         account = self.qps.get(key)
         if account is None:
             account = self.qps[key] = QpAccount(src_ip, dqpn)
+        if ttl is not None:
+            ttl_key = (src_ip, ttl)
+            self.ttl_counts[ttl_key] = self.ttl_counts.get(ttl_key, 0) + 1
         previous_rx_ns = account.last_rx_ns
         if not account.accept(psn, seq, now_ns):
             if ackreq and self.on_ack_request is not None and msg_id not in account.messages:
@@ -375,6 +381,7 @@ class RoceReceiver:
             "foreign_packets": self.foreign, "icrc_errors": self.icrc_errors,
             "control_packets": self.control_packets,
             "dscp_counts": {str(k): v for k, v in sorted(self.dscp_counts.items())},
+            "ttl_counts": [[src, ttl, count] for (src, ttl), count in sorted(self.ttl_counts.items())],
             "per_qp": [account.as_dict() for account in self.qps.values()],
             "streams": [{"src": src, "stream": stream, "bytes": p.bytes, "packets": p.packets,
                          "first_tx_ns": p.first_tx_ns, "first_rx_ns": p.first_rx_ns,
@@ -514,7 +521,8 @@ class Capture:
                 ip_total = (buffer[roce.ETH_LEN + 2] << 8) | buffer[roce.ETH_LEN + 3]
                 end = min(length, roce.ETH_LEN + ip_total)
                 handle(src_ip, view[udp + roce.UDP_LEN:end], end - udp - roce.UDP_LEN, now,
-                       frame=view[:end] if receiver.check_icrc else None, dscp=buffer[roce.ETH_LEN + 1] >> 2)
+                       frame=view[:end] if receiver.check_icrc else None, dscp=buffer[roce.ETH_LEN + 1] >> 2,
+                       ttl=buffer[roce.ETH_LEN + 8])
             else:
                 handle(address[0], view, length, now)
             count += 1

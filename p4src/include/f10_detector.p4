@@ -20,7 +20,11 @@
  *   down -> up    when at least `up_at_least` (d) frames are in the window and
  *                 the hold-down has passed.
  *
- * A port is evaluated only once it has been watched for a whole window.
+ * A port is evaluated only once it has been watched for a whole window, and
+ * it can be declared down only after a window with at least d frames has
+ * shown it working (port_confirmed): switches start their triggers one after
+ * another, and a port whose neighbour has not started yet is not a failure
+ * (a link that never comes up is never reported as going down).
  * Flapping backs off exponentially: a new down within `backoff_reset_us` of the
  * previous one doubles the hold-down (`holddown_us << level`, at most
  * `holddown_max_us`); a down after a stable period starts again at `holddown_us`.
@@ -60,6 +64,7 @@ register<bit<32>>(F10_PORTS) running_sum;
 register<bit<32>>(F10_PORTS * MAX_BUCKETS) rx_bucket;
 register<bit<32>>(F10_PORTS) cur_bucket;
 register<bit<32>>(F10_PORTS) watched_buckets;
+register<bit<1>>(F10_PORTS) port_confirmed;
 register<bit<1>>(F10_PORTS) port_down;
 register<bit<48>>(F10_PORTS) holddown_until;
 register<bit<48>>(F10_PORTS) last_down_us;
@@ -131,8 +136,13 @@ control F10Detector(inout headers_t hdr,
         watched_buckets.read(watched, port);
         port_down.read(down, port);
 
+        bit<1> confirmed;
+        port_confirmed.read(confirmed, port);
+        if (watched >= meta.f10.window_buckets && count >= meta.f10.up_at_least) {
+            port_confirmed.write(port, 1);
+        }
         if (watched >= meta.f10.window_buckets) {
-            if (down == 0 && count < meta.f10.down_below) {
+            if (down == 0 && confirmed == 1 && count < meta.f10.down_below) {
                 bit<48> previous;
                 bit<32> level;
                 last_down_us.read(previous, port);

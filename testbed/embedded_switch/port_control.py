@@ -10,9 +10,10 @@ request is one JSON object, each answer one JSON object:
   back ``delay_ms``); ``loss`` and ``delay_ms`` default to 0, so
   ``{"port": 1}`` clears it.  Answer: ``{"ok": true}``.
 * ``{"command": "status"}`` answers ``{"ok": true, "ports": {"1": {"loss": ..,
-  "delay_ms": .., "drops": ..}, ...}, "packet_generator": {...}}`` (``drops``:
-  frames dropped by the impairment since the start; the packet generator's
-  applications with their counters).
+  "delay_ms": .., "drops": .., "tx_errors": ..}, ...}, "packet_generator": {...}}``
+  (``drops``: frames dropped by the impairment since the start; ``tx_errors``:
+  frames the port could not send, e.g. into a link that is down; the packet
+  generator's applications with their counters).
 * ``{"command": "pktgen", "app": 0, "port": 510, "period_us": 10000,
   "template": "<hex of an Ethernet frame>"}`` starts (or changes) application
   ``app`` of the switch's packet generator

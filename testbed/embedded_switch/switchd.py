@@ -251,8 +251,10 @@ class SwitchDaemon:
             return error.answer()
         generator = self.target.packet_generator
         if request["command"] == "status":
-            return {"ok": True, "ports": {str(port): state.describe()
-                                          for port, state in sorted(self.impairment_state.items())},
+            ports = {}
+            for port, state in sorted(self.impairment_state.items()):
+                ports[str(port)] = dict(state.describe(), tx_errors=self.sockets[port].tx_errors)
+            return {"ok": True, "ports": ports,
                     "packet_generator": {str(app): state for app, state in generator.status().items()}}
         if request["command"] == "pktgen":
             if request["stop"]:

@@ -18,8 +18,10 @@ import contextlib
 import functools
 import json
 import os
+import re
 import shutil
 import signal
+import subprocess
 import tempfile
 import threading
 
@@ -90,6 +92,13 @@ def signals_deferred():
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+
+
+def qdisc_drops(interface):
+    """Packets the root qdiscs of ``interface`` dropped (``tc -s qdisc``), 0 if none or unknown."""
+    result = subprocess.run(["tc", "-s", "qdisc", "show", "dev", interface], capture_output=True, text=True,
+                            check=False)
+    return sum(int(found) for found in re.findall(r"dropped (\d+)", result.stdout))
 
 
 class FabricNetwork:
@@ -325,6 +334,29 @@ class FabricNetwork:
         os.killpg(process.pid, signal.SIGKILL)
         process.wait(timeout=10)
         return [frozenset((a, b)) for a, b in self.topo.graph().edges(name)]
+
+    def drop_counters(self):
+        """Frames each switch port lost, by cause: ``{switch: {port: {"tx_errors", "queue_drops"}}}``.
+
+        ``tx_errors``: frames the switch could not send because the port's link was down
+        (lost connectivity; the embedded target counts them, read over its control socket).
+        ``queue_drops``: frames the port's tc qdisc dropped (congestion), when links are
+        shaped (``shape_links``); 0 otherwise, since unshaped veths do not queue.
+        Ports of a crashed switch are left out.
+        """
+        counters = {}
+        for switch in self.net.switches:
+            if getattr(switch, "process", None) is None or switch.process.poll() is not None:
+                continue
+            ports = {}
+            status = switch.port_status() if hasattr(switch, "port_status") else {}
+            for port, intf in switch.intfs.items():
+                if intf.name == "lo":
+                    continue
+                ports[port] = {"tx_errors": int(status.get(port, {}).get("tx_errors", 0)),
+                               "queue_drops": qdisc_drops(intf.name) if self.shape_links else 0}
+            counters[switch.name] = ports
+        return counters
 
     def _links_between(self, a, b):
         names = {node.name for node in self.net.hosts + self.net.switches}

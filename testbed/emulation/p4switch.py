@@ -19,7 +19,8 @@ import time
 
 from mininet.node import Switch
 
-from testbed.embedded_switch.port_control import check_impairment, set_packet_generator, set_port_impairment
+from testbed.embedded_switch.port_control import (check_impairment, port_status, set_packet_generator,
+                                                  set_port_impairment)
 from testbed.emulation.logs import log_tail
 from testbed.errors import EmulationError
 
@@ -236,6 +237,10 @@ class EmbeddedP4Switch(P4Switch):
         if self.process is None:
             raise EmulationError(f"switch {self.name}: not started")
         set_packet_generator(self.control_path, app, port=port, period_us=period_us, template=template)
+
+    def port_status(self):
+        """``{port: {"loss", "delay_ms", "drops", "tx_errors"}}`` from the control socket."""
+        return port_status(self.control_path)
 
     def read_register(self, name, index=None, client=None):
         """Read a register over P4Runtime (the embedded server implements RegisterEntry reads).

@@ -4,6 +4,8 @@ Pure functions on the JSON reports of :func:`testbed.traffic.streams.run_streams
 and :func:`testbed.traffic.collectives.run_collective`; all times in the output
 are seconds since the run's time zero ``t0_ns``.
 """
+import networkx
+
 from testbed.traffic import metrics
 
 DEFAULT_BIN_S = 0.01
@@ -194,6 +196,75 @@ def recovery_rows(reports, failure_log, t0_ns, end_ns):
     return rows
 
 
+def flow_recovery_rows(reports, failure_log, t0_ns, window_ns=GAP_START_WINDOW_NS):
+    """Recovery of every flow a disruptive failure interrupted (failure to its first packet again).
+
+    A flow is one queue pair (one 5-tuple); its delivery gaps are the receivers'
+    ``qp_gaps``.  A gap that ends after the failure and starts within
+    ``window_ns`` of it is the failure's doing (:func:`testbed.traffic.metrics.flow_recovery`).
+
+    Returns:
+        list[dict]: per failure ``failure_index``, ``flows_interrupted``, ``recovery_s``
+        (per interrupted flow, sorted), ``max_recovery_s`` and ``median_recovery_s``.
+    """
+    gaps = [gap for report in reports if report for gap in report.get("qp_gaps", [])]
+    rows = []
+    for row in failure_log:
+        if row.get("applied_at_s") is None or row["action"] == "link_up":
+            continue
+        failure_ns = t0_ns + int(row["applied_at_s"] * 1e9)
+        per_flow = {}
+        for start, end, src, dqpn in gaps:
+            if end > failure_ns and start <= failure_ns + window_ns:
+                per_flow[(src, dqpn)] = max(per_flow.get((src, dqpn), 0), end - failure_ns)
+        seconds = sorted(value / 1e9 for value in per_flow.values())
+        rows.append({"failure_index": row["index"], "flows_interrupted": len(seconds), "recovery_s": seconds,
+                     "max_recovery_s": seconds[-1] if seconds else None,
+                     "median_recovery_s": seconds[len(seconds) // 2] if seconds else None})
+    return rows
+
+
+def path_dilation(reports, graph, initial_ttl=64):
+    """Extra hops the packets of stream pairs took, from the TTL they arrived with.
+
+    Every switch decrements the IPv4 TTL once, so a packet sent with
+    ``initial_ttl`` crossed ``initial_ttl - ttl`` switches; the shortest path of
+    its pair crosses ``shortest path length - 1`` switches.
+
+    Args:
+        reports: traffic reports (stream pairs with receivers' ``ttl_counts``).
+        graph: the topology multigraph (hosts with ``ip``).
+
+    Returns:
+        dict: ``extra_hops`` ``{extra hops: packets}`` and ``packets`` counted.
+    """
+    hosts = {graph.nodes[n]["ip"].split("/")[0]: n for n in graph.nodes if graph.nodes[n].get("role") == "host"}
+    histogram = {}
+    total = 0
+    for report in reports:
+        for pair in (report or {}).get("pairs", []):
+            dst = pair.get("dst")
+            for src_ip, ttl, count in pair["receiver"].get("ttl_counts", []):
+                src = hosts.get(src_ip)
+                if src is None or dst not in graph:
+                    continue
+                switches = networkx.shortest_path_length(graph, src, dst) - 1
+                extra = initial_ttl - ttl - switches
+                histogram[extra] = histogram.get(extra, 0) + count
+                total += count
+    return {"extra_hops": {str(k): v for k, v in sorted(histogram.items())}, "packets": total}
+
+
+def drop_totals(counters):
+    """Total frames lost at switch ports by cause, from :meth:`FabricNetwork.drop_counters` output."""
+    totals = {"tx_errors": 0, "queue_drops": 0}
+    for ports in (counters or {}).values():
+        for values in ports.values():
+            for key in totals:
+                totals[key] += int(values.get(key, 0))
+    return totals
+
+
 def summarize(traffic_rows, uplinks, recovery, reactions):
     """The ``summary`` section from traffic rows, uplink loads, recovery rows and controller reactions."""
     def total(key):
@@ -218,4 +289,6 @@ def summarize(traffic_rows, uplinks, recovery, reactions):
         "uplink_jain": metrics.jain_fairness(loads) if has_load else None,
         "recovery": recovery,
         "controller_reaction_s": max(reaction_times) if reaction_times else None,
+        "flow_recovery": [],
+        "path_dilation": {"extra_hops": {}, "packets": 0},
     }

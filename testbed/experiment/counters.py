@@ -14,6 +14,7 @@ counts into one row per link and direction:
   switch levels), so a tier's shares add up to 1.
 """
 from testbed.controllers.routing import is_host
+from testbed.experiment.analysis import drop_totals
 
 INGRESS_SUFFIX = "ingress_port_counter"
 EGRESS_SUFFIX = "egress_port_counter"
@@ -57,6 +58,37 @@ def read_port_counters(clients, p4info, skip=()):
             entry = {"error": f"{type(error).__name__}: {error}"}
         snapshot[switch] = entry
     return snapshot
+
+
+NO_DETOUR_COUNTER = "MyIngress.f10_no_detour"  # p4src/f10.p4
+
+
+def dataplane_counters(fabric, clients, p4info):
+    """Frames the switches lost, by cause, for results.json's ``dataplane`` section.
+
+    Lost connectivity: frames sent into a link that was down (``tx_errors``, the
+    embedded switches' ports) and, with p4src/f10.p4, packets whose next hop was
+    declared down with no working detour (``no_detour``, its counter over
+    P4Runtime); congestion: drops of the shaped links' queues (``queue_drops``).
+    Counters that cannot be read (a crashed switch) count 0.
+
+    Args:
+        fabric: the running :class:`~testbed.fabrics.Fabric`.
+        clients: ``{switch: P4RuntimeClient}``.
+        p4info: the pipeline's P4Info.
+    """
+    drops = drop_totals(fabric.network.drop_counters())
+    no_detour = 0
+    if any(counter.preamble.name == NO_DETOUR_COUNTER for counter in p4info.counters):
+        for switch, client in sorted(clients.items()):
+            if switch in fabric.crashed:
+                continue
+            try:
+                no_detour += sum(packets for packets, _ in client.read_counter(NO_DETOUR_COUNTER).values())
+            except Exception:  # noqa: BLE001 - a dead switch must not lose the other counters
+                continue
+    drops.update(no_detour=no_detour, connectivity=drops["tx_errors"] + no_detour, congestion=drops["queue_drops"])
+    return {"drops": drops}
 
 
 def _delta(after, before, switch, kind, port):

@@ -22,7 +22,19 @@ clock values are ISO 8601 UTC::
                      "mode_params_written": {...}, "notes": [str],
                      "reactions": [{"failure_index": int, "action": str, "failed_at_s": float,
                                     "reacted_at_s": float | null, "reaction_s": float | null,
-                                    "entries_written": int | null, "error": str | null}]},
+                                    "compute_s": float | null,   # route computation within the reaction
+                                    "entries_written": int | null, "error": str | null}],
+                     # data-plane detectors (F10): the first transition of a failed link's port
+                     "detections": [{"failure_index": int, "action": str, "switch": str, "port": int,
+                                     "detection_s": float}],
+                     "transitions": [{"switch": str, "port": int, "status": "up" | "down", "at_s": float,
+                                      "switch_time_us": int, "frames": int, "holddown_us": int,
+                                      "backoff_level": int, "link": [str]}]},
+      "dataplane": {"drops": {"tx_errors": int,       # frames sent into a link that was down
+                              "no_detour": int,       # F10: next hop down and no working detour
+                              "queue_drops": int,     # tc qdisc drops on shaped links (congestion)
+                              "connectivity": int,    # tx_errors + no_detour
+                              "congestion": int}},    # queue_drops
       "failures": [{"index": int, "action": str, "target": str, "loss": float | null,
                     "planned_at_s": float, "applied_at_s": float | null, "apply_s": float | null,
                     "error": str | null,
@@ -45,7 +57,12 @@ clock values are ISO 8601 UTC::
                                 "loss_window_s": float | null, "first_loss_at_s": float | null,
                                 "last_loss_at_s": float | null, "lost_in_window": int | null,
                                 "lost_later": int | null}],
-                  "controller_reaction_s": float | null},
+                  "controller_reaction_s": float | null,
+                  # per disruptive failure: each interrupted flow's failure-to-delivery time
+                  "flow_recovery": [{"failure_index": int, "flows_interrupted": int, "recovery_s": [float],
+                                     "max_recovery_s": float | null, "median_recovery_s": float | null}],
+                  # extra switches crossed, from the TTL stream packets arrived with
+                  "path_dilation": {"extra_hops": {"0": packets, "2": packets, ...}, "packets": int}},
       "timeline": {"bin_s": float, "t_s": [float], "mbps": [float]},
       "files": {"results": "results.json", "link_load_csv": str | null, "plots": [str]}
     }
@@ -88,7 +105,12 @@ RESULTS_SCHEMA = {
                    "mode_params_written": dict, "notes": [str],
                    "reactions": [{"failure_index": int, "action": str, "failed_at_s": NUMBER,
                                   "reacted_at_s": OPT_NUMBER, "reaction_s": OPT_NUMBER,
-                                  "entries_written": OPT_INT, "error": OPT_STR}]},
+                                  "entries_written": OPT_INT, "error": OPT_STR}],
+                   "detections": [{"failure_index": OPT_INT, "action": str, "switch": str, "port": int,
+                                   "detection_s": NUMBER}],
+                   "transitions": [dict]},
+    "dataplane": {"drops": {"tx_errors": int, "no_detour": int, "queue_drops": int, "connectivity": int,
+                            "congestion": int}},
     "failures": [{"index": int, "action": str, "target": str, "loss": OPT_NUMBER, "planned_at_s": NUMBER,
                   "applied_at_s": OPT_NUMBER, "apply_s": OPT_NUMBER, "error": OPT_STR}],
     # failures[].mechanism (str | null) is written by every run since lossy_link got its embedded
@@ -108,7 +130,10 @@ RESULTS_SCHEMA = {
                               "loss_window_s": OPT_NUMBER, "first_loss_at_s": OPT_NUMBER,
                               "last_loss_at_s": OPT_NUMBER, "lost_in_window": OPT_INT,
                               "lost_later": OPT_INT}],
-                "controller_reaction_s": OPT_NUMBER},
+                "controller_reaction_s": OPT_NUMBER,
+                "flow_recovery": [{"failure_index": int, "flows_interrupted": int, "recovery_s": [NUMBER],
+                                   "max_recovery_s": OPT_NUMBER, "median_recovery_s": OPT_NUMBER}],
+                "path_dilation": {"extra_hops": dict, "packets": int}},
     "timeline": {"bin_s": NUMBER, "t_s": [NUMBER], "mbps": [NUMBER]},
     "files": {"results": str, "link_load_csv": OPT_STR, "plots": [str]},
 }
@@ -154,7 +179,13 @@ def empty_summary():
             "out_of_sequence": 0, "out_of_order_rate": 0.0, "late": 0, "reorder_rate": 0.0, "duplicates": 0,
             "goodput_mbps": 0.0,
             "uplink_loads": {}, "uplink_mmr": None, "uplink_jain": None, "recovery": [],
-            "controller_reaction_s": None}
+            "controller_reaction_s": None, "flow_recovery": [],
+            "path_dilation": {"extra_hops": {}, "packets": 0}}
+
+
+def empty_dataplane():
+    """The ``dataplane`` section of a run that read no switch counters."""
+    return {"drops": {"tx_errors": 0, "no_detour": 0, "queue_drops": 0, "connectivity": 0, "congestion": 0}}
 
 
 def write_link_csv(rows, path):

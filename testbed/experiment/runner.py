@@ -17,7 +17,7 @@ import time
 from testbed.emulation.network import signals_deferred, termination_as_interrupt
 from testbed.errors import EmulationError, TestbedError
 from testbed.experiment import analysis, plots, results as results_module
-from testbed.experiment.counters import link_loads, read_port_counters, uplink_loads
+from testbed.experiment.counters import dataplane_counters, link_loads, read_port_counters, uplink_loads
 from testbed.experiment.failures import FailureScheduler
 from testbed.experiment.spec import ExperimentSpec, check_capabilities, load_spec
 from testbed.experiment.traffic_jobs import TrafficJob
@@ -55,7 +55,9 @@ def _base_record(spec, target):
         "topology": {"kind": spec.topology.kind, "params": dict(spec.topology.params),
                      "hosts": 0, "switches": 0, "links": 0},
         "controller": {"kind": spec.controller.kind, "detection_delay_ms": spec.controller.detection_delay_ms,
-                       "entries_written": 0, "mode_params_written": {}, "notes": [], "reactions": []},
+                       "entries_written": 0, "mode_params_written": {}, "notes": [], "reactions": [],
+                       "detections": [], "transitions": []},
+        "dataplane": results_module.empty_dataplane(),
         "failures": [], "traffic": [], "links": [], "summary": results_module.empty_summary(),
         "timeline": {"bin_s": analysis.DEFAULT_BIN_S, "t_s": [], "mbps": []},
         "files": {"results": "results.json", "link_load_csv": None, "plots": []},
@@ -131,6 +133,7 @@ def run_experiment(spec, out_dir=None, target=None, progress=print, state_file=N
                 _wait_for_run(spec, fabric, jobs, t0_ns, progress)
                 end_ns = time.time_ns()
                 after = read_port_counters(readers, pipeline.p4info, skip=fabric.crashed)
+                record["dataplane"] = dataplane_counters(fabric, readers, pipeline.p4info)
                 errors = [f"traffic[{job.index}]: {job.error}" for job in jobs if job.error]
                 if errors:
                     raise ExperimentFailed("; ".join(errors))
@@ -223,6 +226,11 @@ def _fill_results(record, spec, fabric, scheduler, controller, jobs, before, aft
         record["controller"].update(entries_written=int(controller.entries_written or 0),
                                     mode_params_written=dict(controller.mode_params_written),
                                     notes=list(controller.notes), reactions=list(controller.reactions))
+        record["controller"]["detections"] = list(getattr(controller, "detections", []))
+        record["controller"]["transitions"] = [
+            dict({key: value for key, value in row.items() if key != "received_ns"},
+                 at_s=(row["received_ns"] - t0_ns) / 1e9 if t0_ns else None)
+            for row in getattr(controller, "transitions", [])]
     by_index = {job.index: job for job in jobs}
     reports = []
     rows = []
@@ -240,6 +248,10 @@ def _fill_results(record, spec, fabric, scheduler, controller, jobs, before, aft
         uplinks = uplink_loads(graph, record["links"])
     recovery = analysis.recovery_rows(reports, record["failures"], t0_ns, end_ns) if t0_ns else []
     record["summary"] = analysis.summarize(rows, uplinks, recovery, record["controller"]["reactions"])
+    if t0_ns:
+        record["summary"]["flow_recovery"] = analysis.flow_recovery_rows(reports, record["failures"], t0_ns)
+    if fabric is not None:
+        record["summary"]["path_dilation"] = analysis.path_dilation(reports, fabric.topo.graph())
     if t0_ns:
         record["timeline"] = analysis.throughput_timeline(reports, t0_ns)
 

@@ -119,6 +119,7 @@ class ControllerSpec:
 
     kind: str = "static"
     detection_delay_ms: float = DEFAULT_DETECTION_DELAY_MS
+    detection_delay_given: bool = False  # the spec set it (a mode's default does not replace it)
 
 
 @dataclass
@@ -221,13 +222,37 @@ class ExperimentSpec:
         return make_topology(self.topology.kind, **self.topology.params)
 
     def with_mode(self, mode):
-        """Return a copy of this spec running ``mode`` (its program resolved).
+        """Return a copy of this spec running ``mode``: its program, and its topology kind and
+        controller where the mode has its own (see :class:`testbed.modes.Mode`).
 
         Raises:
             ParameterError: unknown mode, or its program does not exist.
         """
         program = mode_table.program_for_mode(mode)
-        return replace(copy.deepcopy(self), mode=mode, program=program)
+        spec = replace(copy.deepcopy(self), mode=mode, program=program)
+        _apply_mode(spec, mode_table.MODES[mode])
+        return spec
+
+
+def _apply_mode(spec, mode):
+    """Give ``spec`` the topology kind, controller and reaction delay its ``mode`` fixes.
+
+    Raises:
+        SpecError: the mode's topology kind does not take the spec's topology parameters.
+    """
+    if mode.topology and mode.topology != spec.topology.kind:
+        from testbed.topologies.registry import make_topology
+
+        try:
+            make_topology(mode.topology, **spec.topology.params)
+        except ParameterError as error:
+            raise SpecError("mode", mode.name, f"runs on a {mode.topology} topology, whose parameters do not "
+                            f"fit topology.params ({error})") from None
+        spec.topology.kind = mode.topology
+    if mode.controller:
+        spec.controller.kind = mode.controller
+    if mode.detection_delay_ms is not None and not spec.controller.detection_delay_given:
+        spec.controller.detection_delay_ms = mode.detection_delay_ms
 
 
 # ---------------------------------------------------------------------- seeds
@@ -318,7 +343,7 @@ def _parse_controller(data):
     kind = _choice(section.get("kind", "static"), CONTROLLER_KINDS, "controller.kind")
     delay = _number(section.get("detection_delay_ms", DEFAULT_DETECTION_DELAY_MS),
                     "controller.detection_delay_ms", minimum=0)
-    return ControllerSpec(kind, float(delay))
+    return ControllerSpec(kind, float(delay), "detection_delay_ms" in section)
 
 
 def _parse_program(data, seed):
@@ -568,6 +593,8 @@ def parse_spec(data, source=None, check_machine=True):
                           mode_params=mode_params, controller=controller, traffic=traffic,
                           failures=failures, duration_s=duration,
                           metrics=list(metrics), out_dir=out_dir, source=source)
+    if mode is not None:
+        _apply_mode(spec, mode_table.MODES[mode])
     if check_machine:
         check_capabilities(spec)
     return spec
