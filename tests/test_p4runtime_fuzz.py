@@ -25,6 +25,7 @@ import json
 import os
 import queue
 import random
+import socket
 import subprocess
 import sys
 import threading
@@ -34,7 +35,7 @@ import grpc
 import pytest
 from google.rpc import code_pb2, status_pb2
 from p4.config.v1 import p4info_pb2
-from p4.v1 import p4runtime_pb2, p4runtime_pb2_grpc
+from p4.v1 import p4runtime_pb2
 
 from testbed.p4.device_config import device_config_for
 from testbed.p4.loader import load_program_from_sources
@@ -192,8 +193,6 @@ pytestmark = pytest.mark.timeout(900)  # a hang fails in minutes, not at CI's li
 
 
 def _free_port():
-    import socket
-
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]

@@ -9,7 +9,6 @@
 * Write batches of every size return one p4.Error per update (spec "Write RPC",
   "Error Reporting"), and the project's client reports them.
 """
-import json
 import resource
 import threading
 import time
@@ -21,12 +20,11 @@ from p4.config.v1 import p4info_pb2
 from p4.v1 import p4runtime_pb2, p4runtime_pb2_grpc
 
 from testbed.errors import ParameterError
-from testbed.p4.device_config import DEVICE_CONFIG_FORMAT
 from testbed.p4.program import ActionCall, ActionRef, Counter, MatchField, Table
 from testbed.p4runtime import limits
 from testbed.p4runtime.client import CHANNEL_OPTIONS, P4RuntimeClient, P4RuntimeClientError
 
-from p4runtime_helpers import DEVICE_ID, demo_info, running_server
+from p4runtime_helpers import DEVICE_ID, demo_info, device_config, running_server, small_program
 
 BIG_COUNTER = "MyIngress.big_counter"
 BIG_COUNTER_CELLS = 100_000
@@ -122,32 +120,10 @@ def _group_update(client, kind, group_id, members):
 
 # ---- extern array sizes -----------------------------------------------------------------------
 
-_PROGRAM = """
-#include <core.p4>
-#include <v1model.p4>
-header h_t { bit<8> f; }
-struct headers_t { h_t h; }
-struct meta_t { bit<32> x; }
-parser P(packet_in pkt, out headers_t hdr, inout meta_t meta, inout standard_metadata_t sm) {
-    state start { pkt.extract(hdr.h); transition accept; }
-}
-control VC(inout headers_t hdr, inout meta_t meta) { apply { } }
-control I(inout headers_t hdr, inout meta_t meta, inout standard_metadata_t sm) {
-    ARRAYS
-    apply { sm.egress_spec = 1; }
-}
-control E(inout headers_t hdr, inout meta_t meta, inout standard_metadata_t sm) { apply { } }
-control CC(inout headers_t hdr, inout meta_t meta) { apply { } }
-control D(packet_out pkt, in headers_t hdr) { apply { pkt.emit(hdr.h); } }
-V1Switch(P(), VC(), I(), E(), CC(), D()) main;
-"""
-
-
 def _set_program(client, arrays):
-    """SetForwardingPipelineConfig(VERIFY_AND_COMMIT) of _PROGRAM with these declarations (P4Info from it)."""
-    source = _PROGRAM.replace("ARRAYS", arrays)
-    config = json.dumps({"format": DEVICE_CONFIG_FORMAT, "main": "p.p4", "sources": {"p.p4": source}})
-    client.set_pipeline(p4info=p4info_pb2.P4Info(), device_config=config.encode())
+    """SetForwardingPipelineConfig(VERIFY_AND_COMMIT) of a program with these declarations (P4Info from it)."""
+    source = small_program(arrays + " apply { sm.egress_spec = 1; }")
+    client.set_pipeline(p4info=p4info_pb2.P4Info(), device_config=device_config({"p.p4": source}))
 
 
 def _max_rss_mb():

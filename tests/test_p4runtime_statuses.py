@@ -2,40 +2,25 @@
 
 Each test names the section of the specification (P4Runtime 1.4) it follows.
 """
-import json
-
 import grpc
 import pytest
 from google.rpc import code_pb2, status_pb2
 from p4.config.v1 import p4info_pb2
 from p4.v1 import p4runtime_pb2
 
+from testbed.p4.device_config import parse_device_config
+from testbed.p4.loader import load_program_from_sources
 from testbed.p4runtime.client import P4RuntimeClient, P4RuntimeClientError
+from testbed.p4runtime.p4info import build_p4info
 
-from p4runtime_helpers import DEVICE_ID, demo_info, running_server
+from p4runtime_helpers import DEVICE_ID, demo_info, device_config, running_server, small_program
 
 _Set = p4runtime_pb2.SetForwardingPipelineConfigRequest
 _Get = p4runtime_pb2.GetForwardingPipelineConfigRequest
-SMALL_PROGRAM = """
-#include <core.p4>
-#include <v1model.p4>
-header h_t { bit<8> f; }
-struct headers_t { h_t h; }
-struct meta_t { bit<8> x; }
-parser P(packet_in pkt, out headers_t hdr, inout meta_t meta, inout standard_metadata_t sm) {
-    state start { pkt.extract(hdr.h); transition accept; }
-}
-control VC(inout headers_t hdr, inout meta_t meta) { apply { } }
-control I(inout headers_t hdr, inout meta_t meta, inout standard_metadata_t sm) {
+SMALL_PROGRAM = small_program("""
     action fwd(bit<9> port) { sm.egress_spec = port; }
     table t { key = { hdr.h.f : exact; } actions = { fwd; NoAction; } }
-    apply { t.apply(); }
-}
-control E(inout headers_t hdr, inout meta_t meta, inout standard_metadata_t sm) { apply { } }
-control CC(inout headers_t hdr, inout meta_t meta) { apply { } }
-control D(packet_out pkt, in headers_t hdr) { apply { pkt.emit(hdr.h); } }
-V1Switch(P(), VC(), I(), E(), CC(), D()) main;
-"""
+    apply { t.apply(); }""")
 
 
 @pytest.fixture
@@ -91,10 +76,6 @@ def _set_config(client, device_config, p4info=None, action=_Set.VERIFY):
     return lambda: client.stub.SetForwardingPipelineConfig(request, timeout=60)
 
 
-def _device_config(sources, main="p.p4"):
-    return json.dumps({"format": "testbed-embedded-v1", "main": main, "sources": sources}).encode()
-
-
 # ---- SetForwardingPipelineConfig -------------------------------------------------------------
 # Spec "SetForwardingPipelineConfig RPC": VERIFY (and the other actions) return
 # INVALID_ARGUMENT "if the provided config cannot be realized".
@@ -102,8 +83,8 @@ def _device_config(sources, main="p.p4"):
 @pytest.mark.parametrize("source", [7, None, ["a"], {"nested": "x"}, 1.5])
 def test_a_device_config_source_that_is_not_a_string_is_invalid_argument(switch, source):
     _target, client = switch
-    assert _code(_set_config(client, _device_config({"p.p4": source}))) == "INVALID_ARGUMENT"
-    assert _code(_set_config(client, _device_config({"p.p4": SMALL_PROGRAM, "other.p4": source}))) == \
+    assert _code(_set_config(client, device_config({"p.p4": source}))) == "INVALID_ARGUMENT"
+    assert _code(_set_config(client, device_config({"p.p4": SMALL_PROGRAM, "other.p4": source}))) == \
         "INVALID_ARGUMENT"
 
 
@@ -120,8 +101,8 @@ def test_a_p4info_with_duplicate_tables_is_invalid_argument(switch):
     """Spec "ID Allocation for P4Info Objects": ids are unique in the P4Info; such a
     P4Info describes no realizable config."""
     target, client = switch
-    config = _device_config({"p.p4": SMALL_PROGRAM})
-    _p4info, _ = _p4info_of(client, config)
+    config = device_config({"p.p4": SMALL_PROGRAM})
+    _p4info = _p4info_of(config)
     duplicate = p4info_pb2.P4Info()
     duplicate.CopyFrom(_p4info)
     duplicate.tables.add().CopyFrom(duplicate.tables[0])
@@ -133,20 +114,17 @@ def test_a_p4info_with_duplicate_tables_is_invalid_argument(switch):
     assert _code(_set_config(client, config, _p4info)) == "OK"  # the P4Info as built is fine
 
 
-def _p4info_of(client, config):
-    from testbed.p4.device_config import parse_device_config
-    from testbed.p4.loader import load_program_from_sources
-    from testbed.p4runtime.p4info import build_p4info
-
+def _p4info_of(config):
+    """The P4Info of the program in a device config."""
     main, sources = parse_device_config(config)
-    return build_p4info(load_program_from_sources(main, sources).info), config
+    return build_p4info(load_program_from_sources(main, sources).info)
 
 
 def test_an_unknown_set_pipeline_action_is_invalid_argument(switch):
     _target, client = switch
     request = _Set(device_id=DEVICE_ID, action=17)
     request.election_id.low = 10
-    request.config.p4_device_config = _device_config({"p.p4": SMALL_PROGRAM})
+    request.config.p4_device_config = device_config({"p.p4": SMALL_PROGRAM})
     assert _code(lambda: client.stub.SetForwardingPipelineConfig(request, timeout=60)) == "INVALID_ARGUMENT"
 
 

@@ -28,6 +28,7 @@ import time
 from p4.v1 import p4runtime_pb2
 
 from testbed.p4.program import ActionCall
+from testbed.p4.state import TableEntry
 from testbed.p4runtime import convert
 from testbed.p4runtime.errors import P4RuntimeError, require
 
@@ -165,8 +166,6 @@ class Reader:
             request: the TableEntry of the read.
             must_exist: a request with match fields that selects nothing is NOT_FOUND.
         """
-        from testbed.p4.state import TableEntry
-
         table = self.state.tables[table_info.preamble.name]
         if request.match:
             _, key = convert.table_entry_from_proto(self.index, request, TableEntry, key_only=True)
@@ -288,21 +287,23 @@ class Reader:
                 packets, nbytes = counter.packets[:], counter.bytes[:]
             else:
                 packets, nbytes = [counter.packets[cells[0]]], [counter.bytes[cells[0]]]
-            parts.append(_render_counters(info.preamble.id, cells, packets, nbytes))
+            parts.append(_render_cells("counter_entry", "counter_id", info.preamble.id, cells,
+                                       zip(packets, nbytes), _fill_counter))
         return parts
 
     def _meter_entry(self, request):
         parts = []
         for info, meter, cells in self._indexed("meter_entry", request):
             configs = [meter.get_config(i) for i in cells]
-            parts.append(_render_meters(info.preamble.id, cells, configs))
+            parts.append(_render_cells("meter_entry", "meter_id", info.preamble.id, cells, configs, _fill_meter))
         return parts
 
     def _register_entry(self, request):
         parts = []
         for info, register, cells in self._indexed("register_entry", request):
             values = register.values[:] if isinstance(cells, range) else [register.values[cells[0]]]
-            parts.append(_render_registers(info.preamble.id, cells, values))
+            parts.append(_render_cells("register_entry", "register_id", info.preamble.id, cells, values,
+                                       _fill_register))
         return parts
 
     # ---- packet replication engine, digests -----------------------------------------------
@@ -415,38 +416,37 @@ def _render_groups(profile_id, groups):
     return render
 
 
-def _render_counters(counter_id, cells, packets, nbytes):
-    def render():
-        for i, packet_count, byte_count in zip(cells, packets, nbytes):
-            entity, out = new_entity("counter_entry")
-            out.counter_id = counter_id
-            out.index.index = i
-            out.data.packet_count = packet_count
-            out.data.byte_count = byte_count
-            yield entity
-    return render
+def _render_cells(entity_field, id_field, object_id, cells, values, fill):
+    """Render one entity per cell of a counter, meter or register array.
 
-
-def _render_meters(meter_id, cells, configs):
-    def render():
-        for i, config in zip(cells, configs):
-            entity, out = new_entity("meter_entry")
-            out.meter_id = meter_id
-            out.index.index = i
-            meter_config_to_proto(config, out.config)
-            yield entity
-    return render
-
-
-def _render_registers(register_id, cells, values):
+    Args:
+        entity_field: ``"counter_entry"``, ``"meter_entry"`` or ``"register_entry"``.
+        id_field: its id field (``"counter_id"``, ...).
+        object_id: the array's P4Info id.
+        cells: the cell indexes.
+        values: the copied value of each cell (same order).
+        fill: callable(entity message, value) that sets the value.
+    """
     def render():
         for i, value in zip(cells, values):
-            entity, out = new_entity("register_entry")
-            out.register_id = register_id
+            entity, out = new_entity(entity_field)
+            setattr(out, id_field, object_id)
             out.index.index = i
-            out.data.bitstring = convert.encode(value)
+            fill(out, value)
             yield entity
     return render
+
+
+def _fill_counter(out, value):
+    out.data.packet_count, out.data.byte_count = value
+
+
+def _fill_meter(out, config):
+    meter_config_to_proto(config, out.config)
+
+
+def _fill_register(out, value):
+    out.data.bitstring = convert.encode(value)
 
 
 def _replicas_to_proto(replicas, out):

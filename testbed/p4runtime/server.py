@@ -40,7 +40,6 @@ import collections
 import contextlib
 import queue
 import threading
-import time
 from concurrent import futures
 
 import grpc
