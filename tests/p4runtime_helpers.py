@@ -1,6 +1,8 @@
-"""Helpers shared by the P4Runtime server tests: the demo control plane and a running server."""
+"""Helpers shared by the P4Runtime server tests: the demo control plane, small programs, a running server."""
 import contextlib
+import json
 
+from testbed.p4.device_config import DEVICE_CONFIG_FORMAT
 
 from testbed.p4.program import (
     Action, ActionCall, ActionParam, ActionProfile, ActionRef, ConstEntry, ControllerPacketMetadata,
@@ -11,6 +13,39 @@ from testbed.p4runtime.server import P4RuntimeServer
 from testbed.embedded_switch.p4runtime_target import EmbeddedTarget
 
 DEVICE_ID = 1
+
+_SMALL_PROGRAM = """
+#include <core.p4>
+#include <v1model.p4>
+header h_t { bit<8> f; }
+struct headers_t { h_t h; }
+struct meta_t { bit<8> x; }
+parser P(packet_in pkt, out headers_t hdr, inout meta_t meta, inout standard_metadata_t sm) {
+    state start { pkt.extract(hdr.h); transition accept; }
+}
+control VC(inout headers_t hdr, inout meta_t meta) { apply { } }
+control I(inout headers_t hdr, inout meta_t meta, inout standard_metadata_t sm) {
+    INGRESS
+}
+control E(inout headers_t hdr, inout meta_t meta, inout standard_metadata_t sm) { apply { } }
+control CC(inout headers_t hdr, inout meta_t meta) { apply { } }
+control D(packet_out pkt, in headers_t hdr) { apply { pkt.emit(hdr.h); } }
+V1Switch(P(), VC(), I(), E(), CC(), D()) main;
+"""
+
+
+def small_program(ingress):
+    """A v1model program (one 8-bit header ``hdr.h.f``) whose ingress control ``I`` is ``ingress``.
+
+    Args:
+        ingress: the declarations and ``apply`` block of the ingress control.
+    """
+    return _SMALL_PROGRAM.replace("INGRESS", ingress)
+
+
+def device_config(sources, main="p.p4"):
+    """Embedded-target device config bytes for ``sources`` ({file name: text or anything})."""
+    return json.dumps({"format": DEVICE_CONFIG_FORMAT, "main": main, "sources": sources}).encode()
 
 
 def demo_info():

@@ -26,9 +26,10 @@ from testbed.p4.loader import load_program, load_program_from_sources
 from testbed.p4.state import SwitchState
 from testbed.p4.v1model.device import Device
 from testbed.p4.v1model.packet_generator import PacketGenerator
+from testbed.p4runtime import limits
 from testbed.p4runtime.errors import P4RuntimeError
 from testbed.p4runtime.p4info import build_p4info
-from testbed.p4runtime.p4info_index import P4InfoIndex
+from testbed.p4runtime.p4info_index import P4InfoIndex, p4info_problems
 
 def pack_header(fields, values, what):
     """Bytes of a controller header: field values concatenated big-endian.
@@ -186,10 +187,15 @@ class EmbeddedTarget:
         """Load a P4 file and make it the pipeline (P4Info generated from it).
 
         Raises:
-            P4LoadError: the program cannot be loaded (file:line).
+            P4LoadError: the program cannot be loaded (file:line), or the target cannot
+                realize it (extern arrays over the limits of :mod:`testbed.p4runtime.limits`).
         """
         program = load_program(path, include_dirs=include_dirs)
-        self.commit(self.prepare_program(program))
+        try:
+            prepared = self.prepare_program(program)
+        except P4RuntimeError as exc:
+            raise P4LoadError(exc.message, path) from None
+        self.commit(prepared)
 
     def load_program_info(self, info):
         """Install a control-plane-only pipeline: P4Info and SwitchState, no data plane.
@@ -208,13 +214,19 @@ class EmbeddedTarget:
             dict: the prepared pipeline for :meth:`commit`.
 
         Raises:
-            P4RuntimeError: INVALID_ARGUMENT when the controller's P4Info does not match.
+            P4RuntimeError: INVALID_ARGUMENT when the program's extern arrays are larger
+                than the target's limits, or the controller's P4Info is invalid or does
+                not match.
         """
+        check_extern_sizes(program.info)
         try:
             p4info = build_p4info(program.info)
         except ValueError as exc:
             raise P4RuntimeError("INVALID_ARGUMENT", f"cannot build P4Info: {exc}") from None
         if client_p4info is not None and (client_p4info.tables or client_p4info.actions):
+            problems = p4info_problems(client_p4info)
+            if problems:
+                raise P4RuntimeError("INVALID_ARGUMENT", "the P4Info is not valid: " + "; ".join(problems[:5]))
             problems = p4info_mismatches(client_p4info, p4info)
             if problems:
                 raise P4RuntimeError("INVALID_ARGUMENT", "the P4Info does not match the program: "
@@ -405,6 +417,33 @@ class EmbeddedTarget:
                 os.close(fd)
             except OSError:
                 pass
+
+
+def check_extern_sizes(info):
+    """Refuse a program whose counter, meter and register arrays exceed the target's limits.
+
+    The cells are allocated when the pipeline is committed, so the sizes the program
+    declares are checked before (see :mod:`testbed.p4runtime.limits`).
+
+    Args:
+        info: the program's :class:`~testbed.p4.program.ProgramInfo`.
+
+    Raises:
+        P4RuntimeError: INVALID_ARGUMENT naming the array, its size and the limit.
+    """
+    total = 0
+    for kind, arrays in (("counter", info.counters), ("meter", info.meters), ("register", info.registers)):
+        for name, array in arrays.items():
+            if array.size > limits.MAX_EXTERN_CELLS:
+                raise P4RuntimeError("INVALID_ARGUMENT",
+                                     f"{kind} {name} has {array.size} cells, more than this target's limit "
+                                     f"of {limits.MAX_EXTERN_CELLS} per array (MAX_EXTERN_CELLS)")
+            total += array.size
+    if total > limits.MAX_TOTAL_EXTERN_CELLS:
+        raise P4RuntimeError("INVALID_ARGUMENT",
+                             f"the program's counter, meter and register arrays have {total} cells in all, more "
+                             f"than this target's limit of {limits.MAX_TOTAL_EXTERN_CELLS} "
+                             f"(MAX_TOTAL_EXTERN_CELLS)")
 
 
 def p4info_mismatches(client, ours):

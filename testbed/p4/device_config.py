@@ -38,16 +38,25 @@ def parse_device_config(data):
     """(main_file, sources) of embedded-target device config bytes.
 
     Raises:
-        DeviceConfigError: it is not the JSON document of the module docstring.
+        DeviceConfigError: it is not the JSON document of the module docstring (not
+            JSON, nested too deeply, a field missing, a source that is not a string).
     """
     try:
         document = json.loads(bytes(data).decode())
     except (UnicodeDecodeError, ValueError) as exc:
         raise DeviceConfigError(f"p4_device_config is not the embedded target's JSON ({exc}); "
                                 f"expected {{\"format\": \"{DEVICE_CONFIG_FORMAT}\", ...}}") from None
+    except RecursionError:
+        raise DeviceConfigError("p4_device_config: JSON nested too deeply; expected "
+                                f"{{\"format\": \"{DEVICE_CONFIG_FORMAT}\", \"main\": ..., "
+                                f"\"sources\": {{...}}}}") from None
     if not isinstance(document, dict) or document.get("format") != DEVICE_CONFIG_FORMAT:
         raise DeviceConfigError(f"p4_device_config: format must be {DEVICE_CONFIG_FORMAT!r}")
     main, sources = document.get("main"), document.get("sources")
     if not isinstance(main, str) or not isinstance(sources, dict) or main not in sources:
         raise DeviceConfigError("p4_device_config: needs 'main' (a file name) and 'sources' containing it")
+    for name, text in sources.items():
+        if not isinstance(text, str):
+            raise DeviceConfigError(f"p4_device_config: sources[{name[:80]!r}] must be the file's text (a string), "
+                                    f"not {type(text).__name__}")
     return main, sources

@@ -10,6 +10,8 @@ Modules:
     digests: DigestEntry config, DigestList batching and acks.
     idle_timeout: IdleTimeoutNotification for entries not hit for their TTL.
     server: the P4Runtime gRPC service, one per switch.
+    reader: Read requests: what they select, copied under the lock, rendered and streamed after.
+    limits: the documented limits (selector weights, extern array sizes, batch and metadata sizes).
     client: a P4Runtime client library that works with names, for both targets.
     errors: P4RuntimeError (a gRPC status name and a message).
 """

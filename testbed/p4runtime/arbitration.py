@@ -17,6 +17,10 @@ Rules (P4Runtime specification, "Client Arbitration and Controller Replication")
   NOT_FOUND for backups when there is none.  Every controller of the role is
   notified when the primary changes (new primary, downgrade, disconnect); otherwise
   only the sender of the update.
+* Write and SetForwardingPipelineConfig are accepted only from the primary of the
+  role the request names, identified by (device_id, role, election_id); anything
+  else is PERMISSION_DENIED (:meth:`Arbiter.check_primary`).  Read needs no
+  election id: backups (and clients without a stream) may read.
 """
 import threading
 
@@ -157,24 +161,41 @@ class Arbiter:
         return response
 
     def check_primary(self, role, election_id_msg, has_election_id, what):
-        """Check that a Write/SetForwardingPipelineConfig comes from the role's primary.
+        """Check that a Write/SetForwardingPipelineConfig comes from the primary of its role.
 
-        A request without an election id is accepted while no controller of the role
-        has a stream open (for tools and tests, as BMv2's PI server allows).
+        The P4Runtime specification ("Write RPC" and "SetForwardingPipelineConfig
+        RPC", check 2; "Client Arbitration and Controller Replication") requires the
+        request's (device_id, role, election_id) to name the current primary of that
+        role.  So a request without an election id, one naming a role that has no
+        primary (never had one, or its primary left), and one whose election id is
+        not the primary's are all refused.  Roles are not configured out of band
+        here (every role name a controller arbitrates for is accepted, with full
+        pipeline access), so no role is "unknown" (NOT_FOUND): a role nobody
+        arbitrated for simply has no primary.
+
+        Args:
+            role: the request's role name ("" for the default role).
+            election_id_msg: the request's ``p4.v1.Uint128`` election id.
+            has_election_id: whether the request set the election id.
+            what: the RPC name for the message.
 
         Raises:
-            P4RuntimeError: PERMISSION_DENIED otherwise.
+            P4RuntimeError: PERMISSION_DENIED unless the request comes from the primary.
         """
+        name = role or "<default>"
         with self._lock:
             primary = self._primary.get(role)
-            any_open = any(c.role == role for c in self._connections)
-        election = election_int(election_id_msg) if has_election_id else None
-        if primary is None:
-            if not any_open and not election:
-                return
-            raise P4RuntimeError("PERMISSION_DENIED", f"{what}: there is no primary controller for role "
-                                                      f"{role or '<default>'}")
-        if election != primary.election_id:
+            primary_election = primary.election_id if primary is not None else None
+        if not has_election_id:
             raise P4RuntimeError("PERMISSION_DENIED",
-                                 f"{what}: election id {election} is not the primary's "
-                                 f"({primary.election_id}); only the primary controller may write")
+                                 f"{what}: no election_id given; only the primary controller of role "
+                                 f"{name} may write (open a StreamChannel and arbitrate first)")
+        election = election_int(election_id_msg)
+        if primary is None:
+            raise P4RuntimeError("PERMISSION_DENIED",
+                                 f"{what}: role {name} has no primary controller; only the primary "
+                                 f"may write")
+        if election != primary_election:
+            raise P4RuntimeError("PERMISSION_DENIED",
+                                 f"{what}: election id {election} is not the one of the primary "
+                                 f"controller of role {name}; only the primary may write")

@@ -22,7 +22,13 @@ its election id is >= the highest the switch has ever seen for the role, so a
 controller that reconnects must reuse (or exceed) its old election id; nobody is
 promoted when the primary leaves.  Every failing RPC raises
 :class:`P4RuntimeClientError` with the gRPC status name in ``code`` and, for a Write,
-the per-update ``errors``.
+the per-update ``errors`` (index, code, message), which its message lists.
+
+Many updates are best sent in few Writes: inside ``with sw.batch():`` the write
+methods only collect their updates, which are sent at the end of the block in
+Writes of up to ``batch_size`` updates (:meth:`P4RuntimeClient.write_batch`).  The
+channel raises gRPC's metadata limit so that the per-update errors of a batch of
+any size arrive (see :mod:`testbed.p4runtime.limits`).
 """
 import contextlib
 import dataclasses
@@ -36,10 +42,20 @@ from google.rpc import code_pb2, status_pb2
 from p4.config.v1 import p4info_pb2
 from p4.v1 import p4runtime_pb2, p4runtime_pb2_grpc
 
-from testbed.errors import TestbedError
+from testbed.errors import ParameterError, TestbedError
+from testbed.p4runtime import limits
 from testbed.p4runtime.convert import decode, encode
 from testbed.p4runtime.p4info_index import P4InfoIndex
 from testbed.p4runtime.values import match_from_spec, parse_value
+
+CHANNEL_OPTIONS = (("grpc.max_receive_message_length", limits.MAX_MESSAGE_BYTES),
+                   ("grpc.max_send_message_length", limits.MAX_MESSAGE_BYTES),
+                   ("grpc.max_metadata_size", limits.MAX_METADATA_BYTES),
+                   ("grpc.absolute_max_metadata_size", limits.MAX_METADATA_BYTES))
+"""gRPC options of the client's channel: per-update Write errors of large batches fit."""
+
+DEFAULT_BATCH_SIZE = 1000
+"""Updates per Write when :meth:`P4RuntimeClient.write_batch` splits a batch."""
 
 _MATCH_KIND = {p4info_pb2.MatchField.EXACT: "exact", p4info_pb2.MatchField.LPM: "lpm",
                p4info_pb2.MatchField.TERNARY: "ternary", p4info_pb2.MatchField.RANGE: "range",
@@ -52,8 +68,10 @@ class P4RuntimeClientError(TestbedError):
     Attributes:
         code: gRPC status name ("NOT_FOUND", ...); for a failed Write batch the code of
             the first failing update (the call status itself is UNKNOWN, per the spec).
-        message: the server's message.
-        errors: for a Write, list of (update index, code name, message) of failed updates.
+        message: the server's message; for a failed Write batch, the failed updates
+            (index, code and message of the first few, and how many in all).
+        errors: for a Write, list of (update index, code name, message) of every
+            failed update (the index counts from 0 in the batch given to the client).
     """
 
     def __init__(self, code, message, errors=None):
@@ -63,21 +81,44 @@ class P4RuntimeClientError(TestbedError):
         super().__init__(f"{code}: {message}")
 
 
-def _rpc_error(exc):
-    """P4RuntimeClientError of a grpc.RpcError (decoding Write error details)."""
-    code = exc.code().name if exc.code() is not None else "UNKNOWN"
-    details = exc.details() or ""
-    errors = []
-    for key, value in (exc.trailing_metadata() or ()):
+def describe_failures(errors, count, shown=5):
+    """A one-line account of the failed updates of a Write batch.
+
+    Args:
+        errors: list of (update index, code name, message).
+        count: the number of updates in the batch.
+        shown: how many failures to spell out.
+
+    Returns:
+        str: e.g. ``"2 of 600 updates failed: update 17: ALREADY_EXISTS: ...; update 40: ..."``.
+    """
+    listed = "; ".join(f"update {index}: {code}: {message}" for index, code, message in errors[:shown])
+    more = f"; and {len(errors) - shown} more" if len(errors) > shown else ""
+    return f"{len(errors)} of {count} updates failed: {listed}{more}"
+
+
+def _write_errors(trailing_metadata):
+    """(number of p4.Error details, [(index, code name, message) of the failed ones]) of a status trailer."""
+    for key, value in trailing_metadata or ():
         if key == "grpc-status-details-bin":
             status = status_pb2.Status()
             status.ParseFromString(value)
+            errors = []
             for number, detail in enumerate(status.details):
                 error = p4runtime_pb2.Error()
                 if detail.Unpack(error) and error.canonical_code != code_pb2.OK:
                     errors.append((number, code_pb2.Code.Name(error.canonical_code), error.message))
+            return len(status.details), errors
+    return 0, []
+
+
+def _rpc_error(exc):
+    """P4RuntimeClientError of a grpc.RpcError (decoding Write error details)."""
+    code = exc.code().name if exc.code() is not None else "UNKNOWN"
+    details = exc.details() or ""
+    count, errors = _write_errors(exc.trailing_metadata())
     if code == "UNKNOWN" and errors:
-        return P4RuntimeClientError(errors[0][1], errors[0][2], errors)
+        return P4RuntimeClientError(errors[0][1], describe_failures(errors, count), errors)
     return P4RuntimeClientError(code, details, errors)
 
 
@@ -175,7 +216,7 @@ class P4RuntimeClient:
     # ---- session --------------------------------------------------------------------------
     def connect(self):
         """Open the channel and the stream, arbitrate, and fetch the P4Info if one is set."""
-        self.channel = grpc.insecure_channel(self.address)
+        self.channel = grpc.insecure_channel(self.address, options=CHANNEL_OPTIONS)
         try:
             grpc.channel_ready_future(self.channel).result(timeout=self.timeout)
         except grpc.FutureTimeoutError:
@@ -328,8 +369,6 @@ class P4RuntimeClient:
             ParameterError: missing or contradictory arguments.
             P4RuntimeClientError: the switch refused the config.
         """
-        from testbed.errors import ParameterError
-
         if target not in ("embedded", "bmv2"):
             raise ParameterError("target", target, "embedded or bmv2")
         if isinstance(program, tuple):
@@ -379,12 +418,45 @@ class P4RuntimeClient:
         """Send one Write batch of ``p4.v1.Update`` messages.
 
         Raises:
-            P4RuntimeClientError: with ``errors`` listing every failed update.
+            P4RuntimeClientError: with ``errors`` listing every failed update (the
+                others were applied).
         """
         request = p4runtime_pb2.WriteRequest()
         self._election(request)
         request.updates.extend(updates)
         self._call(self.stub.Write, request)
+
+    def write_batch(self, updates, batch_size=DEFAULT_BATCH_SIZE):
+        """Send many updates in Writes of up to ``batch_size`` updates each, in order.
+
+        Every Write is sent even when an earlier one had failed updates (as within a
+        single CONTINUE_ON_ERROR batch); each Write completes before the next is sent.
+
+        Args:
+            updates: the ``p4.v1.Update`` messages.
+            batch_size: the most updates in one Write (1..limits.MAX_WRITE_UPDATES).
+
+        Raises:
+            ParameterError: a batch size out of range.
+            P4RuntimeClientError: at the end, with ``errors`` listing every failed update
+                by its index in ``updates``; or at once when a Write fails as a whole
+                (e.g. PERMISSION_DENIED), saying how many updates were sent before.
+        """
+        if not isinstance(batch_size, int) or not 1 <= batch_size <= limits.MAX_WRITE_UPDATES:
+            raise ParameterError("batch_size", batch_size, f"an int in 1..{limits.MAX_WRITE_UPDATES}")
+        updates = list(updates)
+        errors = []
+        for start in range(0, len(updates), batch_size):
+            try:
+                self.write(updates[start:start + batch_size])
+            except P4RuntimeClientError as exc:
+                if not exc.errors:
+                    raise P4RuntimeClientError(exc.code, f"{exc.message} (the first {start} of "
+                                                         f"{len(updates)} updates were applied before)") \
+                        from None
+                errors.extend((start + index, code, message) for index, code, message in exc.errors)
+        if errors:
+            raise P4RuntimeClientError(errors[0][1], describe_failures(errors, len(updates)), errors)
 
     def _write_one(self, kind, entity_setter):
         update = p4runtime_pb2.Update(type=p4runtime_pb2.Update.Type.Value(kind))
@@ -395,8 +467,11 @@ class P4RuntimeClient:
             self.write([update])
 
     @contextlib.contextmanager
-    def batch(self):
-        """Collect the writes made inside the ``with`` block and send them as one Write.
+    def batch(self, batch_size=DEFAULT_BATCH_SIZE):
+        """Collect the writes made inside the ``with`` block and send them at its end.
+
+        They go out with :meth:`write_batch`: in Writes of up to ``batch_size``
+        updates, in the order they were made.  Nothing is sent if the block raises.
 
         Example::
 
@@ -417,7 +492,7 @@ class P4RuntimeClient:
             yield self
             updates, self._batch = self._batch, None
             if updates:
-                self.write(updates)
+                self.write_batch(updates, batch_size)
         finally:
             self._batch = None
 
@@ -442,15 +517,11 @@ class P4RuntimeClient:
         params = dict(params or {})
         for param in info.params:
             if param.name not in params:
-                from testbed.errors import ParameterError
-
                 raise ParameterError(f"{action}.{param.name}", None, f"a value of {param.bitwidth} bits",
                                      reason="missing action parameter")
             value = parse_value(params.pop(param.name), param.bitwidth, f"{action}.{param.name}")
             out.params.add(param_id=param.id, value=encode(value))
         if params:
-            from testbed.errors import ParameterError
-
             raise ParameterError(f"{action} params", sorted(params),
                                  ", ".join(p.name for p in info.params) or "no parameters")
 
@@ -481,8 +552,6 @@ class P4RuntimeClient:
                 fm.range.low = encode(parsed["low"])
                 fm.range.high = encode(parsed["high"])
         if match:
-            from testbed.errors import ParameterError
-
             raise ParameterError(f"{table} match", sorted(match),
                                  ", ".join(f.name for f in info.match_fields) or "no match fields")
         if priority:
@@ -923,13 +992,9 @@ class P4RuntimeClient:
         header = index.packet_metadata("packet_out")
         for name, value in metadata.items():
             if header is None:
-                from testbed.errors import ParameterError
-
                 raise ParameterError(name, value, "no metadata (the program has no packet_out header)")
             field = next((f for f in header.metadata if f.name == name), None)
             if field is None:
-                from testbed.errors import ParameterError
-
                 raise ParameterError(name, value, ", ".join(f.name for f in header.metadata))
             request.packet.metadata.add(metadata_id=field.id,
                                         value=encode(parse_value(value, field.bitwidth, name)))

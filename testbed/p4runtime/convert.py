@@ -209,13 +209,15 @@ def action_from_proto(index, action_msg, where):
         where: context for error messages ("table T").
 
     Raises:
-        P4RuntimeError: NOT_FOUND for an unknown action id, INVALID_ARGUMENT for a
-            missing, repeated, unknown or too wide parameter.
+        P4RuntimeError: INVALID_ARGUMENT for an action id that is not an action of
+            the P4Info (spec "Action Specification": the action_id must be one of the
+            table's actions, else INVALID_ARGUMENT) and for a missing, repeated,
+            unknown or too wide parameter.
     """
     try:
         action_info = index.by_id("actions", action_msg.action_id)
     except KeyError as exc:
-        raise P4RuntimeError("NOT_FOUND", f"{where}: {exc}") from None
+        raise _invalid(f"{where}: {exc}") from None
     name = action_info.preamble.name
     values = {}
     params = {p.id: p for p in action_info.params}
@@ -257,8 +259,8 @@ def table_entry_from_proto(index, proto, entry_factory, key_only=False):
         (table_info, TableEntry)
 
     Raises:
-        P4RuntimeError: NOT_FOUND for an unknown table/action, INVALID_ARGUMENT for
-            malformed matches, actions or priority.
+        P4RuntimeError: NOT_FOUND for an unknown table, INVALID_ARGUMENT for an
+            unknown action and for malformed matches, actions or priority.
     """
     try:
         table_info = index.by_id("tables", proto.table_id)

@@ -2,8 +2,8 @@
 
 Following the specification ("DigestEntry"): a digest is streamed only after the
 controller configured it with a DigestEntry.  Digests are gathered into a list that
-is sent when it holds ``max_list_size`` entries (<= 0: no size limit) or when its
-oldest entry has waited ``max_timeout_ns`` (0: at once).  Until the list is acked
+is sent when it holds ``max_list_size`` entries (0: no size limit; the server refuses
+a negative one) or when its oldest entry has waited ``max_timeout_ns`` (0: at once).  Until the list is acked
 with DigestListAck (or ``ack_timeout_ns`` passes), the same data is not sent again
 (``ack_timeout_ns`` 0: no such suppression); duplicates within a pending list are
 dropped too.

@@ -19,6 +19,12 @@ class P4RuntimeError(Exception):
         return self.message
 
 
+def require(condition, code, message):
+    """Raise ``P4RuntimeError(code, message)`` unless ``condition`` holds."""
+    if not condition:
+        raise P4RuntimeError(code, message)
+
+
 def error_code(exc):
     """The gRPC status name an exception maps to (``code`` attribute, else UNKNOWN/INTERNAL)."""
     code = getattr(exc, "code", None)

@@ -117,6 +117,44 @@ class P4InfoIndex:
         return self._by_name["controller_packet_metadata"].get(which)
 
 
+def p4info_problems(p4info):
+    """What makes a P4Info message invalid, per the spec's "ID Allocation for P4Info Objects".
+
+    Ids are "globally unique in the scope of the P4Info message" (one number space
+    for all objects) and 0 means "invalid id"; a name (or alias) is unique among the
+    objects of its kind; a table's action references name actions of the P4Info.
+
+    Args:
+        p4info: a ``p4.config.v1.p4info_pb2.P4Info``.
+
+    Returns:
+        list[str]: one message per problem (empty for a valid P4Info).
+    """
+    problems = []
+    owners = {}
+    for kind in _KINDS:
+        names = set()
+        for message in getattr(p4info, kind):
+            preamble = message.preamble
+            what = f"{_singular(kind)} {preamble.name or '<unnamed>'}"
+            if preamble.id == 0 and kind != "controller_packet_metadata":
+                problems.append(f"{what}: id 0 is reserved (invalid id)")
+            elif preamble.id in owners:
+                problems.append(f"{what}: id {preamble.id:#x} is also the id of {owners[preamble.id]}")
+            elif preamble.id:
+                owners[preamble.id] = what
+            if preamble.name in names:
+                problems.append(f"{what}: a second {_singular(kind)} has this name")
+            names.add(preamble.name)
+    actions = {message.preamble.id for message in p4info.actions}
+    for table in p4info.tables:
+        for ref in table.action_refs:
+            if ref.id not in actions:
+                problems.append(f"table {table.preamble.name}: action reference {ref.id:#x} is not an action "
+                                f"of the P4Info")
+    return problems
+
+
 def _singular(kind):
     return {"controller_packet_metadata": "controller packet metadata",
             "action_profiles": "action profile", "direct_counters": "direct counter",

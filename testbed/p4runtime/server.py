@@ -13,11 +13,17 @@ Behaviour follows the P4Runtime specification 1.x:
   NOT_FOUND, no pipeline FAILED_PRECONDITION, unsupported atomicity UNIMPLEMENTED, ...
 * A Write batch is processed CONTINUE_ON_ERROR.  If any update fails, the call ends
   with status UNKNOWN and a ``google.rpc.Status`` in the ``grpc-status-details-bin``
-  trailer whose ``details`` hold one ``p4.v1.Error`` per update, in order (OK for the
-  ones that succeeded), each with the canonical code (NOT_FOUND, INVALID_ARGUMENT,
-  ALREADY_EXISTS, ...) and a message naming the object and field.  This is what the
-  spec requires and what p4runtime-shell and the client of this package decode.
-* Read errors (unknown ids, malformed keys) end the Read with that status.
+  trailer whose ``details`` hold one ``p4.v1.Error`` per update, in order (OK, with
+  no other field, for the ones that succeeded), each with the canonical code
+  (NOT_FOUND, INVALID_ARGUMENT, ALREADY_EXISTS, ...) and a message naming the
+  object and field.  This is what the spec requires and what p4runtime-shell and
+  the client of this package decode; the gRPC metadata limits are raised so that
+  it holds for every batch size (see :mod:`testbed.p4runtime.limits`).
+* Read errors (unknown ids, malformed keys) end the Read with that status.  Reads
+  are streamed in chunks, and hold the lock writes need only while the selected
+  values are copied (see :mod:`testbed.p4runtime.reader`).
+* Documented limits (selector weights, extern array sizes, batch size) are in
+  :mod:`testbed.p4runtime.limits`.
 * Stream errors (a PacketOut from a backup, bad metadata, an unknown digest ack) are
   reported with a StreamError message; the stream stays open.
 * SetForwardingPipelineConfig: VERIFY loads and checks the program; VERIFY_AND_COMMIT
@@ -34,7 +40,6 @@ import collections
 import contextlib
 import queue
 import threading
-import time
 from concurrent import futures
 
 import grpc
@@ -42,18 +47,24 @@ from google.protobuf import any_pb2
 from google.rpc import code_pb2, status_pb2
 from p4.v1 import p4runtime_pb2, p4runtime_pb2_grpc
 
-from testbed.p4runtime import convert
+from testbed.p4runtime import convert, limits
 from testbed.p4runtime.arbitration import Arbiter, Connection
 from testbed.p4runtime.digests import DigestConfig, DigestEngine
-from testbed.p4runtime.errors import P4RuntimeError, error_code, error_message
+from testbed.p4runtime.errors import P4RuntimeError, error_code, error_message, require
 from testbed.p4runtime.idle_timeout import IdleTimeoutWatcher
 from testbed.p4runtime.p4info_index import P4InfoLookupError
+from testbed.p4runtime.reader import INDEXED, Reader, index_list
 
 API_VERSION = "1.4.1"
 _Update = p4runtime_pb2.Update
 _SetAction = p4runtime_pb2.SetForwardingPipelineConfigRequest
 _GetType = p4runtime_pb2.GetForwardingPipelineConfigRequest
-_READ_CHUNK = 512  # entities per ReadResponse
+_GRPC_OPTIONS = (("grpc.max_receive_message_length", limits.MAX_MESSAGE_BYTES),
+                 ("grpc.max_send_message_length", limits.MAX_MESSAGE_BYTES),
+                 ("grpc.max_metadata_size", limits.MAX_METADATA_BYTES),
+                 ("grpc.absolute_max_metadata_size", limits.MAX_METADATA_BYTES))
+_OK_ERROR = any_pb2.Any()
+_OK_ERROR.Pack(p4runtime_pb2.Error())  # an OK p4.Error carries the code only (spec "Write RPC")
 
 
 class _RichStatus(collections.namedtuple("_RichStatus", ("code", "details", "trailing_metadata")),
@@ -68,6 +79,11 @@ def _status_code(name):
         return grpc.StatusCode.INTERNAL
 
 
+def _enum_name(enum, value):
+    """The name of an enum value, or the number for a value the enum does not define."""
+    return enum.Name(value) if value in enum.values() else str(value)
+
+
 def _canonical(name):
     return code_pb2.Code.Value(name) if name in code_pb2.Code.keys() else code_pb2.INTERNAL
 
@@ -79,6 +95,64 @@ class _Abort(Exception):
         super().__init__(message)
         self.code = code
         self.message = message
+
+
+class _Malformed:
+    """A request whose bytes do not parse as the message its method takes.
+
+    gRPC would answer INTERNAL for it; the handlers answer INVALID_ARGUMENT instead.
+    """
+
+    def __init__(self, message_class, error):
+        self.message = (f"the request is not a valid {message_class.DESCRIPTOR.full_name} message: "
+                        f"{error}")
+
+
+def _parser(message_class):
+    """A request deserializer that returns a :class:`_Malformed` for bytes that do not parse."""
+    def parse(data):
+        try:
+            return message_class.FromString(data)
+        except Exception as exc:  # DecodeError, or anything else the protobuf runtime raises
+            return _Malformed(message_class, exc)
+    return parse
+
+
+def _refuse_malformed(method, streaming):
+    """Wrap a unary-request servicer method: a malformed request ends the call with INVALID_ARGUMENT."""
+    if streaming:
+        def handler(request, context):
+            if isinstance(request, _Malformed):
+                context.abort(grpc.StatusCode.INVALID_ARGUMENT, request.message)
+            yield from method(request, context)
+    else:
+        def handler(request, context):
+            if isinstance(request, _Malformed):
+                context.abort(grpc.StatusCode.INVALID_ARGUMENT, request.message)
+            return method(request, context)
+    return handler
+
+
+def _service_handlers(service):
+    """The gRPC handler of the P4Runtime service (as the generated code registers it, but
+    requests that do not parse are INVALID_ARGUMENT instead of gRPC's INTERNAL)."""
+    pb = p4runtime_pb2
+    unary = (("Write", pb.WriteRequest, pb.WriteResponse),
+             ("SetForwardingPipelineConfig", pb.SetForwardingPipelineConfigRequest,
+              pb.SetForwardingPipelineConfigResponse),
+             ("GetForwardingPipelineConfig", pb.GetForwardingPipelineConfigRequest,
+              pb.GetForwardingPipelineConfigResponse),
+             ("Capabilities", pb.CapabilitiesRequest, pb.CapabilitiesResponse))
+    handlers = {name: grpc.unary_unary_rpc_method_handler(
+        _refuse_malformed(getattr(service, name), False), request_deserializer=_parser(request),
+        response_serializer=response.SerializeToString) for name, request, response in unary}
+    handlers["Read"] = grpc.unary_stream_rpc_method_handler(
+        _refuse_malformed(service.Read, True), request_deserializer=_parser(pb.ReadRequest),
+        response_serializer=pb.ReadResponse.SerializeToString)
+    handlers["StreamChannel"] = grpc.stream_stream_rpc_method_handler(
+        service.StreamChannel, request_deserializer=_parser(pb.StreamMessageRequest),
+        response_serializer=pb.StreamMessageResponse.SerializeToString)
+    return grpc.method_handlers_generic_handler("p4.v1.P4Runtime", handlers)
 
 
 def _known_errors():
@@ -123,8 +197,9 @@ class P4RuntimeServer:
             RuntimeError: the address cannot be bound.
         """
         self._grpc = grpc.server(futures.ThreadPoolExecutor(max_workers=self.max_workers,
-                                                            thread_name_prefix="p4rt"))
-        p4runtime_pb2_grpc.add_P4RuntimeServicer_to_server(self.service, self._grpc)
+                                                            thread_name_prefix="p4rt"),
+                                 options=_GRPC_OPTIONS)
+        self._grpc.add_generic_rpc_handlers((_service_handlers(self.service),))
         self.port = self._grpc.add_insecure_port(self.address)
         if not self.port:
             raise RuntimeError(f"P4Runtime server cannot listen on {self.address}")
@@ -259,7 +334,9 @@ class _P4RuntimeService(p4runtime_pb2_grpc.P4RuntimeServicer):
             return
         if action not in (_SetAction.VERIFY, _SetAction.VERIFY_AND_SAVE, _SetAction.VERIFY_AND_COMMIT,
                           _SetAction.RECONCILE_AND_COMMIT):
-            raise _Abort("INVALID_ARGUMENT", f"action {_SetAction.Action.Name(action)} is not valid")
+            raise _Abort("INVALID_ARGUMENT", f"action {_enum_name(_SetAction.Action, action)} is not one of "
+                                             f"VERIFY, VERIFY_AND_SAVE, VERIFY_AND_COMMIT, COMMIT, "
+                                             f"RECONCILE_AND_COMMIT")
         if not has_config or not request.config.p4_device_config:
             raise _Abort("INVALID_ARGUMENT", "no config (p4info and p4_device_config) given")
         p4info = request.config.p4info if request.config.HasField("p4info") else None
@@ -284,12 +361,15 @@ class _P4RuntimeService(p4runtime_pb2_grpc.P4RuntimeServicer):
         try:
             self._check_device(request.device_id)
             self._check_pipeline()
+            kind = request.response_type
+            if kind not in _GetType.ResponseType.values():
+                raise _Abort("INVALID_ARGUMENT", f"response_type {kind} is not one of "
+                                                 f"{', '.join(_GetType.ResponseType.keys())}")
         except _Abort as exc:
             self._abort(context, exc)
         target = self.target
         response = p4runtime_pb2.GetForwardingPipelineConfigResponse()
         config = response.config
-        kind = request.response_type
         if kind in (_GetType.ALL, _GetType.P4INFO_AND_COOKIE):
             config.p4info.CopyFrom(target.client_p4info)
         if kind in (_GetType.ALL, _GetType.DEVICE_CONFIG_AND_COOKIE):
@@ -325,6 +405,9 @@ class _P4RuntimeService(p4runtime_pb2_grpc.P4RuntimeServicer):
     def _read_stream(self, request_iterator, conn, outbox):
         try:
             for request in request_iterator:
+                if isinstance(request, _Malformed):
+                    outbox.put(_Abort("INVALID_ARGUMENT", request.message))
+                    return
                 which = request.WhichOneof("update")
                 if which == "arbitration":
                     try:
@@ -403,78 +486,86 @@ class _P4RuntimeService(p4runtime_pb2_grpc.P4RuntimeServicer):
             self._check_pipeline()
             if request.atomicity != p4runtime_pb2.WriteRequest.CONTINUE_ON_ERROR:
                 raise _Abort("UNIMPLEMENTED", "only CONTINUE_ON_ERROR atomicity is supported")
+            if len(request.updates) > limits.MAX_WRITE_UPDATES:
+                raise _Abort("RESOURCE_EXHAUSTED",
+                             f"a WriteRequest may hold at most {limits.MAX_WRITE_UPDATES} updates "
+                             f"(MAX_WRITE_UPDATES), got {len(request.updates)}; nothing was applied, "
+                             f"split the batch")
         except _Abort as exc:
             self._abort(context, exc)
         writer = _Writer(self.server)
-        errors = []
-        failed = 0
+        failures = []
         known = _known_errors()
         with self.target.lock:
             for number, update in enumerate(request.updates):
-                error = p4runtime_pb2.Error(canonical_code=code_pb2.OK)
                 try:
                     writer.apply(update)
                 except known as exc:
-                    error.canonical_code = _canonical(error_code(exc))
-                    error.message = error_message(exc)
+                    failures.append((number, error_code(exc), error_message(exc)))
                 except Exception as exc:  # a bug must not take the server down
-                    error.canonical_code = code_pb2.INTERNAL
-                    error.message = f"internal error: {type(exc).__name__}: {exc}"
-                if error.canonical_code != code_pb2.OK:
-                    failed += 1
-                    error.message = f"update {number}: {error.message}"
-                errors.append(error)
-        if failed:
-            first = next(e for e in errors if e.canonical_code != code_pb2.OK)
-            summary = (f"{failed} of {len(errors)} update(s) failed; first: "
-                       f"{code_pb2.Code.Name(first.canonical_code)}: {first.message}")
-            status = status_pb2.Status(code=code_pb2.UNKNOWN, message=summary)
-            for error in errors:
-                detail = any_pb2.Any()
-                detail.Pack(error)
-                status.details.append(detail)
-            context.abort_with_status(_RichStatus(
-                grpc.StatusCode.UNKNOWN, summary,
-                (("grpc-status-details-bin", status.SerializeToString()),)))
+                    failures.append((number, "INTERNAL", f"internal error: {type(exc).__name__}: {exc}"))
+        if failures:
+            context.abort_with_status(_write_failure_status(len(request.updates), failures))
         return p4runtime_pb2.WriteResponse()
 
     # ---- Read -----------------------------------------------------------------------------
     def Read(self, request, context):
-        """Stream the requested entities (wildcards expanded)."""
+        """Stream the requested entities (wildcards expanded) in chunks.
+
+        The values are copied with the target lock held (writes wait only for that);
+        the messages are built and sent without it (see :mod:`testbed.p4runtime.reader`).
+        """
+        parts = []
         with self._errors_end_rpc(context):
             self._check_device(request.device_id)
             self._check_pipeline()
-            reader = _Reader(self.server)
-            entities = []
+            reader = Reader(self.target, self.server.digests)
             with self.target.lock:
                 for entity in request.entities:
-                    entities.extend(reader.read(entity))
-        for start in range(0, max(len(entities), 1), _READ_CHUNK):
-            response = p4runtime_pb2.ReadResponse()
-            response.entities.extend(entities[start:start + _READ_CHUNK])
+                    parts.extend(reader.snapshot(entity))
+        response = p4runtime_pb2.ReadResponse()
+        sent = False
+        with self._errors_end_rpc(context):
+            for render in parts:
+                for entity in render():
+                    response.entities.append(entity)
+                    if len(response.entities) >= limits.READ_CHUNK_ENTITIES:
+                        yield response
+                        sent = True
+                        response = p4runtime_pb2.ReadResponse()
+        if response.entities or not sent:
             yield response
 
 
-def _require(condition, code, message):
-    if not condition:
-        raise P4RuntimeError(code, message)
+def _write_failure_status(count, failures):
+    """The grpc.Status of a Write batch in which some updates failed (spec "Write RPC", "Error Reporting").
 
+    Code UNKNOWN; the ``grpc-status-details-bin`` trailer holds a ``google.rpc.Status``
+    with one ``p4.v1.Error`` per update, in order (its position is the update's
+    index): OK ones carry the code only, failed ones their code and message
+    (shortened when needed so that the details fit :data:`limits.MAX_ERROR_DETAILS_BYTES`).
 
-def _index_list(proto, size, what):
-    """Cells addressed by the optional ``index`` of a counter/meter/register entry (all cells when unset)."""
-    if not proto.HasField("index"):
-        return range(size)
-    value = proto.index.index
-    _require(0 <= value < size, "OUT_OF_RANGE", f"{what}: index {value} outside 0..{size - 1}")
-    return [value]
-
-
-# Entity field of an indexed (non-direct) resource -> (P4Info/SwitchState collection, id field, label)
-_INDEXED = {
-    "counter_entry": ("counters", "counter_id", "counter"),
-    "meter_entry": ("meters", "meter_id", "meter"),
-    "register_entry": ("registers", "register_id", "register"),
-}
+    Args:
+        count: the number of updates in the batch.
+        failures: list of (update index, status name, message), in index order.
+    """
+    first_number, first_code, first_message = failures[0]
+    summary = (f"{len(failures)} of {count} update(s) failed; first: update {first_number}: "
+               f"{first_code}: {first_message}")[:1024]
+    status = status_pb2.Status(code=code_pb2.UNKNOWN, message=summary)
+    budget = limits.MAX_ERROR_DETAILS_BYTES - count * (_OK_ERROR.ByteSize() + 4)
+    per_message = max(64, min(1024, budget // len(failures) - 64))
+    failed = {number: (code, message) for number, code, message in failures}
+    for number in range(count):
+        if number not in failed:
+            status.details.append(_OK_ERROR)
+            continue
+        code, text = failed[number]
+        if len(text) > per_message:
+            text = text[:per_message - 3] + "..."
+        status.details.add().Pack(p4runtime_pb2.Error(canonical_code=_canonical(code), message=text))
+    return _RichStatus(grpc.StatusCode.UNKNOWN, summary,
+                       (("grpc-status-details-bin", status.SerializeToString()),))
 
 
 class _Writer:
@@ -485,20 +576,23 @@ class _Writer:
         self.target = server.target
         self.index = server.target.index
         self.state = server.target.state
+        self._selector_weights = {}  # selector name -> sum of the weights of its groups
 
     def apply(self, update):
         kind = update.type
-        _require(kind in (_Update.INSERT, _Update.MODIFY, _Update.DELETE), "INVALID_ARGUMENT",
-                 "update type must be INSERT, MODIFY or DELETE")
+        require(kind in (_Update.INSERT, _Update.MODIFY, _Update.DELETE), "INVALID_ARGUMENT",
+                "update type must be INSERT, MODIFY or DELETE")
         which = update.entity.WhichOneof("entity")
+        require(which is not None, "INVALID_ARGUMENT",
+                "update with an empty Entity: set one of its fields (table_entry, counter_entry, ...)")
         handler = getattr(self, "_" + str(which), None)
         if handler is None:
             raise P4RuntimeError("UNIMPLEMENTED", f"writing {which} entities is not supported")
         handler(kind, getattr(update.entity, which))
 
     def _only_modify(self, kind, what):
-        _require(kind == _Update.MODIFY, "INVALID_ARGUMENT",
-                 f"{what}: only MODIFY is allowed (cells always exist)")
+        require(kind == _Update.MODIFY, "INVALID_ARGUMENT",
+                f"{what}: only MODIFY is allowed (cells always exist)")
 
     # -- tables
     def _table_entry(self, kind, proto):
@@ -509,13 +603,13 @@ class _Writer:
         name = table_info.preamble.name
         table = self.state.tables[name]
         if proto.is_default_action:
-            _require(kind == _Update.MODIFY, "INVALID_ARGUMENT",
-                     f"table {name}: the default entry can only be modified (not inserted or deleted)")
-            _require(not proto.match, "INVALID_ARGUMENT",
-                     f"table {name}: a default entry has no match fields")
+            require(kind == _Update.MODIFY, "INVALID_ARGUMENT",
+                    f"table {name}: the default entry can only be modified (not inserted or deleted)")
+            require(not proto.match, "INVALID_ARGUMENT",
+                    f"table {name}: a default entry has no match fields")
             if proto.HasField("action"):
-                _require(proto.action.WhichOneof("type") == "action", "INVALID_ARGUMENT",
-                         f"table {name}: the default action must be a direct action")
+                require(proto.action.WhichOneof("type") == "action", "INVALID_ARGUMENT",
+                        f"table {name}: the default action must be a direct action")
                 table.set_default(convert.action_from_proto(index, proto.action.action,
                                                             f"table {name} default action"))
             else:
@@ -527,11 +621,11 @@ class _Writer:
             return
         _, entry = convert.table_entry_from_proto(index, proto, TableEntry)
         if proto.HasField("counter_data"):
-            _require(table.direct_counter is not None, "INVALID_ARGUMENT",
-                     f"table {name}: counter_data given but the table has no direct counter")
+            require(table.direct_counter is not None, "INVALID_ARGUMENT",
+                    f"table {name}: counter_data given but the table has no direct counter")
         if proto.HasField("meter_config"):
-            _require(table.direct_meter is not None, "INVALID_ARGUMENT",
-                     f"table {name}: meter_config given but the table has no direct meter")
+            require(table.direct_meter is not None, "INVALID_ARGUMENT",
+                    f"table {name}: meter_config given but the table has no direct meter")
         if kind == _Update.INSERT:
             stored = table.insert(entry)
         else:
@@ -553,8 +647,8 @@ class _Writer:
         if kind == _Update.DELETE:
             profile.delete_member(proto.member_id)
             return
-        _require(proto.HasField("action"), "INVALID_ARGUMENT",
-                 f"action profile {info.preamble.name}: member {proto.member_id} has no action")
+        require(proto.HasField("action"), "INVALID_ARGUMENT",
+                f"action profile {info.preamble.name}: member {proto.member_id} has no action")
         call = convert.action_from_proto(self.index, proto.action,
                                          f"action profile {info.preamble.name} member {proto.member_id}")
         if kind == _Update.INSERT:
@@ -563,25 +657,58 @@ class _Writer:
             profile.modify_member(proto.member_id, call)
 
     def _action_profile_group(self, kind, proto):
+        """Insert, modify or delete a selector group within the weight limits of :mod:`limits`.
+
+        Raises:
+            P4RuntimeError: INVALID_ARGUMENT for a weight < 1 (spec "Action Profile
+                Group Programming": 0 is not a valid weight); RESOURCE_EXHAUSTED when
+                the group's total weight or ``max_size`` exceeds MAX_GROUP_WEIGHT, or
+                the selector's total weight would exceed MAX_SELECTOR_WEIGHT.
+        """
         info, profile = self._profile(proto.action_profile_id)
+        where = f"action profile {info.preamble.name} group {proto.group_id}"
+        old = profile.get_group(proto.group_id)
+        old_weight = sum(weight for _, weight in old.members) if old is not None else 0
         if kind == _Update.DELETE:
+            total = self._selector_weight(profile) - old_weight
             profile.delete_group(proto.group_id)
+            self._selector_weights[profile.info.name] = total
             return
         members = []
         for member in proto.members:
-            _require(member.weight >= 0, "INVALID_ARGUMENT",
-                     f"action profile {info.preamble.name} group {proto.group_id}: member "
-                     f"{member.member_id} weight {member.weight} is negative")
-            members.append((member.member_id, member.weight or 1))  # unset weight means 1
+            require(member.weight >= 1, "INVALID_ARGUMENT",
+                    f"{where}: member {member.member_id} weight {member.weight} must be >= 1")
+            members.append((member.member_id, member.weight))
+        weight = sum(weight for _, weight in members)
+        require(weight <= limits.MAX_GROUP_WEIGHT, "RESOURCE_EXHAUSTED",
+                f"{where}: total member weight {weight} exceeds this target's limit of "
+                f"{limits.MAX_GROUP_WEIGHT} per group (MAX_GROUP_WEIGHT)")
+        static_max = info.max_group_size
+        require(proto.max_size <= limits.MAX_GROUP_WEIGHT or (static_max and proto.max_size > static_max),
+                "RESOURCE_EXHAUSTED", f"{where}: max_size {proto.max_size} exceeds this target's limit of "
+                                      f"{limits.MAX_GROUP_WEIGHT} (MAX_GROUP_WEIGHT)")
+        total = self._selector_weight(profile) - (old_weight if kind == _Update.MODIFY else 0) + weight
+        require(total <= limits.MAX_SELECTOR_WEIGHT, "RESOURCE_EXHAUSTED",
+                f"{where}: the groups of this selector would weigh {total} in total, over this target's "
+                f"limit of {limits.MAX_SELECTOR_WEIGHT} per selector (MAX_SELECTOR_WEIGHT)")
         if kind == _Update.INSERT:
             profile.insert_group(proto.group_id, members, proto.max_size)
         else:
             profile.modify_group(proto.group_id, members, proto.max_size or None)
+        self._selector_weights[profile.info.name] = total
+
+    def _selector_weight(self, profile):
+        """The sum of the member weights of all groups of a selector (computed once per batch)."""
+        name = profile.info.name
+        if name not in self._selector_weights:
+            self._selector_weights[name] = sum(weight for group in profile.groups()
+                                               for _, weight in group.members)
+        return self._selector_weights[name]
 
     # -- counters, meters, registers
     def _indexed_target(self, entity_field, kind, proto):
         """(P4Info entry, state object, label) of a counter/meter/register write; only MODIFY is allowed."""
-        collection, id_field, label = _INDEXED[entity_field]
+        collection, id_field, label = INDEXED[entity_field]
         info = self.index.by_id(collection, getattr(proto, id_field))
         name = info.preamble.name
         where = f"{label} {name}"
@@ -590,18 +717,18 @@ class _Writer:
 
     def _counter_entry(self, kind, proto):
         info, counter, where = self._indexed_target("counter_entry", kind, proto)
-        for i in _index_list(proto, info.size, where):
+        for i in index_list(proto, info.size, where):
             counter.write(i, proto.data.packet_count, proto.data.byte_count)
 
     def _meter_entry(self, kind, proto):
         info, meter, where = self._indexed_target("meter_entry", kind, proto)
-        for i in _index_list(proto, info.size, where):
+        for i in index_list(proto, info.size, where):
             _configure_meter(meter, i, proto.config if proto.HasField("config") else None)
 
     def _register_entry(self, kind, proto):
         info, register, where = self._indexed_target("register_entry", kind, proto)
         value = convert.p4data_bits(proto.data, info.type_spec.bitstring.bit.bitwidth, where)
-        for i in _index_list(proto, info.size, where):
+        for i in index_list(proto, info.size, where):
             register.write(i, value)
 
     def _direct_target(self, kind, proto, attribute):
@@ -614,12 +741,12 @@ class _Writer:
 
         what = attribute.replace("_", " ")
         self._only_modify(kind, f"{what} entry")
-        _require(not proto.table_entry.is_default_action, "UNIMPLEMENTED",
-                 f"{what}s of default entries are not supported")
+        require(not proto.table_entry.is_default_action, "UNIMPLEMENTED",
+                f"{what}s of default entries are not supported")
         table_info, entry = convert.table_entry_from_proto(self.index, proto.table_entry, TableEntry,
                                                            key_only=True)
         resource = getattr(self.state.tables[table_info.preamble.name], attribute)
-        _require(resource is not None, "INVALID_ARGUMENT", f"table {table_info.preamble.name} has no {what}")
+        require(resource is not None, "INVALID_ARGUMENT", f"table {table_info.preamble.name} has no {what}")
         return resource, entry
 
     def _direct_counter_entry(self, kind, proto):
@@ -650,16 +777,18 @@ class _Writer:
         configured = proto.digest_id in engine.configs
         name = info.preamble.name
         if kind == _Update.DELETE:
-            _require(configured, "NOT_FOUND", f"digest {name} is not configured")
+            require(configured, "NOT_FOUND", f"digest {name} is not configured")
             engine.configure(proto.digest_id, None)
             return
         if kind == _Update.INSERT:
-            _require(not configured, "ALREADY_EXISTS", f"digest {name} is already configured")
+            require(not configured, "ALREADY_EXISTS", f"digest {name} is already configured")
         else:
-            _require(configured, "NOT_FOUND", f"digest {name} is not configured")
+            require(configured, "NOT_FOUND", f"digest {name} is not configured")
         c = proto.config
-        _require(c.max_timeout_ns >= 0 and c.ack_timeout_ns >= 0, "INVALID_ARGUMENT",
-                 f"digest {name}: timeouts must be >= 0")
+        require(c.max_timeout_ns >= 0 and c.ack_timeout_ns >= 0, "INVALID_ARGUMENT",
+                f"digest {name}: timeouts must be >= 0")
+        require(c.max_list_size >= 0, "INVALID_ARGUMENT",
+                f"digest {name}: max_list_size {c.max_list_size} must be >= 0 (0: no limit)")
         engine.configure(proto.digest_id, DigestConfig(c.max_timeout_ns, c.max_list_size, c.ack_timeout_ns))
 
 
@@ -678,305 +807,3 @@ def _write_pre(collection, kind, key, replica_protos, *settings):
         return
     replicas = [(convert.port_from_replica(r), r.instance) for r in replica_protos]
     (collection.insert if kind == _Update.INSERT else collection.modify)(key, replicas, *settings)
-
-
-def _new_entity(field):
-    """A new Entity and its ``field`` message (``"counter_entry"``, ...), which selects that oneof once set."""
-    entity = p4runtime_pb2.Entity()
-    return entity, getattr(entity, field)
-
-
-class _Reader:
-    """Expands Read request entities into result entities (the caller holds the target lock)."""
-
-    def __init__(self, server):
-        self.server = server
-        self.index = server.target.index
-        self.state = server.target.state
-
-    def read(self, entity):
-        which = entity.WhichOneof("entity")
-        handler = getattr(self, "_" + str(which), None)
-        if handler is None:
-            raise P4RuntimeError("UNIMPLEMENTED", f"reading {which} entities is not supported")
-        return handler(getattr(entity, which))
-
-    def _infos(self, collection, object_id):
-        """P4Info entries a read selects: every one of ``collection`` for id 0 (wildcard), else that id's."""
-        if object_id == 0:
-            return self.index.all(collection)
-        return [self.index.by_id(collection, object_id)]
-
-    def _selected_entries(self, table_info, request):
-        """The stored entries of a table a request's match/priority selects."""
-        from testbed.p4.state import TableEntry
-
-        table = self.state.tables[table_info.preamble.name]
-        if not request.match and request.table_id and request.priority == 0:
-            return table, table.entries()
-        if not request.table_id:
-            return table, table.entries()
-        _, key = convert.table_entry_from_proto(self.index, request, TableEntry, key_only=True)
-        stored = table.find(key.matches, key.priority)
-        return table, [stored] if stored is not None else []
-
-    def _table_entry(self, request):
-        results = []
-        for table_info in self._infos("tables", request.table_id):
-            name = table_info.preamble.name
-            table = self.state.tables[name]
-            const_table = table_info.is_const_table
-            if request.is_default_action:
-                entity, out = _new_entity("table_entry")
-                out.table_id = table_info.preamble.id
-                out.is_default_action = True
-                convert.action_to_proto(self.index, table.default_action, out.action.action)
-                if table_info.const_default_action_id:
-                    out.is_const = True
-                results.append(entity)
-                continue
-            _, entries = self._selected_entries(table_info, request)
-            for stored in entries:
-                entity, out = _new_entity("table_entry")
-                convert.table_entry_to_proto(self.index, table_info, stored, out)
-                if stored.controller_metadata:
-                    out.controller_metadata = stored.controller_metadata
-                if stored.metadata:
-                    out.metadata = stored.metadata
-                if stored.idle_timeout_ns:
-                    out.idle_timeout_ns = stored.idle_timeout_ns
-                if request.HasField("time_since_last_hit") and table.info.idle_timeout:
-                    last = stored.last_hit_ns
-                    out.time_since_last_hit.elapsed_ns = 0 if last is None else max(0, time.monotonic_ns() - last)
-                if const_table or stored.is_const:
-                    out.is_const = True
-                if request.HasField("counter_data") and table.direct_counter is not None:
-                    out.counter_data.packet_count = stored.counter_packets
-                    out.counter_data.byte_count = stored.counter_bytes
-                if request.HasField("meter_config") and table.direct_meter is not None:
-                    _meter_config_to_proto(table.direct_meter.get_config(stored), out.meter_config)
-                results.append(entity)
-        return results
-
-    def _profile_items(self, request, entity_field, items, id_field):
-        """The members (or groups) of action profiles a read selects.
-
-        Args:
-            request: the ActionProfileMember/ActionProfileGroup of the read.
-            entity_field: ``"action_profile_member"`` or ``"action_profile_group"``.
-            items: the profile method listing them, ``"members"`` or ``"groups"``.
-            id_field: ``"member_id"`` or ``"group_id"`` (0 in the request: all).
-
-        Yields:
-            (entity, out, item): ``out`` is the entity's ``entity_field`` message with the
-            profile id and the item id set.
-        """
-        wanted = getattr(request, id_field)
-        for info in self._infos("action_profiles", request.action_profile_id):
-            profile = self.state.action_profiles[info.preamble.name]
-            for item in getattr(profile, items)():
-                item_id = getattr(item, id_field)
-                if wanted and item_id != wanted:
-                    continue
-                entity, out = _new_entity(entity_field)
-                out.action_profile_id = info.preamble.id
-                setattr(out, id_field, item_id)
-                yield entity, out, item
-
-    def _action_profile_member(self, request):
-        from testbed.p4.program import ActionCall
-
-        results = []
-        for entity, out, member in self._profile_items(request, "action_profile_member", "members", "member_id"):
-            convert.action_to_proto(self.index, ActionCall(member.action, tuple(member.args)), out.action)
-            results.append(entity)
-        return results
-
-    def _action_profile_group(self, request):
-        results = []
-        for entity, out, group in self._profile_items(request, "action_profile_group", "groups", "group_id"):
-            for member_id, weight in group.members:
-                out.members.add(member_id=member_id, weight=weight)
-            if group.max_size:
-                out.max_size = group.max_size
-            results.append(entity)
-        return results
-
-    def _indexed_cells(self, entity_field, request):
-        """The cells of counters, meters or registers a read selects.
-
-        Yields:
-            (entity, out, state object, index): ``out`` is the entity's ``entity_field``
-            message with the object id and the index set.
-        """
-        collection, id_field, label = _INDEXED[entity_field]
-        for info in self._infos(collection, getattr(request, id_field)):
-            name = info.preamble.name
-            resource = getattr(self.state, collection)[name]
-            for i in _index_list(request, info.size, f"{label} {name}"):
-                entity, out = _new_entity(entity_field)
-                setattr(out, id_field, info.preamble.id)
-                out.index.index = i
-                yield entity, out, resource, i
-
-    def _counter_entry(self, request):
-        results = []
-        for entity, out, counter, i in self._indexed_cells("counter_entry", request):
-            out.data.packet_count, out.data.byte_count = counter.read(i)
-            results.append(entity)
-        return results
-
-    def _meter_entry(self, request):
-        results = []
-        for entity, out, meter, i in self._indexed_cells("meter_entry", request):
-            _meter_config_to_proto(meter.get_config(i), out.config)
-            results.append(entity)
-        return results
-
-    def _register_entry(self, request):
-        results = []
-        for entity, out, register, i in self._indexed_cells("register_entry", request):
-            out.data.bitstring = convert.encode(register.read(i))
-            results.append(entity)
-        return results
-
-    def _direct_entries(self, entity_field, attribute, table_entry):
-        """The table entries of a direct counter/meter read (tables without one are skipped for a wildcard).
-
-        Args:
-            entity_field: ``"direct_counter_entry"`` or ``"direct_meter_entry"``.
-            attribute: the table attribute, ``"direct_counter"`` or ``"direct_meter"``.
-            table_entry: the request's TableEntry.
-
-        Raises:
-            P4RuntimeError: INVALID_ARGUMENT when the named table has no such resource.
-
-        Yields:
-            (entity, out, resource, stored entry): ``out`` is the entity's ``entity_field``
-            message with its table entry (without action) set.
-        """
-        for table_info in self._infos("tables", table_entry.table_id):
-            resource = getattr(self.state.tables[table_info.preamble.name], attribute)
-            if resource is None:
-                if table_entry.table_id:
-                    raise P4RuntimeError("INVALID_ARGUMENT", f"table {table_info.preamble.name} has no "
-                                                             f"{attribute.replace('_', ' ')}")
-                continue
-            _, entries = self._selected_entries(table_info, table_entry)
-            for stored in entries:
-                entity, out = _new_entity(entity_field)
-                convert.table_entry_to_proto(self.index, table_info, stored, out.table_entry)
-                out.table_entry.ClearField("action")
-                yield entity, out, resource, stored
-
-    def _direct_counter_entry(self, request):
-        results = []
-        for entity, out, _counter, stored in self._direct_entries("direct_counter_entry", "direct_counter",
-                                                                 request.table_entry):
-            out.data.packet_count = stored.counter_packets
-            out.data.byte_count = stored.counter_bytes
-            results.append(entity)
-        return results
-
-    def _direct_meter_entry(self, request):
-        results = []
-        for entity, out, meter, stored in self._direct_entries("direct_meter_entry", "direct_meter",
-                                                               request.table_entry):
-            _meter_config_to_proto(meter.get_config(stored), out.config)
-            results.append(entity)
-        return results
-
-    @staticmethod
-    def _pre_entries(request, which, collection, id_field):
-        """The multicast groups (or clone sessions) a read selects.
-
-        Args:
-            request: the PacketReplicationEngineEntry of the read.
-            which: ``"multicast_group_entry"`` or ``"clone_session_entry"``.
-            collection: the state's multicast groups or clone sessions.
-            id_field: ``"multicast_group_id"`` or ``"session_id"`` (0 in the request: all).
-
-        Yields:
-            (entity, out, value): ``out`` is the entity's ``which`` message with the id set;
-            ``value`` is what :func:`_pre_items` pairs with the id.
-        """
-        wanted = getattr(getattr(request, which), id_field)
-        for key, value in _pre_items(collection):
-            if wanted and key != wanted:
-                continue
-            entity = p4runtime_pb2.Entity()
-            out = getattr(entity.packet_replication_engine_entry, which)
-            setattr(out, id_field, key)
-            yield entity, out, value
-
-    def _packet_replication_engine_entry(self, request):
-        results = []
-        which = request.WhichOneof("type")
-        if which == "multicast_group_entry":
-            for entity, out, replicas in self._pre_entries(request, which, self.state.multicast_groups,
-                                                           "multicast_group_id"):
-                _replicas_to_proto(replicas, out)
-                results.append(entity)
-        elif which == "clone_session_entry":
-            for entity, out, session in self._pre_entries(request, which, self.state.clone_sessions, "session_id"):
-                _replicas_to_proto(session.replicas, out)
-                out.class_of_service = session.class_of_service
-                out.packet_length_bytes = session.packet_length_bytes
-                results.append(entity)
-        else:
-            raise P4RuntimeError("INVALID_ARGUMENT", "packet replication engine entry without a type")
-        return results
-
-    def _digest_entry(self, request):
-        results = []
-        engine = self.server.digests
-        for info in self.index.all("digests"):
-            digest_id = info.preamble.id
-            if request.digest_id and digest_id != request.digest_id:
-                continue
-            config = engine.configs.get(digest_id)
-            if config is None:
-                continue
-            entity, out = _new_entity("digest_entry")
-            out.digest_id = digest_id
-            out.config.max_timeout_ns = config.max_timeout_ns
-            out.config.max_list_size = config.max_list_size
-            out.config.ack_timeout_ns = config.ack_timeout_ns
-            results.append(entity)
-        if request.digest_id and not results:
-            self.index.by_id("digests", request.digest_id)  # NOT_FOUND for an unknown id
-        return results
-
-
-def _pre_items(collection):
-    """(id, value) pairs of a PRE collection's ``entries()`` (dict or list of pairs/objects)."""
-    entries = collection.entries()
-    if isinstance(entries, dict):
-        return sorted(entries.items())
-    items = []
-    for item in entries:
-        if isinstance(item, tuple) and len(item) == 2:
-            items.append(item)
-        else:
-            key = getattr(item, "group_id", None)
-            if key is None:
-                key = getattr(item, "session_id")
-            value = getattr(item, "replicas") if hasattr(item, "group_id") else item
-            items.append((key, value))
-    return items
-
-
-def _replicas_to_proto(replicas, out):
-    """Add (port, instance) pairs as the ``replicas`` of a multicast group or clone session message."""
-    for port, rid in replicas:
-        out.replicas.add(egress_port=port, instance=rid)
-
-
-def _meter_config_to_proto(config, out):
-    """Copy a MeterConfig into a p4.v1.MeterConfig message (leave it unset for None: unconfigured)."""
-    if config is None:
-        return
-    out.cir = config.cir
-    out.cburst = config.cburst
-    out.pir = config.pir
-    out.pburst = config.pburst
