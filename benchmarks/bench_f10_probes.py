@@ -59,6 +59,8 @@ def measure(program, window_s, settle_s, mode_params=None):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--periods-us", default="10000,2000", help="probe periods to measure (comma list)")
+    parser.add_argument("--window-periods", type=int, default=3, help="detector window t, in probe periods")
+    parser.add_argument("--skip-baseline", action="store_true", help="do not measure the ECMP baseline")
     parser.add_argument("--window", type=float, default=10.0, help="seconds measured")
     parser.add_argument("--settle", type=float, default=3.0, help="seconds after start-up before measuring")
     parser.add_argument("--json", action="store_true", help="print JSON rows")
@@ -66,11 +68,13 @@ def main():
     with open("/proc/loadavg") as handle:
         load = handle.read().split()[0]
     print(f"machine: {platform.machine()}, {os.cpu_count()} cores, load {load} at start")
-    rows = [measure("ecmp", args.window, args.settle)]
+    rows = [] if args.skip_baseline else [measure("ecmp", args.window, args.settle)]
     for period in [int(p) for p in args.periods_us.split(",") if p.strip()]:
-        rows.append(measure("f10", args.window, args.settle, {"probe_period_us": period,
-                                                              "holddown_us": max(100_000, 3 * period)}))
-    baseline = rows[0]["cpu_share_fabric"]
+        window_us = args.window_periods * period
+        rows.append(measure("f10", args.window, args.settle,
+                            {"probe_period_us": period, "detector_window_periods": args.window_periods,
+                             "holddown_us": max(100_000, window_us), "holddown_max_us": max(1_600_000, window_us)}))
+    baseline = rows[0]["cpu_share_fabric"] if not args.skip_baseline else 0.0
     for row in rows:
         extra = row["cpu_share_fabric"] - baseline
         print(f"{row['program']:5s} {row['mode_params'] or ''}: fabric {100 * row['cpu_share_fabric']:.1f}% of a "

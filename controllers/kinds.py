@@ -318,9 +318,10 @@ def make_controller(kind, detection_delay_ms=DEFAULT_DETECTION_DELAY_MS, **optio
         # imported here: the F10 controller builds on StaticController of this module
         from testbed.controllers.f10.controller import F10Controller
 
-        if options:
-            raise ParameterError("controller_options", sorted(options), "none for the f10 controller")
-        return F10Controller(detection_delay_ms)
+        extra = sorted(set(options) - {"monitored_switches"})
+        if extra:
+            raise ParameterError("controller_options", extra, "monitored_switches for the f10 controller")
+        return F10Controller(detection_delay_ms, **options)
     if options:
         raise ParameterError("controller_options", sorted(options), "none for the static and none controllers")
     return StaticController(detection_delay_ms, react=(kind == "static"))

@@ -168,7 +168,6 @@ control MyIngress(inout headers_t hdr,
     }
 
     apply {
-        ingress_port_counter.count((bit<32>)standard_metadata.ingress_port);
         if (hdr.packet_out.isValid()) {
             standard_metadata.egress_spec = hdr.packet_out.egress_port;
             hdr.packet_out.setInvalid();
@@ -190,6 +189,9 @@ control MyIngress(inout headers_t hdr,
             mark_to_drop(standard_metadata);   /* consumed here; a trigger from a link is forged */
             exit;
         }
+        /* data frames only (like egress_port_counter): per link, what one end sent and the other
+         * received differ by what the link lost */
+        ingress_port_counter.count((bit<32>)standard_metadata.ingress_port);
         if (!hdr.ipv4.isValid()) {
             standard_metadata.egress_spec = CPU_PORT;
             exit;

@@ -637,6 +637,7 @@ def spec_fabric(spec, target=None, **options):
     return Fabric(spec.build_topology(), program=spec.program, target=target or spec.target,
                   controller=spec.controller.kind, mode_params=spec.mode_params, required_params=required,
                   seed=spec.seed, detection_delay_ms=spec.controller.detection_delay_ms,
+                  controller_options=spec.controller.options(),
                   shape_links=spec.topology.shape_links, **options)
 
 

@@ -177,12 +177,15 @@ PARAMETERS = {
     "flowlet_load_aware": Parameter(
         "flowlet_load_aware", 0, 1, "", "MyIngress.flowlet_params", "MyIngress.set_flowlet_params",
         "load_aware", 0, "1: a new flowlet keeps its port when that port's queue is shorter (p4src/flowlet.p4)"),
-    # F10's failure detector (p4src/include/f10_detector.p4); t = detector_window_periods x probe_period_us
+    # F10's failure detector (p4src/include/f10_detector.p4); t = detector_window_periods x probe_period_us.
+    # Defaults: what 20 embedded switches (a k=4 AB FatTree) sustain on a 2-core machine with probes on
+    # every link and no false alarm: 20 ms probes (about 0.8 core for the fabric), t = 100 ms
+    # (benchmarks/bench_f10_probes.py; F10's own timescale, ~1 ms, needs a faster data plane)
     "probe_period_us": Parameter(
-        "probe_period_us", 100, 1_000_000, "us", _DETECTOR, _SET_DETECTOR, "probe_period_us", 10_000,
+        "probe_period_us", 100, 1_000_000, "us", _DETECTOR, _SET_DETECTOR, "probe_period_us", 20_000,
         "F10: a fabric port that sent nothing for this long sends a probe; also the detector's bucket"),
     "detector_window_periods": Parameter(
-        "detector_window_periods", 1, 8, "probe periods", _DETECTOR, _SET_DETECTOR, "window_buckets", 3,
+        "detector_window_periods", 1, 8, "probe periods", _DETECTOR, _SET_DETECTOR, "window_buckets", 5,
         "F10's t: the window over which valid frames are counted, in probe periods"),
     "detector_down_below": Parameter(
         "detector_down_below", 1, 10_000, "frames", _DETECTOR, _SET_DETECTOR, "down_below", 1,
@@ -191,10 +194,10 @@ PARAMETERS = {
         "detector_up_at_least", 1, 10_000, "frames", _DETECTOR, _SET_DETECTOR, "up_at_least", 3,
         "F10's d: a down port comes back after a window with at least this many valid frames"),
     "holddown_us": Parameter(
-        "holddown_us", 1, 60_000_000, "us", _DETECTOR, _SET_DETECTOR, "holddown_us", 100_000,
+        "holddown_us", 1, 60_000_000, "us", _DETECTOR, _SET_DETECTOR, "holddown_us", 200_000,
         "the shortest time a port stays down (doubled for each new down within backoff_reset_us)"),
     "holddown_max_us": Parameter(
-        "holddown_max_us", 1, 60_000_000, "us", _DETECTOR, _SET_DETECTOR, "holddown_max_us", 1_600_000,
+        "holddown_max_us", 1, 60_000_000, "us", _DETECTOR, _SET_DETECTOR, "holddown_max_us", 3_200_000,
         "the longest hold-down the backoff reaches"),
     "backoff_reset_us": Parameter(
         "backoff_reset_us", 1, 600_000_000, "us", _DETECTOR, _SET_DETECTOR, "backoff_reset_us", 1_000_000,

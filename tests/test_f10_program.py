@@ -79,7 +79,8 @@ class F10Switch:
             matches=[KeyMatch("exact", value=HOST_PORT)], action=ActionCall("MyEgress.to_host", ())))
         state.multicast_groups.insert(1, [(port, 0) for port in FABRIC_PORTS])
         state.clone_sessions.insert(100, [(CPU_PORT, 0)])
-        set_parameters_in_state(state, dict({"probe_period_us": PERIOD_US}, **params))
+        set_parameters_in_state(state, dict({"probe_period_us": PERIOD_US, "detector_window_periods": 3,
+                                             "holddown_us": 100_000}, **params))
         ecmp = state.action_profiles["MyIngress.ecmp_selector"]
         for port in UPLINKS + (DOWNLINK,):
             ecmp.insert_member(port, nhop(port))
@@ -174,7 +175,7 @@ def test_idle_links_get_probes_and_a_silent_port_goes_down_within_one_window():
     assert periods == 3
     (port, status, frames, holddown, level, _), = reports
     assert (port, status, frames, level) == (4, 0, 0, 0)
-    assert holddown == 100_000           # the default hold-down
+    assert holddown == 100_000           # the base hold-down
     assert switch.state.registers["port_down"].values[4] == 1
     assert switch.state.counters["MyEgress.port_down_events"].packets[4] == 1
 

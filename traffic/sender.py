@@ -335,6 +335,8 @@ class SenderConfig:
         job: traffic job number (0..255): the top byte of the QP numbers.
         udp_sport: UDP source-port rule, ``per_qp`` or ``per_nic_pair``
             (:data:`testbed.traffic.qp.UDP_SPORT_RULES`).
+        start_at_ns: wall-clock time (ns since the epoch) of the first packet: the sender
+            prepares (socket, QPs, frames), tells ``on_ready``, then waits for it; None: at once.
     """
 
     intf: str
@@ -358,6 +360,7 @@ class SenderConfig:
     seed: int = 0
     job: int = 0
     udp_sport: str = qp_module.UDP_SPORT_PER_QP
+    start_at_ns: Optional[int] = None
 
 
 def run_sender(config, on_ready=None):
@@ -365,7 +368,8 @@ def run_sender(config, on_ready=None):
 
     Args:
         config: the :class:`SenderConfig`.
-        on_ready: optional callable run once the socket is open, just before the first packet.
+        on_ready: optional callable run once the socket is open, just before the first packet
+            (before waiting for ``config.start_at_ns``).
 
     Raises:
         ParameterError: on impossible settings (size < 1, qps out of range, rate <= 0,
@@ -397,6 +401,10 @@ def run_sender(config, on_ready=None):
         count = config.messages or config.qps
         if on_ready is not None:
             on_ready()
+        if config.start_at_ns is not None:
+            wait_s = (config.start_at_ns - time.time_ns()) / 1e9
+            if wait_s > 0:
+                time.sleep(wait_s)
         deadline = None if config.duration is None else time.time_ns() + int(config.duration * 1e9)
         rounds = 0
         rr_next = 0
@@ -444,6 +452,7 @@ def build_argument_parser():
                         help="UDP source port: per_qp (default, from the QP numbers) or per_nic_pair "
                              "(one port for all QPs between two NICs)")
     parser.add_argument("--delay", type=float, default=0.0, help="seconds to wait before sending")
+    parser.add_argument("--start-at-ns", type=int, help="wall-clock time (ns since the epoch) of the first packet")
     parser.add_argument("--ready-file", help="create this file just before the first packet goes out")
     parser.add_argument("--json", help="write the report here (default: stdout)")
     return parser
@@ -459,7 +468,8 @@ def main(argv=None):
                           messages=args.messages, qps=args.qps, qp_scaling=args.qp_scaling,
                           rate_mbps=args.rate_mbps, duration=args.duration, on_ms=args.on_ms,
                           off_ms=args.off_ms, mtu=args.mtu, stream=args.stream, bin_ms=args.bin_ms,
-                          start_psn=args.start_psn, job=args.job, udp_sport=args.udp_sport)
+                          start_psn=args.start_psn, job=args.job, udp_sport=args.udp_sport,
+                          start_at_ns=args.start_at_ns)
     def touch_ready_file():
         if args.ready_file:
             with open(args.ready_file, "w") as handle:

@@ -23,7 +23,7 @@ from testbed.traffic import hosts as host_module
 from testbed.traffic import metrics
 from testbed.traffic import qp as qp_module
 from testbed.traffic import roce
-from testbed.traffic.receiver import reconcile
+from testbed.traffic.receiver import DEFAULT_FLOW_GAP_MS, reconcile
 
 
 def pair_hosts(hosts):
@@ -49,10 +49,28 @@ def _wait_files(paths, processes, deadline, what="receivers"):
         time.sleep(0.01)
 
 
+def flow_gap_threshold_ms(rate_mbps, qps, mtu):
+    """The shortest delivery gap of one QP that counts as an interruption (``qp_gaps``).
+
+    Three times a QP's packet spacing at its paced rate (``rate_mbps`` shared by
+    ``qps`` QPs, packets of ``mtu`` payload bytes), and at least the receivers'
+    default: a slow flow's ordinary spacing must not look like an outage.
+
+    >>> round(flow_gap_threshold_ms(1.0, 4, 1024), 1)
+    103.9
+    >>> flow_gap_threshold_ms(100.0, 1, 1024)
+    20.0
+    """
+    if not rate_mbps:
+        return DEFAULT_FLOW_GAP_MS
+    spacing_ms = (mtu + roce.FRAME_OVERHEAD) * 8 / (rate_mbps * 1e6 / qps) * 1000
+    return max(DEFAULT_FLOW_GAP_MS, 3 * spacing_ms)
+
+
 def run_streams(hosts, duration=2.0, size=1 << 20, qps=1, qp_scaling="roundrobin", rate_mbps=100.0,
                 mtu=roce.DEFAULT_MTU, on_ms=0.0, off_ms=0.0, bin_ms=10.0, gap_ms=5.0, loss_timeout=0.2,
                 python=None, on_start=None, failure_ns=None, linger=1.0, workdir=None, job=None,
-                udp_sport=qp_module.UDP_SPORT_PER_QP):
+                udp_sport=qp_module.UDP_SPORT_PER_QP, start_at_ns=None):
     """Run RoCEv2 streams between host pairs and return the combined report.
 
     Args:
@@ -77,6 +95,9 @@ def run_streams(hosts, duration=2.0, size=1 << 20, qps=1, qp_scaling="roundrobin
             share hosts); default: a fresh one.
         udp_sport: UDP source-port rule, ``per_qp`` (default) or ``per_nic_pair``
             (:data:`testbed.traffic.qp.UDP_SPORT_RULES`).
+        start_at_ns: wall-clock time (ns) the senders start sending: the processes start at once
+            and wait for it, so a run's schedule does not depend on how long they take to start
+            (a sender ready only later starts when ready; ``start_ns`` in the report is then late).
 
     Returns:
         dict with ``pairs`` (sender, receiver, reconcile per pair) and totals:
@@ -99,12 +120,14 @@ def run_streams(hosts, duration=2.0, size=1 << 20, qps=1, qp_scaling="roundrobin
     try:
         receivers = []
         ready_files = []
+        flow_gap_ms = flow_gap_threshold_ms(rate_mbps, qps, mtu)
         for index, (_, dst) in enumerate(pairs):
             ready = os.path.join(workdir, f"ready-{index}")
             report = os.path.join(workdir, f"rx-{index}.json")
             argv = [python, "-m", "testbed.traffic.receiver", "--capture", "raw", "--intf", dst.intf,
                     "--job", str(job), "--duration", str(duration + linger + 60.0),
-                    "--bin-ms", str(bin_ms), "--gap-ms", str(gap_ms), "--loss-timeout", str(loss_timeout),
+                    "--bin-ms", str(bin_ms), "--gap-ms", str(gap_ms), "--flow-gap-ms", str(flow_gap_ms),
+                    "--loss-timeout", str(loss_timeout),
                     "--ready-file", ready, "--json", report]
             process = dst.popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
             processes.append(process)
@@ -120,13 +143,15 @@ def run_streams(hosts, duration=2.0, size=1 << 20, qps=1, qp_scaling="roundrobin
                     "--qp-scaling", qp_scaling, "--rate-mbps", str(rate_mbps), "--duration", str(duration),
                     "--mtu", str(mtu), "--on-ms", str(on_ms), "--off-ms", str(off_ms), "--bin-ms", str(bin_ms),
                     "--job", str(job), "--udp-sport", udp_sport, "--ready-file", os.path.join(workdir, f"sending-{index}"), "--json", report]
+            if start_at_ns is not None:
+                argv += ["--start-at-ns", str(int(start_at_ns))]
             process = src.popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
             processes.append(process)
             senders.append((process, report))
         # time zero is when every sender is about to send (process start-up can take long)
         _wait_files([os.path.join(workdir, f"sending-{index}") for index in range(len(pairs))],
                     [p for p, _ in senders], time.monotonic() + 120, what="senders")
-        start_ns = time.time_ns()
+        start_ns = time.time_ns() if start_at_ns is None else max(time.time_ns(), start_at_ns)
         if on_start is not None:
             returned = on_start(start_ns)
             if failure_ns is None and isinstance(returned, int):

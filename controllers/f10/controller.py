@@ -21,8 +21,10 @@ import threading
 import time
 
 from testbed.controllers.f10.programming import program_fabric
+from testbed.controllers.f10.routes import plan_fabric
 from testbed.controllers.kinds import DEFAULT_DETECTION_DELAY_MS, StaticController
 from testbed.controllers.routing import port_toward
+from testbed.errors import ParameterError
 from testbed.modes import PARAMETERS
 
 PKTGEN_PORT = 510  # PKTGEN_PORT_ID of p4src/include/f10_headers.p4
@@ -38,12 +40,16 @@ class F10Controller(StaticController):
 
     Args:
         detection_delay_ms: unused by F10 (the data plane detects); kept for the common interface.
+        monitored_switches: run the detector and probes only on these switches and only on the
+            links between two of them (None: every switch and link).  Probing every link costs
+            CPU in proportion to links / probe period; a short probe period fits a few links.
     """
 
     kind = "f10"
 
-    def __init__(self, detection_delay_ms=DEFAULT_DETECTION_DELAY_MS):
+    def __init__(self, detection_delay_ms=DEFAULT_DETECTION_DELAY_MS, monitored_switches=None):
         super().__init__(detection_delay_ms, react=False)
+        self.monitored_switches = None if monitored_switches is None else set(monitored_switches)
         self.transitions = []
         self.detections = []
         self.f10_entries_written = 0
@@ -70,8 +76,17 @@ class F10Controller(StaticController):
         for u, v, data in graph.edges(data=True):
             for node in (u, v):
                 self._port_links[(node, port_toward(data, node))] = frozenset((u, v))
+        monitored = self.monitored_switches
+        unknown = sorted((monitored or set()) - set(self.programmer.clients))
+        if unknown:
+            raise ParameterError("monitored_switches", unknown[0], "switches of the fabric")
+        plans = plan_fabric(graph)
+        if monitored is not None:
+            for name, plan in plans.items():
+                plan.fabric_ports = [port for port in plan.fabric_ports
+                                     if name in monitored and _neighbor(graph, name, port) in monitored]
         cpu_ports = {switch.name: switch.cpu_port for switch in network.switches}
-        self.f10_entries_written = program_fabric(self.programmer, cpu_ports)
+        self.f10_entries_written = program_fabric(self.programmer, cpu_ports, plans)
         self.entries_written += self.f10_entries_written
         for name, client in sorted(self.programmer.clients.items()):
             thread = threading.Thread(target=self._listen, args=(name, client), name=f"f10-reports-{name}",
@@ -80,9 +95,11 @@ class F10Controller(StaticController):
             self._listeners.append(thread)
         period_us = mode_params.get("probe_period_us", PARAMETERS["probe_period_us"].default)
         for switch in network.switches:
-            switch.set_packet_generator(TRIGGER_APP, PKTGEN_PORT, period_us, TRIGGER_FRAME)
+            if monitored is None or switch.name in monitored:
+                switch.set_packet_generator(TRIGGER_APP, PKTGEN_PORT, period_us, TRIGGER_FRAME)
 
     def _listen(self, switch, client):
+        """Keep the detector reports a switch sends (a thread per switch)."""
         while not self._stop.is_set():
             packet = client.get_packet_in(timeout=0.5)
             if packet is None or packet.metadata.get("reason") != REPORT_DETECTOR:
@@ -131,3 +148,11 @@ class F10Controller(StaticController):
             thread.join(timeout=5)
         self._listeners = []
         super().stop()
+
+
+def _neighbor(graph, switch, port):
+    """The node on the other end of ``switch``'s ``port``."""
+    for _, other, data in graph.edges(switch, data=True):
+        if port_toward(data, switch) == port:
+            return other
+    return None

@@ -107,16 +107,17 @@ def program_switch(programmer, switch, plan, cpu_port):
             + len(entry_updates))
 
 
-def program_fabric(programmer, cpu_ports):
+def program_fabric(programmer, cpu_ports, plans=None):
     """Write every switch's F10 objects (after the pipeline and the primary routes).
 
     Args:
         programmer: a connected FabricProgrammer that has pushed f10.p4 and the routes.
         cpu_ports: ``{switch: CPU port}``.
+        plans: ``{switch: SwitchPlan}`` (default: :func:`~testbed.controllers.f10.routes.plan_fabric`).
 
     Returns:
         int: updates written.
     """
-    plans = plan_fabric(programmer.graph)
+    plans = plan_fabric(programmer.graph) if plans is None else plans
     return sum(program_switch(programmer, switch, plans[switch], cpu_ports[switch])
                for switch in sorted(programmer.clients))

@@ -55,7 +55,7 @@
 #define F10_REPORT_SESSION 100
 
 #ifndef F10_DEFAULT_PROBE_PERIOD_US
-#define F10_DEFAULT_PROBE_PERIOD_US 10000
+#define F10_DEFAULT_PROBE_PERIOD_US 20000
 #endif
 
 const bit<32> MAX_BACKOFF_LEVEL = 16;
@@ -112,7 +112,7 @@ control F10Detector(inout headers_t hdr,
     @name(".MyEgress.detector_params")
     table detector_params {
         actions = { set_detector_params; }
-        default_action = set_detector_params(3, 1, 3, F10_DEFAULT_PROBE_PERIOD_US, 100000, 1600000, 1000000);
+        default_action = set_detector_params(5, 1, 3, F10_DEFAULT_PROBE_PERIOD_US, 200000, 3200000, 1000000);
     }
 
     action report(bit<8> status, bit<32> frames, bit<32> holddown, bit<32> level) {

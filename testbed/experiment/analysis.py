@@ -196,12 +196,17 @@ def recovery_rows(reports, failure_log, t0_ns, end_ns):
     return rows
 
 
-def flow_recovery_rows(reports, failure_log, t0_ns, window_ns=GAP_START_WINDOW_NS):
+FLOW_CUT_SLACK_NS = 50_000_000
+"""A flow cut by a failure stopped at most this long after it (packets already past the failed link)."""
+
+
+def flow_recovery_rows(reports, failure_log, t0_ns, slack_ns=FLOW_CUT_SLACK_NS):
     """Recovery of every flow a disruptive failure interrupted (failure to its first packet again).
 
     A flow is one queue pair (one 5-tuple); its delivery gaps are the receivers'
-    ``qp_gaps``.  A gap that ends after the failure and starts within
-    ``window_ns`` of it is the failure's doing (:func:`testbed.traffic.metrics.flow_recovery`).
+    ``qp_gaps`` (gaps longer than a few of the flow's packet spacings).  A flow
+    cut by the failure has a gap that spans it: it starts before the failure
+    (at the flow's last packet), or at most ``slack_ns`` after it, and ends after it.
 
     Returns:
         list[dict]: per failure ``failure_index``, ``flows_interrupted``, ``recovery_s``
@@ -215,7 +220,7 @@ def flow_recovery_rows(reports, failure_log, t0_ns, window_ns=GAP_START_WINDOW_N
         failure_ns = t0_ns + int(row["applied_at_s"] * 1e9)
         per_flow = {}
         for start, end, src, dqpn in gaps:
-            if end > failure_ns and start <= failure_ns + window_ns:
+            if end > failure_ns and start <= failure_ns + slack_ns:
                 per_flow[(src, dqpn)] = max(per_flow.get((src, dqpn), 0), end - failure_ns)
         seconds = sorted(value / 1e9 for value in per_flow.values())
         rows.append({"failure_index": row["index"], "flows_interrupted": len(seconds), "recovery_s": seconds,

@@ -28,6 +28,11 @@ COLUMNS = (
     ("late", "reordered", "{}"),
     ("loss_window_s", "loss window s", "{:.3f}"),
     ("controller_reaction_s", "reaction s", "{:.3f}"),
+    ("detection_s", "detection s", "{:.3f}"),
+    ("flow_recovery_s", "flow recovery s", "{:.3f}"),
+    ("connectivity_drops", "drops: links down", "{}"),
+    ("congestion_drops", "drops: queues", "{}"),
+    ("rerouted_extra_hops", "extra hops", "{}"),
 )
 
 
@@ -35,6 +40,11 @@ def comparison_row(mode, results):
     """One table row from a run's results (``None`` values where nothing was measured)."""
     summary = results.get("summary", {})
     windows = [row["loss_window_s"] for row in summary.get("recovery", []) if row.get("loss_window_s") is not None]
+    detections = [row["detection_s"] for row in results.get("controller", {}).get("detections", [])]
+    recoveries = [row["max_recovery_s"] for row in summary.get("flow_recovery", [])
+                  if row.get("max_recovery_s") is not None]
+    drops = results.get("dataplane", {}).get("drops", {})
+    dilation = summary.get("path_dilation", {}).get("extra_hops", {})
     return {"mode": mode, "status": results.get("status"), "error": results.get("error"),
             "uplink_mmr": summary.get("uplink_mmr"), "uplink_jain": summary.get("uplink_jain"),
             "goodput_mbps": summary.get("goodput_mbps"), "sent_packets": summary.get("sent_packets"),
@@ -44,6 +54,10 @@ def comparison_row(mode, results):
             "reorder_rate": summary.get("reorder_rate"),
             "loss_window_s": max(windows) if windows else None,
             "controller_reaction_s": summary.get("controller_reaction_s"),
+            "detection_s": max(detections) if detections else None,
+            "flow_recovery_s": max(recoveries) if recoveries else None,
+            "connectivity_drops": drops.get("connectivity"), "congestion_drops": drops.get("congestion"),
+            "rerouted_extra_hops": ",".join(sorted((k for k in dilation if k != "0"), key=int)) or None,
             "uplink_loads": summary.get("uplink_loads", {})}
 
 

@@ -63,19 +63,54 @@ def read_port_counters(clients, p4info, skip=()):
 NO_DETOUR_COUNTER = "MyIngress.f10_no_detour"  # p4src/f10.p4
 
 
-def dataplane_counters(fabric, clients, p4info):
+def link_losses(graph, before, after):
+    """Data frames lost on switch-to-switch links: what one end sent minus what the other received.
+
+    Per direction of each link between two switches: the sender's egress counter
+    delta at its port minus the receiver's ingress counter delta at its port
+    (both count data frames only).  Frames sent into a link that is down, or
+    dropped by the link's shaping queue, are the difference.
+
+    Args:
+        graph: the topology multigraph.
+        before, after: :func:`read_port_counters` snapshots.
+
+    Returns:
+        int: frames lost over all switch-to-switch links (a switch whose counters could
+        not be read is left out).
+    """
+    def packets(switch, kind, port):
+        now = after.get(switch, {}).get(kind, {}).get(port, [0, 0])[0]
+        return max(0, now - before.get(switch, {}).get(kind, {}).get(port, [0, 0])[0])
+
+    readable = {name for name, entry in after.items() if "error" not in entry}
+    lost = 0
+    for _, _, data in graph.edges(data=True):
+        a, b = data["a"], data["b"]
+        if is_host(graph, a) or is_host(graph, b) or not {a, b} <= readable:
+            continue
+        for src, src_port, dst, dst_port in ((a, data["a_port"], b, data["b_port"]),
+                                             (b, data["b_port"], a, data["a_port"])):
+            lost += max(0, packets(src, "egress", src_port) - packets(dst, "ingress", dst_port))
+    return lost
+
+
+def dataplane_counters(fabric, clients, p4info, before=None, after=None):
     """Frames the switches lost, by cause, for results.json's ``dataplane`` section.
 
-    Lost connectivity: frames sent into a link that was down (``tx_errors``, the
-    embedded switches' ports) and, with p4src/f10.p4, packets whose next hop was
-    declared down with no working detour (``no_detour``, its counter over
-    P4Runtime); congestion: drops of the shaped links' queues (``queue_drops``).
-    Counters that cannot be read (a crashed switch) count 0.
+    Lost connectivity: data frames the switch-to-switch links lost (one end's
+    egress count minus the other end's ingress count, :func:`link_losses`) that
+    the links' queues did not drop, and, with p4src/f10.p4, packets whose next
+    hop was declared down with no working detour (``no_detour``, its counter);
+    congestion: drops of the shaped links' queues (``queue_drops``, tc).
+    ``tx_errors`` (every frame a port could not send, probes included) is
+    reported as measured.  Counters that cannot be read (a crashed switch) count 0.
 
     Args:
         fabric: the running :class:`~testbed.fabrics.Fabric`.
         clients: ``{switch: P4RuntimeClient}``.
         p4info: the pipeline's P4Info.
+        before, after: :func:`read_port_counters` snapshots of the run (for the link losses).
     """
     drops = drop_totals(fabric.network.drop_counters())
     no_detour = 0
@@ -87,7 +122,9 @@ def dataplane_counters(fabric, clients, p4info):
                 no_detour += sum(packets for packets, _ in client.read_counter(NO_DETOUR_COUNTER).values())
             except Exception:  # noqa: BLE001 - a dead switch must not lose the other counters
                 continue
-    drops.update(no_detour=no_detour, connectivity=drops["tx_errors"] + no_detour, congestion=drops["queue_drops"])
+    on_links = link_losses(fabric.topo.graph(), before, after) if before and after else 0
+    drops.update(no_detour=no_detour, on_links=on_links,
+                 connectivity=max(0, on_links - drops["queue_drops"]) + no_detour, congestion=drops["queue_drops"])
     return {"drops": drops}
 
 

@@ -30,10 +30,11 @@ clock values are ISO 8601 UTC::
                      "transitions": [{"switch": str, "port": int, "status": "up" | "down", "at_s": float,
                                       "switch_time_us": int, "frames": int, "holddown_us": int,
                                       "backoff_level": int, "link": [str]}]},
-      "dataplane": {"drops": {"tx_errors": int,       # frames sent into a link that was down
+      "dataplane": {"drops": {"tx_errors": int,       # frames a port could not send (link down), probes included
                               "no_detour": int,       # F10: next hop down and no working detour
                               "queue_drops": int,     # tc qdisc drops on shaped links (congestion)
-                              "connectivity": int,    # tx_errors + no_detour
+                              "on_links": int,        # data frames sent on switch links and not received
+                              "connectivity": int,    # on_links - queue_drops + no_detour
                               "congestion": int}},    # queue_drops
       "failures": [{"index": int, "action": str, "target": str, "loss": float | null,
                     "planned_at_s": float, "applied_at_s": float | null, "apply_s": float | null,
@@ -109,8 +110,8 @@ RESULTS_SCHEMA = {
                    "detections": [{"failure_index": OPT_INT, "action": str, "switch": str, "port": int,
                                    "detection_s": NUMBER}],
                    "transitions": [dict]},
-    "dataplane": {"drops": {"tx_errors": int, "no_detour": int, "queue_drops": int, "connectivity": int,
-                            "congestion": int}},
+    "dataplane": {"drops": {"tx_errors": int, "no_detour": int, "queue_drops": int, "on_links": int,
+                            "connectivity": int, "congestion": int}},
     "failures": [{"index": int, "action": str, "target": str, "loss": OPT_NUMBER, "planned_at_s": NUMBER,
                   "applied_at_s": OPT_NUMBER, "apply_s": OPT_NUMBER, "error": OPT_STR}],
     # failures[].mechanism (str | null) is written by every run since lossy_link got its embedded
@@ -185,7 +186,8 @@ def empty_summary():
 
 def empty_dataplane():
     """The ``dataplane`` section of a run that read no switch counters."""
-    return {"drops": {"tx_errors": 0, "no_detour": 0, "queue_drops": 0, "connectivity": 0, "congestion": 0}}
+    return {"drops": {"tx_errors": 0, "no_detour": 0, "queue_drops": 0, "on_links": 0, "connectivity": 0,
+                      "congestion": 0}}
 
 
 def write_link_csv(rows, path):

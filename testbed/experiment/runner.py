@@ -24,7 +24,7 @@ from testbed.experiment.traffic_jobs import TrafficJob
 from testbed.fabrics import spec_fabric
 from testbed.targets import resolve_target
 
-START_MARGIN_S = 0.3
+START_MARGIN_S = 2.0  # time zero this long after the traffic processes are launched: they start meanwhile
 PROGRESS_EVERY_S = 1.0
 DRAIN_TIMEOUT_S = 120.0
 
@@ -133,7 +133,7 @@ def run_experiment(spec, out_dir=None, target=None, progress=print, state_file=N
                 _wait_for_run(spec, fabric, jobs, t0_ns, progress)
                 end_ns = time.time_ns()
                 after = read_port_counters(readers, pipeline.p4info, skip=fabric.crashed)
-                record["dataplane"] = dataplane_counters(fabric, readers, pipeline.p4info)
+                record["dataplane"] = dataplane_counters(fabric, readers, pipeline.p4info, before, after)
                 errors = [f"traffic[{job.index}]: {job.error}" for job in jobs if job.error]
                 if errors:
                     raise ExperimentFailed("; ".join(errors))

@@ -8,7 +8,8 @@ A spec (every field but ``name`` and ``seed`` has a default)::
     target: auto                        # auto | embedded | bmv2
     mode: ecmp                          # ecmp | eecmp | spray | flowlet | pinning  (or program: PATH)
     mode_params: {flowlet_interval_us: 500, hash_seed: 3}   # testbed/modes.py PARAMETERS: ranges, P4 tables
-    controller: {kind: static, detection_delay_ms: 50}   # static | none | osken
+    controller: {kind: static, detection_delay_ms: 50}   # static | none | osken | f10
+                                        # f10 also: monitored_switches: [c0, a0_0] (probe only these)
     traffic:
       - {pattern: stream, hosts: [h1, h3, h2, h4], size_bytes: 65536, qps: 2,
          qp_scaling: roundrobin, udp_sport: per_qp, rate_mbps: 10, start_s: 0, duration_s: 4, mtu: 1024}
@@ -120,6 +121,17 @@ class ControllerSpec:
     kind: str = "static"
     detection_delay_ms: float = DEFAULT_DETECTION_DELAY_MS
     detection_delay_given: bool = False  # the spec set it (a mode's default does not replace it)
+    monitored_switches: Optional[List[str]] = None  # f10: probe only these switches (None: all)
+
+    def options(self):
+        """The controller's own options (:func:`testbed.controllers.kinds.make_controller`).
+
+        ``monitored_switches`` goes to the f10 controller only, so one spec can be compared
+        under modes with other controllers (``testbed compare --modes portland,f10``).
+        """
+        if self.kind == "f10" and self.monitored_switches:
+            return {"monitored_switches": list(self.monitored_switches)}
+        return {}
 
 
 @dataclass
@@ -339,11 +351,15 @@ def _parse_controller(data):
     if isinstance(section, str):
         section = {"kind": section}
     section = _require_mapping(section, "controller")
-    _check_keys(section, ("kind", "detection_delay_ms"), "controller")
+    _check_keys(section, ("kind", "detection_delay_ms", "monitored_switches"), "controller")
     kind = _choice(section.get("kind", "static"), CONTROLLER_KINDS, "controller.kind")
     delay = _number(section.get("detection_delay_ms", DEFAULT_DETECTION_DELAY_MS),
                     "controller.detection_delay_ms", minimum=0)
-    return ControllerSpec(kind, float(delay), "detection_delay_ms" in section)
+    monitored = section.get("monitored_switches")
+    if monitored is not None:
+        if not isinstance(monitored, list) or not monitored or not all(isinstance(n, str) for n in monitored):
+            raise SpecError("controller.monitored_switches", monitored, "must be a list of switch names")
+    return ControllerSpec(kind, float(delay), "detection_delay_ms" in section, monitored)
 
 
 def _parse_program(data, seed):
@@ -595,6 +611,10 @@ def parse_spec(data, source=None, check_machine=True):
                           metrics=list(metrics), out_dir=out_dir, source=source)
     if mode is not None:
         _apply_mode(spec, mode_table.MODES[mode])
+    for index, name in enumerate(controller.monitored_switches or ()):
+        if name not in switches:
+            raise SpecError(f"controller.monitored_switches[{index}]", name,
+                            "not a switch of the topology; switches: " + ", ".join(switches))
     if check_machine:
         check_capabilities(spec)
     return spec

@@ -1,9 +1,12 @@
 """Run a spec's traffic entries on a running fabric, each in its own thread, at its start time.
 
-A :class:`TrafficJob` waits until ``t0 + start_s`` and then runs the entry
+A :class:`TrafficJob` runs the entry so that it starts at ``t0 + start_s``
 with the traffic package (:func:`testbed.traffic.streams.run_streams` for
 ``stream``, :func:`testbed.traffic.collectives.run_collective` for
-collectives), keeping the raw reports in ``<out>/traffic/entry-<i>/``.
+collectives), keeping the raw reports in ``<out>/traffic/entry-<i>/``.  A
+stream's processes start at once and send from ``t0 + start_s`` on, so the
+failure schedule (keyed to the same ``t0``) hits flowing traffic however long
+the processes took to start; a collective starts its agents at ``t0 + start_s``.
 
 Every process a job starts inside a host goes through a
 :class:`~testbed.traffic.hosts.ProcessRegistry`, so an aborted run (error, Ctrl-C, SIGTERM) can kill
@@ -72,21 +75,23 @@ class TrafficJob(threading.Thread):
         from testbed.traffic.streams import run_streams
 
         os.makedirs(self.workdir, exist_ok=True)
-        wait_s = (self.t0_ns + int(self.entry.start_s * 1e9) - time.time_ns()) / 1e9
+        entry = self.entry
+        start_ns = self.t0_ns + int(entry.start_s * 1e9)
+        # streams start their processes now and send from start_ns on; collectives start at start_ns
+        wait_s = 0.0 if entry.pattern == "stream" else (start_ns - time.time_ns()) / 1e9
         if wait_s > 0 and self._cancel.wait(wait_s):
             self.error = "cancelled before it started"
             return
         if self._cancel.is_set():
             self.error = "cancelled before it started"
             return
-        entry = self.entry
         try:
             if entry.pattern == "stream":
                 self.report = run_streams(self.hosts, duration=self._stream_duration(), size=entry.size_bytes,
                                           qps=entry.qps, qp_scaling=entry.qp_scaling, rate_mbps=entry.rate_mbps,
                                           mtu=entry.mtu, bin_ms=self.bin_ms, gap_ms=GAP_MS,
                                           linger=STREAM_LINGER_S, workdir=self.workdir, job=entry.job,
-                                          udp_sport=entry.udp_sport)
+                                          udp_sport=entry.udp_sport, start_at_ns=start_ns)
             else:
                 timeout = entry.duration_s or max(5.0, self.run_duration_s - entry.start_s)
                 self.report = run_collective(self.hosts, entry.pattern, entry.size_bytes, qps=entry.qps,
