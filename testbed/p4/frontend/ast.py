@@ -92,3 +92,30 @@ def expression_text(node):
     if kind == "cast":
         return f"({node.type_text}){expression_text(node.expr)}"
     return kind
+
+
+def nested_statements(statement):
+    """The statements directly nested in ``statement`` (block members, branches, loop parts)."""
+    kind = statement.kind
+    if kind == "block":
+        return list(statement.statements)
+    if kind == "if":
+        return [s for s in (statement.then, statement.otherwise) if s is not None]
+    if kind == "switch":
+        return [case.body for case in statement.cases if case.body is not None]
+    if kind == "for":
+        return list(statement.init) + list(statement.updates) + [statement.body]
+    if kind == "for_in":
+        return [statement.body]
+    return []
+
+
+def walk_statements(statement):
+    """Yield ``statement`` and every statement nested in it, depth first, in source order."""
+    stack = [statement]
+    while stack:
+        current = stack.pop()
+        if current is None:
+            continue
+        yield current
+        stack.extend(reversed(nested_statements(current)))
