@@ -418,6 +418,13 @@ class ProgramModel:
         if op in ("land", "lor"):
             return (left and right) if op == "land" else (left or right), T.BoolType()
         if op in ("eq", "ne", "lt", "gt", "le", "ge"):
+            # P4_16 spec 1.2.4, "Implicit casts": an arbitrary-precision integer operand is cast to the
+            # fixed-width type of the other operand first, so 8w255 == -1 compares 255 with 255 (p4c's
+            # constant folding does the same).
+            if isinstance(left_type, T.InfIntType) and not isinstance(right_type, T.InfIntType):
+                left = convert_int(left, right_type)
+            elif isinstance(right_type, T.InfIntType) and not isinstance(left_type, T.InfIntType):
+                right = convert_int(right, left_type)
             result = {"eq": left == right, "ne": left != right, "lt": left < right, "gt": left > right,
                       "le": left <= right, "ge": left >= right}[op]
             return result, T.BoolType()
