@@ -59,6 +59,8 @@ class TableModel:
         self.entries = []  # list of (table_entry node)
         self.entries_const = False
         self.idle_timeout = False
+        self.largest_priority_wins = True  # P4_16 1.2.4 table property, default true
+        self.priority_delta = 1  # P4_16 1.2.4 table property, default 1
 
     @property
     def match_keys(self):
@@ -361,6 +363,16 @@ def _simple_table_property(model, table, prop, scope, pipeline):
         table.direct_meter = _instance_property(model, table, prop, scope, ("direct_meter",))
     elif name == "support_timeout":
         table.idle_timeout = bool(model.const_value(prop.value, scope))
+    elif name == "largest_priority_wins":
+        value = model.const_value(prop.value, scope)
+        if not isinstance(value, bool):
+            raise model.error(prop, f"table {table.name}: largest_priority_wins must be true or false")
+        table.largest_priority_wins = value
+    elif name == "priority_delta":
+        value = model.const_value(prop.value, scope)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise model.error(prop, f"table {table.name}: priority_delta must be a positive integer, got {value!r}")
+        table.priority_delta = value
     elif name in ("max_group_size", "selector_size_semantics", "psa_empty_group_action"):
         return
     else:
@@ -371,8 +383,8 @@ def _simple_table_property(model, table, prop, scope, pipeline):
 def convert_entries(model, table):
     """Convert a table's ``entries``/``const entries`` to ProgramInfo ConstEntry objects.
 
-    Priorities: an ``@priority(n)`` annotation wins; otherwise, in tables that need
-    priorities, the first entry gets the highest (P4Runtime: larger wins).
+    Priorities (tables with a ternary, range or optional key) are returned in the P4Runtime
+    convention, a larger number wins; see :func:`entry_priorities` for how they are chosen.
     """
     from testbed.p4 import program as P
 
@@ -383,11 +395,11 @@ def convert_entries(model, table):
         raise model.error(table.entries[0], f"unsupported construct: entries in table {table.name} with an "
                                             f"action profile/selector")
     needs_priority = any(k.match_kind in ("ternary", "range", "optional") for k in keys)
+    priorities = entry_priorities(model, table, needs_priority)
     result = []
-    count = len(table.entries)
     scope = table.control.scope
     allowed = {ref.symbol.qualified: ref for ref in table.action_refs}
-    for position, entry in enumerate(table.entries):
+    for entry, priority in zip(table.entries, priorities):
         items = entry.keyset.items if entry.keyset.kind == "tuple_keyset" else [entry.keyset]
         if len(items) == 1 and items[0].kind in ("default", "dontcare") and len(keys) > 1:
             items = items * len(keys)
@@ -405,14 +417,105 @@ def convert_entries(model, table):
                                      f"argument(s)")
         args = tuple(model.const_value(arg, scope, param.type) & ((1 << T.scalar_width(param.type)) - 1)
                      for arg, param in zip(entry.action.args, data_params))
-        priority = None
-        explicit = annotation_value(entry.annotations, "priority")
-        if explicit is not None:
-            priority = int(explicit)
-        elif needs_priority:
-            priority = count - position
         result.append(P.ConstEntry(matches, P.ActionCall(action_symbol.qualified, args), priority))
     return result
+
+
+def entry_priorities(model, table, needs_priority):
+    """The priority of each of ``table``'s initial entries, larger wins (P4Runtime), or Nones.
+
+    Two sources decide, as in p4c + BMv2:
+
+    * ``priority = N`` (P4_16 1.2.4, "Entry priorities") is only allowed in ``entries``
+      without ``const`` (p4c's frontend, frontends/p4/entryPriorities.cpp: "Table with
+      'const' entries cannot have priorities").  Missing values follow the specification's
+      pseudocode with the ``largest_priority_wins`` and ``priority_delta`` table properties;
+      with ``largest_priority_wins = false`` a smaller number wins, so the numbers are mirrored
+      into the P4Runtime convention.
+    * Otherwise p4c's BMv2 backend (backends/bmv2/common/control.h, ``convertTableEntries``)
+      gives each entry the value of its ``@priority(N)`` annotation or else a counter that starts
+      at 1 and advances with every entry, and BMv2 lets the *smaller* number win (its native
+      convention; PI inverts P4Runtime priorities for it, behavioral-model issue #581).  p4c's
+      test ``table-entries-priority-bmv2`` shows it: ``@priority(1)`` on the third entry beats the
+      first entry's ``@priority(3)``.  Without annotations the first entry wins, as the
+      specification says for entries without priorities.
+
+    Raises:
+        P4LoadError: ``priority =`` in ``const entries``, or in a table that needs no
+            priorities, or missing on the first entry when other entries have one.
+    """
+    entries = table.entries
+    explicit = [entry.priority for entry in entries]
+    if any(value is not None for value in explicit):
+        first = next(entry for entry in entries if entry.priority is not None)
+        if table.entries_const:
+            raise model.error(first, f"table {table.name}: entries of 'const entries' cannot have priorities "
+                                     f"(use 'entries' without const)")
+        if not needs_priority:
+            raise model.error(first, f"table {table.name}: its key match kinds need no priorities, but some are "
+                                     f"specified")
+        if explicit[0] is None:
+            raise model.error(entries[0], f"table {table.name}: the first entry must have a priority when "
+                                          f"others have one")
+        return _spec_priorities(model, table, explicit)
+    if not needs_priority:
+        return [None] * len(entries)
+    annotated = any(a.name == "priority" for entry in entries for a in entry.annotations or ())
+    if not (table.entries_const or annotated):
+        return _spec_priorities(model, table, explicit)
+    bmv2 = []
+    for position, entry in enumerate(entries):
+        annotation = next((a for a in entry.annotations or () if a.name == "priority"), None)
+        bmv2.append(position + 1 if annotation is None else _annotation_int(model, entry, annotation))
+    highest = max(bmv2)
+    return [highest - value + 1 for value in bmv2]
+
+
+def _spec_priorities(model, table, explicit):
+    """P4_16 1.2.4 "Entry priorities": fill in missing priorities; return them with a larger number winning."""
+    count = len(explicit)
+    delta = table.priority_delta
+    largest_wins = table.largest_priority_wins
+    scope = table.control.scope
+    values = [None if expr is None else model.const_value(expr, scope) for expr in explicit]
+    for entry, value in zip(table.entries, values):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0 or value >> 64):
+            raise model.error(entry, f"table {table.name}: entry priority must be a non-negative integer, "
+                                     f"got {value!r}")
+    if all(value is None for value in values):
+        # no priorities in the source: 1, 1 + delta, ... from the last entry (largest wins) or the first
+        order = range(count - 1, -1, -1) if largest_wins else range(count)
+        for step, index in enumerate(order):
+            values[index] = 1 + step * delta
+    else:
+        current = values[0]
+        for index in range(1, count):
+            if values[index] is not None:
+                current = values[index]
+            else:
+                current = current - delta if largest_wins else current + delta
+                if current < 0:
+                    raise model.error(table.entries[index], f"table {table.name}: computed entry priority "
+                                                            f"{current} is negative")
+                values[index] = current
+    if not largest_wins:
+        highest = max(values)
+        return [highest - value + 1 for value in values]
+    lowest = min(values)
+    return [value - lowest + 1 for value in values] if lowest < 1 else values
+
+
+def _annotation_int(model, entry, annotation):
+    """The integer of an ``@priority(N)`` annotation."""
+    from testbed.p4.frontend.lexer import parse_integer
+
+    tokens = annotation.tokens
+    negative = len(tokens) == 2 and tokens[0].kind == "-"
+    number = tokens[-1] if tokens else None
+    if number is None or number.kind != "INTEGER" or len(tokens) > 1 + negative:
+        raise model.error(entry, f"@priority needs one integer, got @priority({annotation.text})")
+    value = parse_integer(number.value)[0]
+    return -value if negative else value
 
 
 def _key_match(model, key, item, scope, table):

@@ -146,7 +146,30 @@ class Lexer:
         raw = self._fold_annotations(raw)
         type_names = self._collect_type_names(raw)
         self._classify(raw, type_names)
+        self._mark_entry_priorities(raw)
         return raw
+
+    @staticmethod
+    def _mark_entry_priorities(tokens):
+        """Inside ``entries = { ... }``, ``priority =`` at the start of an entry becomes one PRIORITY token.
+
+        ``priority`` is not a keyword of P4_16 (a variable may have that name); the
+        grammar's ``entryPriority`` (P4_16 1.2.4) only exists at the start of a table entry.
+        """
+        depth = 0
+        for i, token in enumerate(tokens):
+            if depth == 0:
+                if token.kind == "entries" and i + 2 < len(tokens) and tokens[i + 1].kind == "=" and \
+                        tokens[i + 2].kind == "{":
+                    depth = -1  # armed: the next '{' opens the list
+                continue
+            if token.kind == "{":
+                depth = 1 if depth < 0 else depth + 1
+            elif token.kind == "}":
+                depth -= 1
+            elif depth == 1 and token.kind == "IDENT" and token.value == "priority" and i + 1 < len(tokens) \
+                    and tokens[i + 1].kind == "=" and tokens[i - 1].kind in ("{", ";", "const", "ANNOTATION"):
+                token.kind = "PRIORITY"
 
     def _fold_annotations(self, tokens):
         """Replace ``@name`` and ``@name(...)`` / ``@name[...]`` by one ANNOTATION token."""

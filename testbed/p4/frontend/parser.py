@@ -58,7 +58,7 @@ def _lark_parser():
     return parser, literal_to_terminal
 
 
-_DECLARED = {"IDENT", "TYPE_IDENT", "INTEGER", "STRING_LITERAL", "ANNOTATION", "TLT", "TGT", "DLT"}
+_DECLARED = {"IDENT", "TYPE_IDENT", "INTEGER", "STRING_LITERAL", "ANNOTATION", "TLT", "TGT", "DLT", "PRIORITY"}
 
 
 def _to_lark_tokens(raw_tokens, literal_to_terminal, lexer, annotation_bodies):
@@ -471,9 +471,17 @@ class _AstBuilder(Transformer):
         return Node("action_ref", name.loc, name=name.name, args=args, annotations=annotations)
 
     def table_entry(self, meta, children):
-        annotations, const_flag, keyset, action, annotations2 = children
+        annotations, const_flag, priority, keyset, action, annotations2 = children
         return Node("table_entry", keyset.loc if isinstance(keyset, Node) else action.loc, keyset=keyset,
-                    action=action, annotations=list(annotations) + list(annotations2))
+                    action=action, annotations=list(annotations) + list(annotations2), const=const_flag,
+                    priority=priority)
+
+    def entry_priority(self, meta, children):
+        expressions = [c for c in children if isinstance(c, Node)]
+        return expressions[0] if expressions else None
+
+    def integer_literal(self, meta, children):
+        return self.integer(meta, children)
 
     def entry_action(self, meta, children):
         name = children[0]
