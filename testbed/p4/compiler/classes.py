@@ -142,16 +142,23 @@ class ClassesMixin:
         out.line("")
 
     def _initial_value(self, type_):
+        """Code of a fresh value of ``type_``: zeros, invalid headers (what BMv2 starts a packet with)."""
         if isinstance(type_, (T.HeaderType, T.StructType)):
             return f"{self.class_for(type_)}()"
         if isinstance(type_, T.StackType):
-            element = self.class_for(type_.element)
+            element = self.stack_element_factory(type_)
             return f"RT.HeaderStack([{element}() for _ in range({type_.size})])"
+        if isinstance(type_, T.TupleType):
+            return "[" + ", ".join(self._initial_value(e) for e in type_.elements) + "]"
         if isinstance(type_, T.BoolType):
             return "False"
         if isinstance(type_, (T.BitType, T.InfIntType, T.EnumType, T.ErrorType)):
             return "0"
         raise P4LoadError(f"unsupported construct: variable of type {type_.name_text()}")
+
+    def stack_element_factory(self, stack_type):
+        """The class that makes a fresh element of a header (or header_union) stack."""
+        return self.class_for(stack_type.element)
 
     @staticmethod
     def _from_unsigned(code, type_):

@@ -16,11 +16,13 @@ import keyword
 import random as _random
 
 from testbed.errors import P4LoadError
+from testbed.p4.compiler.calls import CallsMixin
 from testbed.p4.compiler.classes import ClassesMixin
 from testbed.p4.compiler.expressions import ExpressionsMixin
 from testbed.p4.compiler.externs import ExternsMixin
-from testbed.p4.compiler.pycode import Emitter, FunctionContext, attr, literal
+from testbed.p4.compiler.pycode import Emitter, Frame, FunctionContext, attr, literal
 from testbed.p4.compiler.statements import StatementsMixin
+from testbed.p4.compiler.tableapply import TableApplyMixin
 from testbed.p4.frontend import types as T
 from testbed.p4.frontend.ast import annotation_value
 from testbed.p4.frontend.checker import convert_int
@@ -62,7 +64,7 @@ class CompiledPipeline:
         return namespace
 
 
-class CodeGenerator(ClassesMixin, StatementsMixin, ExternsMixin, ExpressionsMixin):
+class CodeGenerator(ClassesMixin, StatementsMixin, CallsMixin, TableApplyMixin, ExternsMixin, ExpressionsMixin):
     """Generates the pipeline module for a ProgramModel and its Pipeline."""
 
     def __init__(self, model, pipeline, info):
@@ -129,6 +131,12 @@ class CodeGenerator(ClassesMixin, StatementsMixin, ExternsMixin, ExpressionsMixi
         out.line("")
         out.line("def _random(lo, hi):")
         out.line("    return RNG.randint(lo, hi) if lo <= hi else lo")
+        out.line("")
+        out.line("def _stk(stack, index):")
+        out.line("    if 0 <= index < len(stack.items):")
+        out.line("        return stack.items[index]")
+        out.line("    raise RT.TargetAbort(f'header stack index {index} out of range (size {len(stack.items)}): '")
+        out.line("                         f'simple_switch stops with std::out_of_range')")
         out.line("")
         std_type = self.model.types.get("standard_metadata_t")
         if not isinstance(std_type, T.StructType):
@@ -370,6 +378,13 @@ class CodeGenerator(ClassesMixin, StatementsMixin, ExternsMixin, ExpressionsMixi
                 names.append("_out")
             else:
                 names.append(self.py_name(param, fn))
+        # scalar out/inout parameters (sub-controls) are returned after the exit flag
+        outs = [p.py for p in control.params if p.direction in ("out", "inout")
+                and not isinstance(p.type, (T.HeaderType, T.StructType, T.StackType, T.ExternType))]
+        if outs:
+            tail = "".join(", " + o for o in outs)
+            fn.exit_code = f"return (True{tail})"
+            fn.return_code = f"return (False{tail})"
         function = function_name or ("ctl_" + control.name.replace(".", "__"))
         control.py_function = function
         # nested control instances first (separate functions)
@@ -377,16 +392,25 @@ class CodeGenerator(ClassesMixin, StatementsMixin, ExternsMixin, ExpressionsMixi
             self._gen_control(sub, out, False)
         out.line(f"def {function}(P, {', '.join(names)}):")
         out.indent()
+        for param in control.params:
+            if param.direction == "out" and param.py != "_out" and not isinstance(param.type, T.ExternType):
+                out.line(f"{param.py} = {self._initial_value(param.type)}")
         for variable in control.variables:
             init = variable.decl.init
             name = self.py_name(variable, fn)
             if init is not None:
-                self.model.type_of(init, control.scope)
-                out.line(f"{name} = {self.expr(init, control.scope, fn, want=variable.type)}")
+                if isinstance(variable.type, (T.HeaderType, T.StructType, T.StackType, T.TupleType)):
+                    value = self.composite_value(init, variable.type, control.scope, fn)
+                    fresh = init.kind in ("list", "struct_expr", "invalid_header")
+                    out.line(f"{name} = {value}" if fresh else f"{name} = {value}.copy()")
+                else:
+                    self.model.type_of(init, control.scope)
+                    self._check_assignable(init, variable.type, init.type)
+                    out.line(f"{name} = {self.expr(init, control.scope, fn, want=variable.type)}")
             else:
                 out.line(f"{name} = {self._initial_value(variable.type)}")
         self.block(control.decl.body, control.scope, fn)
-        out.line("return False")
+        out.line(fn.return_code)
         out.dedent()
         out.line("")
         # type-check actions no table or call uses (their code is thrown away), as p4c would
@@ -394,7 +418,9 @@ class CodeGenerator(ClassesMixin, StatementsMixin, ExternsMixin, ExpressionsMixi
             if not getattr(action, "inlined", False):
                 scratch = FunctionContext("control", Emitter())
                 scratch.control = control
-                scratch.return_stack = ["action"]
+                frame = Frame("action", looped=True)
+                frame.return_flag = "_rt_unused"
+                scratch.frames.append(frame)
                 for param in action.decl.param_symbols:
                     self.py_name(param, scratch)
                 self.block(action.decl.body, action.scope, scratch)

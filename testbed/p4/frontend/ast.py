@@ -119,3 +119,19 @@ def walk_statements(statement):
             continue
         yield current
         stack.extend(reversed(nested_statements(current)))
+
+
+def walk_nodes(node):
+    """Yield ``node`` and every :class:`Node` reachable from its attributes (expressions included)."""
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        if isinstance(current, Node):
+            yield current
+            for key, value in current.__dict__.items():
+                if key in ("type", "symbol") or key.startswith("_"):
+                    continue
+                if isinstance(value, (Node, list, tuple)):
+                    stack.append(value)
+        elif isinstance(current, (list, tuple)):
+            stack.extend(reversed(current))

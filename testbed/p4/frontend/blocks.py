@@ -32,12 +32,17 @@ class KeyModel:
 
 
 class ActionRefModel:
-    """An action a table lists: the action's Symbol and its scope annotation."""
+    """An action a table lists: the action's Symbol, its scope annotation and the arguments bound there.
 
-    def __init__(self, symbol, scope, annotations):
+    ``args`` are the expressions bound to the action's directional parameters in the
+    ``actions`` list (``a(hdr.x)``); they are evaluated each time the table runs the action.
+    """
+
+    def __init__(self, symbol, scope, annotations, args=()):
         self.symbol = symbol
         self.scope = scope
         self.annotations = annotations
+        self.args = list(args or ())
 
 
 class TableModel:
@@ -285,14 +290,17 @@ def _resolve_table(model, table, control, pipeline):
                 symbol = scope.lookup(ref.name)
                 if symbol is None or symbol.kind != "action":
                     raise model.error(ref, f"table {table.name}: {ref.name!r} is not an action")
-                if ref.args:
-                    raise model.error(ref, "unsupported construct: action arguments bound in a table's actions list")
+                directional = [p for p in symbol.decl.params if p.direction]
+                if len(ref.args or ()) != len(directional):
+                    raise model.error(ref, f"table {table.name}: action {ref.name} has {len(directional)} "
+                                           f"directional parameter(s), {len(ref.args or ())} bound in the actions "
+                                           f"list (P4_16: exactly the directional ones are bound there)")
                 action_scope = "TABLE_AND_DEFAULT"
                 if has_annotation(ref.annotations, "tableonly"):
                     action_scope = "TABLE_ONLY"
                 elif has_annotation(ref.annotations, "defaultonly"):
                     action_scope = "DEFAULT_ONLY"
-                table.action_refs.append(ActionRefModel(symbol, action_scope, ref.annotations))
+                table.action_refs.append(ActionRefModel(symbol, action_scope, ref.annotations, ref.args))
                 pipeline.actions[symbol.qualified] = symbol
         elif kind == "entries_property":
             table.entries = prop.entries
