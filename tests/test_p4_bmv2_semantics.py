@@ -314,3 +314,47 @@ def test_a_run_time_stack_index_out_of_range_stops_the_switch_like_simple_switch
     assert run_one(device, data_frame(a=2)) == []
     assert device.halted is not None and "out of range" in device.halted
     assert run_one(device, data_frame(a=0)) == []  # the switch stays down
+
+
+# ------------------------------------------------------------------------------------ v1model declarations
+def test_a_program_may_declare_its_own_port_id_type_as_with_p4cs_v1model():
+    # p4c's v1model.p4 defaults V1MODEL_VERSION to 20180101 and declares PortId_t only
+    # "#if V1MODEL_VERSION >= 20200408", so programs written for the older version declare it themselves.
+    source = make_program(declarations="typedef bit<9> PortId_t;\n", ingress="""
+        PortId_t out_port = 3;
+        sm.egress_spec = out_port;
+    """)
+    _, _, device = device_for(source)
+    assert run_one(device, data_frame())[0][0] == 3
+
+
+def test_port_id_type_comes_with_v1model_version_20200408():
+    source = "#define V1MODEL_VERSION 20200408\n" + make_program(ingress="""
+        PortId_t out_port = 4;
+        sm.egress_spec = out_port;
+    """)
+    _, _, device = device_for(source)
+    assert run_one(device, data_frame())[0][0] == 4
+
+
+def test_field_list_annotation_may_name_a_constant():
+    headers = PRELUDE + "const bit<8> KEEP = 3;\n"
+    meta = "@field_list(KEEP) bit<8> passes; bit<8> scratch;"
+    ingress = """
+        sm.egress_spec = 2;
+        if (sm.instance_type == 0) {
+            meta.passes = 5; meta.scratch = 9;
+            resubmit_preserving_field_list(KEEP);
+        } else {
+            hdr.data.b = meta.passes + meta.scratch;
+        }
+    """
+    _, _, device = device_for(make_program(headers=headers, meta=meta, ingress=ingress))
+    [(_, frame)] = run_one(device, data_frame(1))
+    assert data_fields(frame)[1] == 5  # passes kept, scratch reset
+
+
+def test_field_list_annotation_with_an_unknown_name_is_a_load_error():
+    meta = "@field_list(NOT_DECLARED) bit<8> passes;"
+    with pytest.raises(P4LoadError, match="NOT_DECLARED"):
+        load(make_program(meta=meta, ingress="sm.egress_spec = 2;"))
