@@ -342,6 +342,7 @@ class CallsMixin:
     def _gen_function(self, symbol):
         decl = symbol.decl
         emitter = Emitter()
+        emitter.origin = decl.loc
         fn = FunctionContext("function", emitter)
         scope = Scope(self.model.global_scope)
         decl.param_symbols = []
@@ -362,7 +363,7 @@ class CallsMixin:
         emitter.line(f"return (None,{''.join(' ' + o + ',' for o in fn.function_outs)})")
         emitter.dedent()
         emitter.line("")
-        self.globals_init.extend(emitter.lines)
+        self.globals_init.extend(emitter)
 
     # ------------------------------------------------------------------ sub-controls
     def subcontrol_call(self, symbol, call, scope, fn):

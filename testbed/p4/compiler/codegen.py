@@ -73,7 +73,7 @@ class CodeGenerator(ClassesMixin, StatementsMixin, CallsMixin, TableApplyMixin, 
         self.pipeline = pipeline
         self.info = info
         self.module = Emitter()
-        self.globals_init = []
+        self.globals_init = Emitter()
         self.class_names = {}
         self.global_counter = 0
         self.field_lists = {}
@@ -161,10 +161,9 @@ class CodeGenerator(ClassesMixin, StatementsMixin, CallsMixin, TableApplyMixin, 
             control = self.pipeline.controls[role]
             names[role] = self._gen_control(control, body, role == "deparser")
         module = self.module
-        for line in self.globals_init:
-            module.line(line)
+        module.extend(self.globals_init)
         module.line("")
-        module.lines.extend(body.lines)
+        module.extend(body)
         module.line("")
         module.line(f"new_headers = {hdr_class}")
         module.line(f"new_metadata = {meta_class}")
@@ -193,7 +192,10 @@ class CodeGenerator(ClassesMixin, StatementsMixin, CallsMixin, TableApplyMixin, 
             if token.kind == ",":
                 continue
             if token.kind == "INTEGER":
-                value = parse_integer(token.value)[0]
+                try:
+                    value = parse_integer(token.value)[0]
+                except ValueError:
+                    value = None
             else:
                 symbol = self.model.global_scope.lookup(str(token.value))
                 value = symbol.value if symbol is not None and symbol.kind == "const" else None
@@ -235,7 +237,7 @@ class CodeGenerator(ClassesMixin, StatementsMixin, CallsMixin, TableApplyMixin, 
                        "direct_counter": "direct_counters", "direct_meter": "direct_meters"}
         if extern in collections:
             name = self.global_name("X")
-            self.globals_init.append(f"{name} = STATE.{collections[extern]}[{qualified!r}]")
+            self.globals_init.line(f"{name} = STATE.{collections[extern]}[{qualified!r}]")
             symbol.global_py = name
             return name
         raise self.error(symbol.decl, f"unsupported construct: extern {extern} used in code")
@@ -244,7 +246,7 @@ class CodeGenerator(ClassesMixin, StatementsMixin, CallsMixin, TableApplyMixin, 
         """Module-level name bound to the TableState of ``table``."""
         if not hasattr(table, "global_py"):
             table.global_py = self.global_name("TBL")
-            self.globals_init.append(f"{table.global_py} = STATE.tables[{table.name!r}]")
+            self.globals_init.line(f"{table.global_py} = STATE.tables[{table.name!r}]")
         return table.global_py
 
     # ------------------------------------------------------------------ parser
@@ -461,7 +463,12 @@ def compile_pipeline(model, pipeline, info):
     filename = f"<p4 pipeline {model.name}>"
     try:
         code = compile(source, filename, "exec")
-    except SyntaxError as error:  # a code generator bug: show where
-        raise P4LoadError(f"internal error: generated code does not compile: {error}", filename,
-                          error.lineno) from None
+    except (SyntaxError, RecursionError, MemoryError, ValueError, OverflowError) as error:
+        # Python's own limits (nesting of blocks, indentation, parentheses) or a generator
+        # bug: report it at the P4 line the generated code came from
+        origin = generator.module.origin_of(getattr(error, "lineno", None) or 1)
+        where = origin if origin is not None else 0
+        reason = getattr(error, "msg", None) or type(error).__name__
+        raise generator.error(where, f"unsupported construct: this code is nested too deeply or is too large "
+                                     f"for the embedded target's code generator (Python: {reason})") from None
     return CompiledPipeline(source, code, info, generator.field_lists)

@@ -362,6 +362,8 @@ class ExpressionsMixin:
 
     def _complex_uncached(self, node, scope):
         kind = node.kind
+        if kind in ("list", "struct_expr", "invalid_header"):
+            return True  # builds an object with statements
         if kind == "call":
             func = node.func
             if func.kind == "member":

@@ -10,15 +10,36 @@ HASH_ALGORITHMS = ("crc32", "crc32_custom", "crc16", "crc16_custom", "random", "
 
 
 class Emitter:
-    """Indented Python source lines of one generated module or function."""
+    """Indented Python source lines of one generated module or function.
+
+    ``origins`` holds, for each line, the P4 source line index (see
+    :class:`testbed.p4.frontend.preprocessor.SourceLine`) of the statement being generated
+    when the line was emitted (``origin``), so that an error Python reports in the
+    generated code can be shown at the P4 source line it came from.
+    """
 
     def __init__(self):
         self.lines = []
+        self.origins = []
         self.level = 0
+        self.origin = None
 
     def line(self, text):
         """Append one line at the current indentation."""
         self.lines.append("    " * self.level + text)
+        self.origins.append(self.origin)
+
+    def extend(self, other):
+        """Append the lines of another Emitter (with their origins)."""
+        self.lines.extend(other.lines)
+        self.origins.extend(other.origins)
+
+    def origin_of(self, number):
+        """The P4 line index that generated line ``number`` (1-based) came from, or None."""
+        for index in range(min(number, len(self.origins)) - 1, -1, -1):
+            if self.origins[index] is not None:
+                return self.origins[index]
+        return None
 
     def indent(self):
         """Indent the following lines one level more."""

@@ -67,6 +67,8 @@ class StatementsMixin:
         """Emit one statement."""
         kind = node.kind
         out = fn.out
+        out.origin = node.loc
+        self.model.current = node.loc
         if kind == "block":
             self.block(node, scope, fn)
         elif kind == "variable":
@@ -80,14 +82,7 @@ class StatementsMixin:
         elif kind == "call_statement":
             self.call_statement(node.call, scope, fn)
         elif kind == "if":
-            cond_type = self.model.type_of(node.cond, scope)
-            if not isinstance(cond_type, T.BoolType):
-                raise self.error(node, "if condition must be bool")
-            out.line(f"if {self.expr(node.cond, scope, fn)}:")
-            self.body(node.then, scope, fn)
-            if node.otherwise is not None:
-                out.line("else:")
-                self.body(node.otherwise, scope, fn)
+            self.if_statement(node, scope, fn)
         elif kind == "switch":
             self.switch(node, scope, fn)
         elif kind == "exit":
@@ -106,6 +101,28 @@ class StatementsMixin:
             self.loop_jump(node, fn)
         else:
             raise self.error(node, f"unsupported construct: statement {kind}")
+
+    def if_statement(self, node, scope, fn):
+        """``if``/``else``; an ``else if`` chain becomes ``elif`` (flat) when its conditions need no statements."""
+        out = fn.out
+        keyword = "if"
+        while True:
+            cond_type = self.model.type_of(node.cond, scope)
+            if not isinstance(cond_type, T.BoolType):
+                raise self.error(node, "if condition must be bool")
+            out.line(f"{keyword} {self.expr(node.cond, scope, fn)}:")
+            self.body(node.then, scope, fn)
+            following = node.otherwise
+            if following is None:
+                return
+            if following.kind == "if" and not self.is_complex(following.cond, scope):
+                node = following
+                out.origin = node.loc
+                keyword = "elif"
+                continue
+            out.line("else:")
+            self.body(following, scope, fn)
+            return
 
     # ------------------------------------------------------------------ declarations
     def variable(self, node, scope, fn):

@@ -522,7 +522,10 @@ def _annotation_int(model, entry, annotation):
     number = tokens[-1] if tokens else None
     if number is None or number.kind != "INTEGER" or len(tokens) > 1 + negative:
         raise model.error(entry, f"@priority needs one integer, got @priority({annotation.text})")
-    value = parse_integer(number.value)[0]
+    try:
+        value = parse_integer(number.value)[0]
+    except ValueError as error:
+        raise model.error(entry, f"@priority: {error}") from None
     return -value if negative else value
 
 

@@ -88,6 +88,7 @@ class ProgramModel:
         self.global_instances = {}
         self.main = None
         self.pipeline = {}
+        self.current = None  # line index of the construct being checked or compiled (for internal errors)
         self._resolve_declarations()
 
     # ------------------------------------------------------------------ errors
@@ -107,6 +108,7 @@ class ProgramModel:
     # ------------------------------------------------------------------ declarations
     def _resolve_declarations(self):
         for decl in self.program.declarations:
+            self.current = decl.loc
             handler = getattr(self, "_declare_" + decl.kind, None)
             if handler is None:
                 raise self.error(decl, f"unsupported construct: top-level {decl.kind}")
@@ -483,6 +485,7 @@ class ProgramModel:
         Raises:
             P4LoadError: unknown names, width mismatches, unsupported expressions.
         """
+        self.current = expr.loc
         type_ = self._type_of(expr, scope)
         expr.type = type_
         return type_

@@ -14,7 +14,7 @@ from lark.lexer import Lexer as LarkLexer
 
 from testbed.errors import P4LoadError
 from testbed.p4.frontend.ast import Annotation, Node
-from testbed.p4.frontend.lexer import Lexer, parse_integer
+from testbed.p4.frontend.lexer import Lexer, LiteralError, parse_integer
 
 GRAMMAR_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "p4.lark")
 
@@ -86,12 +86,11 @@ _UNSUPPORTED_KEYWORDS = {
 }
 
 
-def parse_source(lines, macros):
+def parse_source(lines):
     """Parse preprocessed ``lines`` into a ``program`` Node.
 
     Args:
-        lines: list of SourceLine from the preprocessor.
-        macros: the macro table from the preprocessor.
+        lines: list of SourceLine from the preprocessor (macros expanded).
 
     Returns:
         Node of kind ``program`` with attribute ``declarations``.
@@ -99,7 +98,7 @@ def parse_source(lines, macros):
     Raises:
         P4LoadError: syntax errors and unsupported constructs, with file:line.
     """
-    lexer = Lexer(lines, macros)
+    lexer = Lexer(lines)
     raw_tokens = lexer.tokenize()
     for raw in raw_tokens:
         if raw.kind in _UNSUPPORTED_KEYWORDS:
@@ -115,6 +114,7 @@ def parse_source(lines, macros):
             last = raw_tokens[-1] if raw_tokens else None
             raise lexer.error("syntax error: unexpected end of input", last.line if last else 0) from None
         shown = str(token.value)
+        shown = shown if len(shown) <= 40 else shown[:37] + "..."
         message = f"syntax error: unexpected {shown!r}"
         position = _token_position(tokens, token)
         if position > 0 and tokens[position - 1].type == "IDENT" and token.type in ("IDENT", "TYPE_IDENT"):
@@ -125,15 +125,55 @@ def parse_source(lines, macros):
         raise P4LoadError(message, lines[token.line].filename, lines[token.line].line, token.column) from None
     except UnexpectedInput as error:
         line = getattr(error, "line", 0) or 0
-        raise P4LoadError(f"syntax error: {error}", lines[line].filename, lines[line].line) from None
+        line = line if 0 <= line < len(lines) else 0
+        raise P4LoadError(f"syntax error ({type(error).__name__})", lines[line].filename, lines[line].line) from None
+    _check_depth(tree, lines)
     builder = _AstBuilder(annotation_bodies)
     try:
         program = builder.transform(tree)
     except VisitError as error:
-        if isinstance(error.orig_exc, P4LoadError):
-            raise error.orig_exc from None
-        raise
+        meta = getattr(error.obj, "meta", None)
+        line = getattr(meta, "line", 0) if meta is not None and not getattr(meta, "empty", True) else 0
+        line = line if 0 <= line < len(lines) else 0
+        original = error.orig_exc
+        if isinstance(original, P4LoadError):
+            if original.filename is None:
+                raise P4LoadError(original.message, lines[line].filename, lines[line].line) from None
+            raise original from None
+        raise P4LoadError(f"internal error of the embedded target while reading this construct "
+                          f"({type(original).__name__})", lines[line].filename, lines[line].line) from None
     return program
+
+
+MAX_SYNTAX_DEPTH = 200  # nesting of the syntax tree (expressions, statements, blocks)
+
+
+def _check_depth(tree, lines):
+    """Refuse syntax trees nested deeper than MAX_SYNTAX_DEPTH, naming where (no RecursionError later)."""
+    stack = [(tree, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > MAX_SYNTAX_DEPTH:
+            line = _first_line(node)
+            line = line if 0 <= line < len(lines) else 0
+            raise P4LoadError(f"unsupported construct: nesting deeper than {MAX_SYNTAX_DEPTH} levels "
+                              f"(expressions, statements or blocks)", lines[line].filename, lines[line].line)
+        for child in getattr(node, "children", ()):
+            if hasattr(child, "children"):
+                stack.append((child, depth + 1))
+
+
+def _first_line(node):
+    meta = getattr(node, "meta", None)
+    if meta is not None and not getattr(meta, "empty", True):
+        return meta.line
+    for child in getattr(node, "children", ()):
+        line = getattr(child, "line", None)
+        if isinstance(line, int):
+            return line
+        if hasattr(child, "children"):
+            return _first_line(child)
+    return 0
 
 
 def _token_position(tokens, token):
@@ -610,8 +650,13 @@ class _AstBuilder(Transformer):
 
     def integer(self, meta, children):
         token = children[0]
-        value, width, signed = parse_integer(str(token))
-        return Node("int", token.line, value=value, width=width, signed=signed, text=str(token))
+        try:
+            value, width, signed = parse_integer(str(token))
+        except LiteralError as error:
+            raise P4LoadError(f"unsupported construct: {error}") from None
+        text = str(token)
+        return Node("int", token.line, value=value, width=width, signed=signed,
+                    text=text if len(text) <= 64 else text[:61] + "...")
 
     def true(self, meta, children):
         return Node("bool", _loc(meta, children), value=True)
