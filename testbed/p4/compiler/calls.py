@@ -327,10 +327,9 @@ class CallsMixin:
         return f"{temp}[0]" if not isinstance(symbol.return_type, T.VoidType) else "None"
 
     @staticmethod
-    def _outs_from_tuple(copy_backs, result):
-        """Scalar copy-backs read from a returned tuple ``(first, out1, out2, ...)``; composites unchanged."""
+    def _outs_from_tuple(copy_backs, result, index=1):
+        """Scalar copy-backs read from a returned tuple ``(..., out1, out2, ...)`` from ``index``; composites unchanged."""
         resolved = []
-        index = 1
         for target, code, kind in copy_backs:
             if kind == "scalar":
                 resolved.append((target, f"{result}[{index}]", kind))
@@ -395,3 +394,34 @@ class CallsMixin:
         out.indent()
         self.emit_exit(fn)
         out.dedent()
+
+    # ------------------------------------------------------------------ sub-parsers
+    def subparser_call(self, symbol, call, scope, fn):
+        """Emit ``p.apply(packet, ...)`` of a parser instance inside a parser state.
+
+        The sub-parser continues at the current offset; when it rejects (explicitly or by
+        an error) the applying parser rejects with the same error, as if its states were
+        inlined (P4_16 1.2.4, "Invoking a parser from another parser").
+        """
+        sub = symbol.parser
+        if call.func.member != "apply":
+            raise self.error(call, f"parser instance {symbol.name} has no method {call.func.member}")
+        if fn.kind != "parser":
+            raise self.error(call, "a parser can only be applied in a parser state")
+        if len(call.args) != len(sub.params):
+            raise self.error(call, f"{symbol.name}.apply needs {len(sub.params)} argument(s), got {len(call.args)}")
+        packet = call.args[0]
+        packet_type = self.model.type_of(packet, scope)
+        if not (isinstance(packet_type, T.ExternType) and packet_type.name == "packet_in"):
+            raise self.error(call, f"{symbol.name}.apply: the first argument must be the packet_in")
+        codes, copy_backs = self.pass_arguments(list(zip(call.args[1:], sub.params[1:])), scope, fn)
+        out = fn.out
+        result = fn.temp("x")
+        out.line(f"{result} = {sub.py_function}(P, buf, off, n{''.join(', ' + c for c in codes)})")
+        out.line(f"off = {result}[1]")
+        self.copy_back(self._outs_from_tuple(copy_backs, result, 2), fn)
+        out.line(f"if {result}[0] is not None:")
+        out.line(f"    err = {result}[0]")
+        if getattr(fn, "subparser", False):
+            out.line("    rej = True")
+        out.line("    break")

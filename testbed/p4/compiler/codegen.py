@@ -133,6 +133,16 @@ class CodeGenerator(ClassesMixin, StatementsMixin, CallsMixin, TableApplyMixin, 
         out.line("def _random(lo, hi):")
         out.line("    return RNG.randint(lo, hi) if lo <= hi else lo")
         out.line("")
+        out.line("def _pack_int(items):")
+        out.line("    value = total = 0")
+        out.line("    for item, width in items:")
+        out.line("        value = (value << width) | item")
+        out.line("        total += width")
+        out.line("    return value << (-total % 8)")
+        out.line("")
+        out.line("def _pack_len(items):")
+        out.line("    return (sum(width for _, width in items) + 7) >> 3")
+        out.line("")
         out.line("def _stk(stack, index):")
         out.line("    if 0 <= index < len(stack.items):")
         out.line("        return stack.items[index]")
@@ -251,26 +261,47 @@ class CodeGenerator(ClassesMixin, StatementsMixin, CallsMixin, TableApplyMixin, 
 
     # ------------------------------------------------------------------ parser
 
-    def _gen_parser(self, parser, out):
+    def _gen_parser(self, parser, out, sub=False):
+        """The parser's function: a loop over states.
+
+        The main parser is ``parser_X(P, buf, hdr, meta, sm)`` returning the parser error.
+        A sub-parser (a parser instance applied in a state) is
+        ``parser_X(P, buf, off, n, params...)`` returning ``(reject error or None, offset,
+        scalar outs...)``; its reject state rejects the parser that applied it too.
+        """
         fn = FunctionContext("parser", out)
+        fn.subparser = sub
         params = parser.params
-        if len(params) != 4:
+        if not sub and len(params) != 4:
             raise self.error(parser.decl, "a v1model parser has 4 parameters (packet_in, headers, metadata, "
                                           "standard_metadata)")
+        if not params or not (isinstance(params[0].type, T.ExternType) and params[0].type.name == "packet_in"):
+            raise self.error(parser.decl, f"parser {parser.decl.name}: the first parameter must be a packet_in")
+        for subparser in parser.subparsers.values():
+            self._gen_parser(subparser, out, sub=True)
         packet_param = params[0]
         packet_param.py = "_packet"
         names = [self.py_name(p, fn) for p in params[1:]]
-        function = "parser_" + parser.decl.name
+        if sub:
+            function = "parser_" + parser.name.replace(".", "__")
+            out.line(f"def {function}(P, buf, off, n{''.join(', ' + name for name in names)}):")
+        else:
+            function = "parser_" + parser.decl.name
+            out.line(f"def {function}(P, buf, {', '.join(names)}):")
         parser.py_function = function
-        out.line(f"def {function}(P, buf, {', '.join(names)}):")
         out.indent()
-        out.line("off = 0")
-        out.line("n = len(buf)")
+        if sub:
+            out.line("rej = False")
+            for param in params[1:]:
+                if param.direction == "out" and not isinstance(param.type, (T.HeaderType, T.StructType,
+                                                                             T.StackType)):
+                    out.line(f"{param.py} = {self._initial_value(param.type)}")
+        else:
+            out.line("off = 0")
+            out.line("n = len(buf)")
         out.line("err = 0")
         for variable in parser.variables:
-            out.line(f"{self.py_name(variable, fn)} = {self._initial_value(variable.type)}")
-        state_ids = {name: index for index, name in enumerate(parser.states)}
-        self.state_ids = state_ids
+            self._local_variable(variable, parser.scope, fn)
         out.line("st = 0")
         out.line("steps = 0")
         out.line("while True:")
@@ -294,16 +325,40 @@ class CodeGenerator(ClassesMixin, StatementsMixin, CallsMixin, TableApplyMixin, 
         out.line("else:")
         out.line("    break")
         out.dedent()
-        out.line("P.parser_offset = off")
-        out.line("return err")
+        if sub:
+            outs = [p.py for p in params[1:] if p.direction in ("out", "inout")
+                    and not isinstance(p.type, (T.HeaderType, T.StructType, T.StackType))]
+            out.line(f"return (err if rej or err else None, off{''.join(', ' + o for o in outs)})")
+        else:
+            out.line("P.parser_offset = off")
+            out.line("return err")
         out.dedent()
         out.line("")
+
+    def _local_variable(self, variable, scope, fn):
+        """A parser- or control-level variable, with its initializer."""
+        out = fn.out
+        init = variable.decl.init
+        name = self.py_name(variable, fn)
+        out.origin = variable.decl.loc
+        if init is None:
+            out.line(f"{name} = {self._initial_value(variable.type)}")
+        elif isinstance(variable.type, (T.HeaderType, T.StructType, T.StackType, T.TupleType)):
+            value = self.composite_value(init, variable.type, scope, fn)
+            fresh = init.kind in ("list", "struct_expr", "invalid_header")
+            out.line(f"{name} = {value}" if fresh else f"{name} = {value}.copy()")
+        else:
+            self.model.type_of(init, scope)
+            self._check_assignable(init, variable.type, init.type)
+            out.line(f"{name} = {self.expr(init, scope, fn, want=variable.type)}")
 
     def _goto(self, target, node, fn):
         out = fn.out
         if target == "accept":
             out.line("break")
         elif target == "reject":
+            if getattr(fn, "subparser", False):
+                out.line("rej = True")
             out.line("break")
         elif target in self.state_ids:
             if self.state_ids[target] <= self.current_state_id:
@@ -418,19 +473,7 @@ class CodeGenerator(ClassesMixin, StatementsMixin, CallsMixin, TableApplyMixin, 
             if param.direction == "out" and param.py != "_out" and not isinstance(param.type, T.ExternType):
                 out.line(f"{param.py} = {self._initial_value(param.type)}")
         for variable in control.variables:
-            init = variable.decl.init
-            name = self.py_name(variable, fn)
-            if init is not None:
-                if isinstance(variable.type, (T.HeaderType, T.StructType, T.StackType, T.TupleType)):
-                    value = self.composite_value(init, variable.type, control.scope, fn)
-                    fresh = init.kind in ("list", "struct_expr", "invalid_header")
-                    out.line(f"{name} = {value}" if fresh else f"{name} = {value}.copy()")
-                else:
-                    self.model.type_of(init, control.scope)
-                    self._check_assignable(init, variable.type, init.type)
-                    out.line(f"{name} = {self.expr(init, control.scope, fn, want=variable.type)}")
-            else:
-                out.line(f"{name} = {self._initial_value(variable.type)}")
+            self._local_variable(variable, control.scope, fn)
         self.block(control.decl.body, control.scope, fn)
         out.line(fn.return_code)
         out.dedent()

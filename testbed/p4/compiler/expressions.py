@@ -10,9 +10,9 @@ order": left to right, ``&&``/``||``/``?:`` short-circuit) an operand to the lef
 such a "complex" operand is saved into a temporary first, and the right operand of
 ``&&``/``||`` or the branches of ``?:`` become ``if`` statements when they are complex.
 """
-from testbed.p4.compiler.pycode import FOLDABLE, attr, is_literal, literal, wrap
+from testbed.p4.compiler.pycode import FOLDABLE, attr, is_literal, literal, varbit_length_attr, wrap
 from testbed.p4.frontend import types as T
-from testbed.p4.frontend.checker import convert_int
+from testbed.p4.frontend.checker import SIZE_METHODS, convert_int
 
 
 class ExpressionsMixin:
@@ -215,6 +215,12 @@ class ExpressionsMixin:
             return self._short_circuit(node, scope, fn)
         if op in ("eq", "ne") and (self.is_composite_type(left_type) or self.is_composite_type(right_type)):
             return self._composite_equality(node, scope, fn)
+        if op in ("eq", "ne") and isinstance(left_type, T.VarbitType):
+            left = self.lvalue(node.left, scope, fn)
+            right = self.lvalue(node.right, scope, fn)
+            code = (f"({left} == {right} and {self._varbit_length_code(left, node.left)} == "
+                    f"{self._varbit_length_code(right, node.right)})")
+            return code if op == "eq" else f"(not {code})"
         if op in ("eq", "ne", "lt", "gt", "le", "ge"):
             operand_type = left_type if not isinstance(left_type, T.InfIntType) else right_type
             left, right = self._operands(node.left, node.right, scope, fn, want=operand_type)
@@ -290,9 +296,9 @@ class ExpressionsMixin:
             if isinstance(base_type, T.UnionType) and method == "isValid":
                 union = self.expr(func.expr, scope, fn)
                 return "(" + " or ".join(f"{union}.{attr(f.name)}.valid" for f in base_type.fields) + ")"
-            if isinstance(base_type, (T.HeaderType, T.StructType)) and method in ("minSizeInBits", "minSizeInBytes"):
-                width = T.flatten_width(base_type)
-                return str(width if method == "minSizeInBits" else (width + 7) // 8)
+            if isinstance(base_type, (T.HeaderType, T.StructType)) and method in SIZE_METHODS:
+                width = T.flatten_width(base_type) if method.startswith("min") else T.max_width(base_type)
+                return str(width if method.endswith("Bits") else (width + 7) // 8)
             if isinstance(base_type, T.ExternType) and base_type.name == "packet_in":
                 if fn.kind != "parser":
                     raise self.error(node, "packet_in methods are only available in a parser")
@@ -518,7 +524,14 @@ class ExpressionsMixin:
 
     def _equal_code(self, left, right, type_):
         if isinstance(type_, T.HeaderType):
-            fields = " and ".join(f"{left}.{attr(f.name)} == {right}.{attr(f.name)}" for f in type_.fields)
+            parts = []
+            for f in type_.fields:
+                parts.append(self._equal_code(f"{left}.{attr(f.name)}", f"{right}.{attr(f.name)}", f.type)
+                             if isinstance(f.type, T.StructType) else f"{left}.{attr(f.name)} == {right}.{attr(f.name)}")
+                if isinstance(f.type, T.VarbitType):
+                    length = varbit_length_attr(f.name)
+                    parts.append(f"{left}.{length} == {right}.{length}")
+            fields = " and ".join(parts)
             return f"({left}.valid == {right}.valid and (not {left}.valid or ({fields or 'True'})))"
         if isinstance(type_, T.StructType):
             parts = [self._equal_code(f"{left}.{attr(f.name)}", f"{right}.{attr(f.name)}", f.type)

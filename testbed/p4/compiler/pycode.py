@@ -59,6 +59,11 @@ def attr(name):
     return "f_" + name
 
 
+def varbit_length_attr(name):
+    """Python attribute holding the current length in bits of varbit field ``name``."""
+    return "l_" + name
+
+
 def literal(value):
     """Python literal of a folded constant."""
     if isinstance(value, bool):

@@ -194,11 +194,12 @@ class StatementsMixin:
                 raise self.error(node, "for condition must be bool")
             out.line(f"if not {self.expr(node.cond, inner, fn)}:")
             out.line("    break")
-        self.body(node.body, inner, fn)
-        out.indent()
+        if node.body.kind == "block":
+            self.block(node.body, inner, fn)
+        else:
+            self.statement(node.body, inner.child(), fn)
         for statement in node.updates:
             self.statement(statement, inner, fn)
-        out.dedent()
         out.dedent()
         fn.frames.pop()
         self._after_loop(frame, fn)
@@ -283,6 +284,13 @@ class StatementsMixin:
             self._check_assignable(node, target_type, value.type)
         complex_value = self.is_complex(value, scope)
         lv = self.resolve_lvalue(target, scope, fn, freeze=complex_value)
+        if isinstance(target_type, T.VarbitType):
+            if not isinstance(value.type, T.VarbitType) or value.type.max_width != target_type.max_width:
+                raise self.error(node, f"cannot assign {value.type.name_text()} to {target_type.name_text()}")
+            source = self.lvalue(value, scope, fn)
+            fn.out.line(f"{lv.code} = {source}")
+            fn.out.line(f"{self._varbit_length_code(lv.code, target)} = {self._varbit_length_code(source, value)}")
+            return
         if isinstance(target_type, (T.HeaderType, T.StructType, T.StackType, T.TupleType)):
             code = self.composite_value(value, target_type, scope, fn)
             fn.out.line(f"{lv.code}.copy_from({code})")

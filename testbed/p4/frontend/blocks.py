@@ -103,11 +103,12 @@ class ControlModel(BlockModel):
 
 
 class ParserModel(BlockModel):
-    """A parser instance: scope, locals and states."""
+    """A parser instance: scope, locals, states and the sub-parser instances it applies."""
 
     def __init__(self, name, decl, model):
         super().__init__(name, decl, model)
         self.states = {state.name: state for state in decl.states}
+        self.subparsers = {}
 
 
 class Pipeline:
@@ -139,10 +140,14 @@ def build_pipeline(model):
         symbol = model.global_scope.lookup(name)
         symbol.scope = _action_scope(model, decl, model.global_scope)
     parser_name = model.pipeline["parser"]
-    pipeline.parser = _build_parser(model, model.parsers[parser_name], parser_name, pipeline)
+    args = model.pipeline_args.get("parser", [])
+    pipeline.parser = _build_parser(model, model.parsers[parser_name], parser_name, pipeline, args,
+                                    model.global_scope, model.main)
     for role in ("verify_checksum", "ingress", "egress", "compute_checksum", "deparser"):
         control_name = model.pipeline[role]
-        pipeline.controls[role] = _build_control(model, model.controls[control_name], control_name, pipeline)
+        args = model.pipeline_args.get(role, [])
+        pipeline.controls[role] = _build_control(model, model.controls[control_name], control_name, pipeline,
+                                                 args, model.global_scope, model.main)
     for control in pipeline.all_controls:
         _collect_called_actions(pipeline, control)
     return pipeline
@@ -194,8 +199,27 @@ def _action_scope(model, decl, parent):
     return scope
 
 
-def _build_parser(model, decl, name, pipeline):
+def _bind_constructor_arguments(model, block, decl, args, caller_scope, where):
+    """Bind a parser's or control's constructor parameters to the (constant) arguments of its instance.
+
+    P4_16 1.2.4 "Parameterization": constructor parameters are directionless and their
+    arguments are compile-time known values, so each becomes a constant of the instance.
+    """
+    params = getattr(decl, "ctor_params", None) or []
+    if len(args) != len(params):
+        raise model.error(where, f"{decl.name} takes {len(params)} constructor argument(s), {len(args)} given")
+    for param, arg in zip(params, args):
+        type_ = model.resolve_type(param.type_ref)
+        if not isinstance(type_, (T.BitType, T.BoolType, T.InfIntType, T.EnumType, T.ErrorType)):
+            raise model.error(param, f"unsupported construct: constructor parameter {param.name} of type "
+                                     f"{type_.name_text()} (integers, bools, enums and errors are supported)")
+        value = model.const_value(arg, caller_scope, type_)
+        block.scope.define(param.name, Symbol("const", param.name, type_, value=value, decl=param))
+
+
+def _build_parser(model, decl, name, pipeline, args=(), caller_scope=None, where=None):
     parser = ParserModel(name, decl, model)
+    _bind_constructor_arguments(model, parser, decl, list(args), caller_scope or model.global_scope, where or decl)
     _declare_params(model, parser.scope, decl.params, parser.params)
     for local in decl.locals:
         if local.kind == "const":
@@ -205,9 +229,17 @@ def _build_parser(model, decl, name, pipeline):
             parser.variables.append(parser.scope.define(local.name, Symbol("var", local.name, type_, decl=local)))
         elif local.kind == "instance":
             type_ = model.resolve_type(local.type_ref)
-            if not isinstance(type_, T.ExternType):
-                raise model.error(local, f"unsupported construct: sub-parser instance {local.name}")
             qualified = qualified_name(name, local.name, local.annotations)
+            if isinstance(type_, T.BlockType) and type_.block_kind == "parser":
+                if _instance_depth(name) > 16:
+                    raise model.error(local, "sub-parser instances nested more than 16 deep")
+                sub = _build_parser(model, type_.decl, qualified, pipeline, local.args, parser.scope, local)
+                symbol = Symbol("instance", local.name, type_, decl=local, qualified=qualified, parser=sub)
+                parser.subparsers[local.name] = sub
+                parser.scope.define(local.name, symbol)
+                continue
+            if not isinstance(type_, T.ExternType):
+                raise model.error(local, f"unsupported construct: instance of {type_.name_text()} in a parser")
             symbol = Symbol("instance", local.name, type_, decl=local, qualified=qualified)
             parser.scope.define(local.name, symbol)
             parser.instances[local.name] = symbol
@@ -219,9 +251,14 @@ def _build_parser(model, decl, name, pipeline):
     return parser
 
 
-def _build_control(model, decl, name, pipeline):
+def _instance_depth(qualified):
+    return qualified.count(".")
+
+
+def _build_control(model, decl, name, pipeline, args=(), caller_scope=None, where=None):
     control = ControlModel(name, decl, model)
     pipeline.all_controls.append(control)
+    _bind_constructor_arguments(model, control, decl, list(args), caller_scope or model.global_scope, where or decl)
     _declare_params(model, control.scope, decl.params, control.params)
     for local in decl.locals:
         kind = local.kind
@@ -234,9 +271,9 @@ def _build_control(model, decl, name, pipeline):
             type_ = model.resolve_type(local.type_ref)
             qualified = qualified_name(name, local.name, local.annotations)
             if isinstance(type_, T.BlockType) and type_.block_kind == "control":
-                if local.args:
-                    raise model.error(local, "unsupported construct: control constructor arguments")
-                sub = _build_control(model, type_.decl, qualified, pipeline)
+                if _instance_depth(qualified) > 16:
+                    raise model.error(local, "control instances nested more than 16 deep")
+                sub = _build_control(model, type_.decl, qualified, pipeline, local.args, control.scope, local)
                 symbol = Symbol("instance", local.name, type_, decl=local, qualified=qualified, control=sub)
                 control.subcontrols[local.name] = sub
                 control.scope.define(local.name, symbol)
@@ -307,8 +344,6 @@ def _resolve_table(model, table, control, pipeline):
             table.entries_const = prop.const
         elif kind == "simple_property":
             _simple_table_property(model, table, prop, scope, pipeline)
-    if not table.action_refs:
-        raise model.error(table.decl, f"table {table.name} has no actions")
     if table.default_action is None:
         noaction = model.global_scope.lookup("NoAction")
         if noaction is not None:
@@ -608,6 +643,16 @@ def _walk_digests(model, pipeline, statement, scope):
         for case in statement.cases:
             if case.body is not None:
                 _walk_digests(model, pipeline, case.body, scope)
+    elif kind == "for":
+        inner = scope.child()
+        for child in statement.init:
+            if child.kind == "variable":
+                inner.define(child.name, Symbol("var", child.name, model.resolve_type(child.type_ref)))
+        _walk_digests(model, pipeline, statement.body, inner)
+    elif kind == "for_in":
+        inner = scope.child()
+        inner.define(statement.name, Symbol("var", statement.name, model.resolve_type(statement.type_ref)))
+        _walk_digests(model, pipeline, statement.body, inner)
     elif kind == "call_statement":
         call = statement.call
         if call.func.kind == "name" and call.func.name == "digest" and \

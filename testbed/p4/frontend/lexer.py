@@ -22,12 +22,14 @@ KEYWORDS = {
     "enum", "error", "exit", "extern", "false", "header", "header_union", "if", "in", "inout", "int",
     "key", "match_kind", "out", "package", "parser", "return", "select", "state", "string", "struct",
     "switch", "table", "this", "transition", "true", "tuple", "type", "typedef", "varbit", "void",
-    "value_set", "abstract", "list", "_",
+    "value_set", "abstract", "list", "_", "for", "break", "continue",
 }
 
 # Longest first so that "&&&" wins over "&&" and "|+|" over "|".
 PUNCTUATION = [
+    "|+|=", "|-|=", "<<=", ">>=", "...",
     "&&&", "|+|", "|-|", "<<", ">>", "<=", ">=", "==", "!=", "&&", "||", "++", "..",
+    "+=", "-=", "*=", "/=", "%=", "&=", "|=", "^=", "#",
     "+", "-", "*", "/", "%", "&", "|", "^", "~", "!", "?", ":", ";", ",", ".", "(", ")",
     "{", "}", "[", "]", "<", ">", "=", "@",
 ]

@@ -82,7 +82,6 @@ def _to_lark_tokens(raw_tokens, literal_to_terminal, lexer, annotation_bodies):
 
 _UNSUPPORTED_KEYWORDS = {
     "value_set": "value_set", "abstract": "abstract methods", "list": "list types",
-    "varbit": "varbit (variable-size) fields",
 }
 
 
@@ -283,7 +282,7 @@ class _AstBuilder(Transformer):
         return Node("bit_type", _loc(meta, children), width=children[1], signed=True)
 
     def varbit_type(self, meta, children):
-        raise P4LoadError("unsupported construct: varbit")
+        return Node("varbit_type", _loc(meta, children), width=children[1])
 
     def width(self, meta, children):
         child = children[0]
@@ -412,11 +411,14 @@ class _AstBuilder(Transformer):
     def parser_decl(self, meta, children):
         annotations, name = children[0], children[1]
         type_params, rest = self._split_generic(children[2:])
-        params = rest[0]
-        locals_ = [c for c in rest[1:] if c.kind != "state"]
-        states = [c for c in rest[1:] if c.kind == "state"]
+        params, ctor_params = rest[0], rest[1]
+        locals_ = [c for c in rest[2:] if c.kind != "state"]
+        states = [c for c in rest[2:] if c.kind == "state"]
         return Node("parser", name.loc, name=name.name, type_params=type_params, params=params, locals=locals_,
-                    states=states, annotations=annotations)
+                    states=states, annotations=annotations, ctor_params=ctor_params.params)
+
+    def ctor_params(self, meta, children):
+        return Node("ctor_params", _loc(meta, children), params=children[0] if children else [])
 
     def parser_state(self, meta, children):
         annotations, name = children[0], children[1]
@@ -456,10 +458,10 @@ class _AstBuilder(Transformer):
     def control_decl(self, meta, children):
         annotations, name = children[0], children[1]
         type_params, rest = self._split_generic(children[2:])
-        params = rest[0]
+        params, ctor_params = rest[0], rest[1]
         body = rest[-1]
         return Node("control", name.loc, name=name.name, type_params=type_params, params=params,
-                    locals=list(rest[1:-1]), body=body, annotations=annotations)
+                    locals=list(rest[2:-1]), body=body, annotations=annotations, ctor_params=ctor_params.params)
 
     def package_decl(self, meta, children):
         return self._type_declaration("package", children)
@@ -548,6 +550,54 @@ class _AstBuilder(Transformer):
 
     def assignment(self, meta, children):
         return Node("assign", children[0].loc, target=children[0], value=children[1])
+
+    def compound_assignment(self, meta, children):
+        target, op, value = children
+        return Node("compound_assign", target.loc, target=target, op=op, value=value)
+
+    def assign_op(self, meta, children):
+        return "".join(str(c) for c in children)
+
+    def break_statement(self, meta, children):
+        return Node("break", _loc(meta, children))
+
+    def continue_statement(self, meta, children):
+        return Node("continue", _loc(meta, children))
+
+    def for_statement(self, meta, children):
+        annotations, init = children[0], children[1]
+        rest = children[2:]
+        cond = rest[0] if len(rest) == 3 else None
+        updates, body = rest[-2], rest[-1]
+        return Node("for", _loc(meta, children), init=init, cond=cond, updates=updates, body=body,
+                    annotations=annotations)
+
+    def for_parts(self, meta, children):
+        return list(children)
+
+    def for_variable(self, meta, children):
+        node = self.variable_decl(meta, children)
+        return node
+
+    def for_assignment(self, meta, children):
+        return self.assignment(meta, children)
+
+    def for_compound(self, meta, children):
+        return self.compound_assignment(meta, children)
+
+    def for_call(self, meta, children):
+        return self.call_statement(meta, children)
+
+    def for_generic_call(self, meta, children):
+        return self.generic_call_statement(meta, children)
+
+    def for_in_statement(self, meta, children):
+        annotations, _inner, type_ref, name, _in, collection, body = children
+        return Node("for_in", name.loc, type_ref=type_ref, name=name.name, collection=collection, body=body,
+                    annotations=annotations)
+
+    def range_collection(self, meta, children):
+        return Node("range", children[0].loc, low=children[0], high=children[1])
 
     def call_statement(self, meta, children):
         func, args = children
@@ -677,6 +727,21 @@ class _AstBuilder(Transformer):
     def list_expression(self, meta, children):
         items = children[0] if children else []
         return Node("list", _loc(meta, children), items=items)
+
+    def list_expression_dots(self, meta, children):
+        return Node("list", _loc(meta, children), items=children[0], dots=True)
+
+    def struct_expression(self, meta, children):
+        return Node("struct_expr", _loc(meta, children), fields=list(children), dots=False)
+
+    def struct_expression_dots(self, meta, children):
+        return Node("struct_expr", _loc(meta, children), fields=list(children), dots=True)
+
+    def kv_pair(self, meta, children):
+        return (str(children[0]), children[1])
+
+    def invalid_header(self, meta, children):
+        return Node("invalid_header", _loc(meta, children))
 
     def type_member(self, meta, children):
         return Node("type_member", children[0].line, type_name=str(children[0]), member=children[1])
