@@ -183,3 +183,14 @@ def test_p4_check_refuses_a_malformed_define(tmp_path, capsys):
     path.write_text(_program(""))
     assert main(["p4", "check", "-D", "1BAD=2", str(path)]) == 1
     assert "-D" in capsys.readouterr().err
+
+
+def test_an_error_python_reports_in_generated_code_is_shown_at_the_p4_line():
+    # 25 nested loops exceed Python's limit of 20 nested blocks in the generated code; the error names the
+    # P4 source line, not a line of the generated module
+    loops = "".join(f"for (bit<8> i{k} = 0; i{k} < 1; i{k} = i{k} + 1) {{\n" for k in range(25))
+    source = _program(loops + "meta.x = 1;\n" + "}\n" * 25)
+    error = _load_error({"main.p4": source})
+    assert error.filename == "main.p4"
+    assert _line_of(source, "for (bit<8> i0") <= error.line <= _line_of(source, "meta.x = 1;")
+    assert "nested too deeply" in str(error)
