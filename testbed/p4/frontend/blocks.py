@@ -228,22 +228,7 @@ def _build_parser(model, decl, name, pipeline, args=(), caller_scope=None, where
             type_ = model.resolve_type(local.type_ref)
             parser.variables.append(parser.scope.define(local.name, Symbol("var", local.name, type_, decl=local)))
         elif local.kind == "instance":
-            type_ = model.resolve_type(local.type_ref)
-            qualified = qualified_name(name, local.name, local.annotations)
-            if isinstance(type_, T.BlockType) and type_.block_kind == "parser":
-                if _instance_depth(name) > 16:
-                    raise model.error(local, "sub-parser instances nested more than 16 deep")
-                sub = _build_parser(model, type_.decl, qualified, pipeline, local.args, parser.scope, local)
-                symbol = Symbol("instance", local.name, type_, decl=local, qualified=qualified, parser=sub)
-                parser.subparsers[local.name] = sub
-                parser.scope.define(local.name, symbol)
-                continue
-            if not isinstance(type_, T.ExternType):
-                raise model.error(local, f"unsupported construct: instance of {type_.name_text()} in a parser")
-            symbol = Symbol("instance", local.name, type_, decl=local, qualified=qualified)
-            parser.scope.define(local.name, symbol)
-            parser.instances[local.name] = symbol
-            pipeline.instances[qualified] = symbol
+            _declare_instance(model, parser, local, pipeline, "parser", parser.subparsers)
         else:
             raise model.error(local, f"unsupported construct: {local.kind} in a parser")
     if "start" not in parser.states:
@@ -251,8 +236,31 @@ def _build_parser(model, decl, name, pipeline, args=(), caller_scope=None, where
     return parser
 
 
-def _instance_depth(qualified):
-    return qualified.count(".")
+MAX_INSTANCE_NESTING = 16
+
+
+def _declare_instance(model, block, local, pipeline, nested_kind, nested):
+    """A local instance of a parser or control: an extern, or a nested parser/control (``nested_kind``).
+
+    Nested instances are built here (with their constructor arguments) and recorded in ``nested``.
+    """
+    type_ = model.resolve_type(local.type_ref)
+    qualified = qualified_name(block.name, local.name, local.annotations)
+    if isinstance(type_, T.BlockType) and type_.block_kind == nested_kind:
+        if qualified.count(".") > MAX_INSTANCE_NESTING:
+            raise model.error(local, f"{nested_kind} instances nested more than {MAX_INSTANCE_NESTING} deep")
+        build = _build_parser if nested_kind == "parser" else _build_control
+        sub = build(model, type_.decl, qualified, pipeline, local.args, block.scope, local)
+        symbol = Symbol("instance", local.name, type_, decl=local, qualified=qualified, **{nested_kind: sub})
+        nested[local.name] = sub
+        block.scope.define(local.name, symbol)
+        return
+    if not isinstance(type_, T.ExternType):
+        raise model.error(local, f"unsupported construct: instance of {type_.name_text()} in a {nested_kind}")
+    symbol = Symbol("instance", local.name, type_, decl=local, qualified=qualified)
+    block.scope.define(local.name, symbol)
+    block.instances[local.name] = symbol
+    pipeline.instances[qualified] = symbol
 
 
 def _build_control(model, decl, name, pipeline, args=(), caller_scope=None, where=None):
@@ -268,22 +276,7 @@ def _build_control(model, decl, name, pipeline, args=(), caller_scope=None, wher
             type_ = model.resolve_type(local.type_ref)
             control.variables.append(control.scope.define(local.name, Symbol("var", local.name, type_, decl=local)))
         elif kind == "instance":
-            type_ = model.resolve_type(local.type_ref)
-            qualified = qualified_name(name, local.name, local.annotations)
-            if isinstance(type_, T.BlockType) and type_.block_kind == "control":
-                if _instance_depth(qualified) > 16:
-                    raise model.error(local, "control instances nested more than 16 deep")
-                sub = _build_control(model, type_.decl, qualified, pipeline, local.args, control.scope, local)
-                symbol = Symbol("instance", local.name, type_, decl=local, qualified=qualified, control=sub)
-                control.subcontrols[local.name] = sub
-                control.scope.define(local.name, symbol)
-                continue
-            if not isinstance(type_, T.ExternType):
-                raise model.error(local, f"unsupported construct: instance of {type_.name_text()}")
-            symbol = Symbol("instance", local.name, type_, decl=local, qualified=qualified)
-            control.scope.define(local.name, symbol)
-            control.instances[local.name] = symbol
-            pipeline.instances[qualified] = symbol
+            _declare_instance(model, control, local, pipeline, "control", control.subcontrols)
         elif kind == "action":
             qualified = qualified_name(name, local.name, local.annotations)
             symbol = Symbol("action", local.name, decl=local, qualified=qualified, control=control)
