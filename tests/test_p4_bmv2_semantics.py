@@ -4,8 +4,6 @@ Each test runs a small v1model program through ``Device.process`` and checks the
 state that come out.  The expected values come from the P4_16 specification (1.2.4) and from
 p4c's and BMv2's sources and documentation, cited next to each test, not from this target.
 """
-import struct
-
 import pytest
 
 from test_p4_semantics import PRELUDE, data_fields, data_frame, device_for, load, make_program, run_one

@@ -24,7 +24,6 @@ from testbed.p4.compiler.pycode import Emitter, Frame, FunctionContext, attr, li
 from testbed.p4.compiler.statements import StatementsMixin
 from testbed.p4.compiler.tableapply import TableApplyMixin
 from testbed.p4.frontend import types as T
-from testbed.p4.frontend.ast import annotation_value
 from testbed.p4.frontend.checker import convert_int
 from testbed.p4.frontend.lexer import parse_integer
 from testbed.p4.v1model import runtime as RT
