@@ -737,12 +737,12 @@ def test_random_stays_in_range():
 
 # ---------------------------------------------------------------------------------- errors
 def test_unsupported_construct_fails_at_load_with_file_and_line():
-    source = make_program(declarations="header opts_t { bit<8> len; varbit<320> options; }\n")
+    source = make_program(declarations="struct opts_t { bit<8> len; varbit<320> options; }\n")
     with pytest.raises(P4LoadError) as caught:
         load(source)
     line = source[:source.index("varbit")].count("\n") + 1
     assert caught.value.filename == "test.p4" and caught.value.line == line
-    assert "unsupported construct: varbit" in str(caught.value)
+    assert "unsupported construct: varbit field" in str(caught.value)
     assert str(caught.value).startswith(f"test.p4:{line}")
 
 

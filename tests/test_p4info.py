@@ -234,3 +234,62 @@ def test_p4info_of_the_real_l3_ecmp_program():
     for table in p4info.tables:
         assert table.preamble.id >> 24 == p4info_pb2.P4Ids.TABLE
         assert table.preamble.id & 0xFFFFFF == jenkins_one_at_a_time(table.preamble.name) & 0xFFFFFF
+
+
+def _p4c_action_ids(names):
+    """Action ids as p4c assigns them (control-plane/p4RuntimeSymbolTable.cpp, computeIdsForSymbols):
+    names in byte order, 0x01 in the top byte and the low 24 bits of the Jenkins hash,
+    linear probing on the hash value when an id is taken."""
+    taken, ids = set(), {}
+    for name in sorted(names, key=str.encode):
+        value = jenkins_one_at_a_time(name)
+        while (p4info_pb2.P4Ids.ACTION << 24) | (value & 0xFFFFFF) in taken:
+            value += 1
+        ids[name] = (p4info_pb2.P4Ids.ACTION << 24) | (value & 0xFFFFFF)
+        taken.add(ids[name])
+    return ids
+
+
+@pytest.mark.parametrize("program_name, called", [
+    ("l3_ecmp", "MyIngress.send_to_cpu"),
+    ("flowlet", "MyIngress.keep_current_path"),
+])
+def test_actions_called_directly_in_an_apply_block_are_listed_with_p4cs_ids(program_name, called):
+    # p4c lists every action of a control that survives its frontend (collectControlSymbols adds each
+    # P4Action among the control's locals), so an action only called from the apply block is listed too.
+    from testbed.p4.loader import load_program
+
+    program = load_program(os.path.join(REPO, "p4src", f"{program_name}.p4"))
+    index = P4InfoIndex(build_p4info(program.info))
+    names = [action.preamble.name for action in index.all("actions")]
+    assert called in names
+    expected = _p4c_action_ids(names)
+    assert {name: index.id_of("actions", name) for name in names} == expected
+    assert len(index.by_name("actions", called).params) == 0
+
+
+def test_an_action_called_only_from_another_action_is_listed_and_an_unused_one_is_not():
+    from testbed.p4.loader import load_program_from_sources
+
+    source = """#include <core.p4>
+#include <v1model.p4>
+header eth_t { bit<48> dst; bit<48> src; bit<16> type; }
+struct headers_t { eth_t eth; }
+struct meta_t { bit<8> x; }
+parser P(packet_in pkt, out headers_t hdr, inout meta_t meta, inout standard_metadata_t sm) {
+    state start { pkt.extract(hdr.eth); transition accept; }
+}
+control I(inout headers_t hdr, inout meta_t meta, inout standard_metadata_t sm) {
+    action helper() { meta.x = 1; }
+    action outer() { helper(); }
+    action unused() { meta.x = 2; }
+    apply { outer(); }
+}
+control E(inout headers_t hdr, inout meta_t meta, inout standard_metadata_t sm) { apply { } }
+control V(inout headers_t hdr, inout meta_t meta) { apply { } }
+control D(packet_out pkt, in headers_t hdr) { apply { pkt.emit(hdr.eth); } }
+V1Switch(P(), V(), I(), E(), V(), D()) main;
+"""
+    info = load_program_from_sources("m.p4", {"m.p4": source}).info
+    assert {"I.helper", "I.outer"} <= set(info.actions)
+    assert "I.unused" not in info.actions

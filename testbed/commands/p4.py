@@ -4,14 +4,15 @@ Prints the tables (keys with match kinds and widths, actions, size, default
 action, implementation, direct counters/meters, const entries), actions with
 their parameters, action profiles/selectors, registers, counters, meters,
 digests and controller headers; ``--json`` prints the same as JSON.  A program
-the target cannot accept is reported as ``file:line: message`` with exit
-status 2.
+the target cannot accept is reported as one line ``file:line: message`` on
+standard error with exit status 1 (never a traceback).
 """
 import dataclasses
 import json
+import re
 import sys
 
-from testbed.errors import P4LoadError
+from testbed.errors import P4LoadError, ParameterError
 
 
 def register(subparsers):
@@ -31,23 +32,38 @@ def register(subparsers):
     check.set_defaults(func=run_check)
 
 
+_MACRO_NAME = re.compile(r"[A-Za-z_]\w*$")
+
+
 def _defines(items):
+    """{name: value} of ``-D NAME[=VALUE]`` options.
+
+    Raises:
+        ParameterError: a name that is not an identifier.
+    """
     result = {}
     for item in items:
         name, _, value = item.partition("=")
+        if not _MACRO_NAME.match(name):
+            raise ParameterError("-D", item, "NAME or NAME=VALUE with NAME an identifier")
         result[name] = value or "1"
     return result
 
 
+def _one_line(text):
+    """``text`` on one line (newlines and control characters shown as spaces)."""
+    return " ".join(str(text).split())
+
+
 def run_check(args):
-    """Handler of ``testbed p4 check``; returns the exit status."""
+    """Handler of ``testbed p4 check``; returns the exit status (1 for a program that does not load)."""
     from testbed.p4.loader import load_program
 
     try:
         program = load_program(args.file, include_dirs=args.include, defines=_defines(args.define))
-    except P4LoadError as error:
-        print(str(error), file=sys.stderr)
-        return 2
+    except (P4LoadError, ParameterError) as error:
+        print(_one_line(error), file=sys.stderr)
+        return 1
     if args.python:
         print(program.python_source)
         return 0

@@ -16,14 +16,16 @@ import keyword
 import random as _random
 
 from testbed.errors import P4LoadError
+from testbed.p4.compiler.calls import CallsMixin
 from testbed.p4.compiler.classes import ClassesMixin
 from testbed.p4.compiler.expressions import ExpressionsMixin
 from testbed.p4.compiler.externs import ExternsMixin
-from testbed.p4.compiler.pycode import Emitter, FunctionContext, attr, literal
+from testbed.p4.compiler.pycode import Emitter, Frame, FunctionContext, attr, literal
 from testbed.p4.compiler.statements import StatementsMixin
+from testbed.p4.compiler.tableapply import TableApplyMixin
 from testbed.p4.frontend import types as T
-from testbed.p4.frontend.ast import annotation_value
 from testbed.p4.frontend.checker import convert_int
+from testbed.p4.frontend.lexer import parse_integer
 from testbed.p4.v1model import runtime as RT
 
 
@@ -62,7 +64,7 @@ class CompiledPipeline:
         return namespace
 
 
-class CodeGenerator(ClassesMixin, StatementsMixin, ExternsMixin, ExpressionsMixin):
+class CodeGenerator(ClassesMixin, StatementsMixin, CallsMixin, TableApplyMixin, ExternsMixin, ExpressionsMixin):
     """Generates the pipeline module for a ProgramModel and its Pipeline."""
 
     def __init__(self, model, pipeline, info):
@@ -70,7 +72,7 @@ class CodeGenerator(ClassesMixin, StatementsMixin, ExternsMixin, ExpressionsMixi
         self.pipeline = pipeline
         self.info = info
         self.module = Emitter()
-        self.globals_init = []
+        self.globals_init = Emitter()
         self.class_names = {}
         self.global_counter = 0
         self.field_lists = {}
@@ -130,6 +132,22 @@ class CodeGenerator(ClassesMixin, StatementsMixin, ExternsMixin, ExpressionsMixi
         out.line("def _random(lo, hi):")
         out.line("    return RNG.randint(lo, hi) if lo <= hi else lo")
         out.line("")
+        out.line("def _pack_int(items):")
+        out.line("    value = total = 0")
+        out.line("    for item, width in items:")
+        out.line("        value = (value << width) | item")
+        out.line("        total += width")
+        out.line("    return value << (-total % 8)")
+        out.line("")
+        out.line("def _pack_len(items):")
+        out.line("    return (sum(width for _, width in items) + 7) >> 3")
+        out.line("")
+        out.line("def _stk(stack, index):")
+        out.line("    if 0 <= index < len(stack.items):")
+        out.line("        return stack.items[index]")
+        out.line("    raise RT.TargetAbort(f'header stack index {index} out of range (size {len(stack.items)}): '")
+        out.line("                         f'simple_switch stops with std::out_of_range')")
+        out.line("")
         std_type = self.model.types.get("standard_metadata_t")
         if not isinstance(std_type, T.StructType):
             raise P4LoadError("standard_metadata_t is missing (include <v1model.p4>)")
@@ -152,10 +170,9 @@ class CodeGenerator(ClassesMixin, StatementsMixin, ExternsMixin, ExpressionsMixi
             control = self.pipeline.controls[role]
             names[role] = self._gen_control(control, body, role == "deparser")
         module = self.module
-        for line in self.globals_init:
-            module.line(line)
+        module.extend(self.globals_init)
         module.line("")
-        module.lines.extend(body.lines)
+        module.extend(body)
         module.line("")
         module.line(f"new_headers = {hdr_class}")
         module.line(f"new_metadata = {meta_class}")
@@ -169,12 +186,34 @@ class CodeGenerator(ClassesMixin, StatementsMixin, ExternsMixin, ExpressionsMixi
 
     def _collect_field_lists(self, struct, path):
         for f in struct.fields:
-            value = annotation_value(f.annotations, "field_list")
-            if value is not None:
-                for index in value.replace(",", " ").split():
-                    self.field_lists.setdefault(int(index), []).append(path + [f.name])
+            for annotation in f.annotations or ():
+                if annotation.name == "field_list":
+                    for index in self._field_list_indexes(annotation, f.name):
+                        self.field_lists.setdefault(index, []).append(path + [f.name])
             if isinstance(f.type, T.StructType):
                 self._collect_field_lists(f.type, path + [f.name])
+
+    def _field_list_indexes(self, annotation, field_name):
+        """The field list numbers of ``@field_list(a, b, ...)``: integers or names of constants (as p4c takes them)."""
+        where = annotation.tokens[0].line if annotation.tokens else None
+        indexes = []
+        for token in annotation.tokens:
+            if token.kind == ",":
+                continue
+            if token.kind == "INTEGER":
+                try:
+                    value = parse_integer(token.value)[0]
+                except ValueError:
+                    value = None
+            else:
+                symbol = self.model.global_scope.lookup(str(token.value))
+                value = symbol.value if symbol is not None and symbol.kind == "const" else None
+            if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 256:
+                raise self.error(where if where is not None else 0,
+                                 f"@field_list of field {field_name}: {token.value!r} is not a field list number "
+                                 f"(an integer 0..255 or the name of such a constant)")
+            indexes.append(value)
+        return indexes
 
     def _gen_preserve(self):
         out = self.module
@@ -207,7 +246,7 @@ class CodeGenerator(ClassesMixin, StatementsMixin, ExternsMixin, ExpressionsMixi
                        "direct_counter": "direct_counters", "direct_meter": "direct_meters"}
         if extern in collections:
             name = self.global_name("X")
-            self.globals_init.append(f"{name} = STATE.{collections[extern]}[{qualified!r}]")
+            self.globals_init.line(f"{name} = STATE.{collections[extern]}[{qualified!r}]")
             symbol.global_py = name
             return name
         raise self.error(symbol.decl, f"unsupported construct: extern {extern} used in code")
@@ -216,31 +255,52 @@ class CodeGenerator(ClassesMixin, StatementsMixin, ExternsMixin, ExpressionsMixi
         """Module-level name bound to the TableState of ``table``."""
         if not hasattr(table, "global_py"):
             table.global_py = self.global_name("TBL")
-            self.globals_init.append(f"{table.global_py} = STATE.tables[{table.name!r}]")
+            self.globals_init.line(f"{table.global_py} = STATE.tables[{table.name!r}]")
         return table.global_py
 
     # ------------------------------------------------------------------ parser
 
-    def _gen_parser(self, parser, out):
+    def _gen_parser(self, parser, out, sub=False):
+        """The parser's function: a loop over states.
+
+        The main parser is ``parser_X(P, buf, hdr, meta, sm)`` returning the parser error.
+        A sub-parser (a parser instance applied in a state) is
+        ``parser_X(P, buf, off, n, params...)`` returning ``(reject error or None, offset,
+        scalar outs...)``; its reject state rejects the parser that applied it too.
+        """
         fn = FunctionContext("parser", out)
+        fn.subparser = sub
         params = parser.params
-        if len(params) != 4:
+        if not sub and len(params) != 4:
             raise self.error(parser.decl, "a v1model parser has 4 parameters (packet_in, headers, metadata, "
                                           "standard_metadata)")
+        if not params or not (isinstance(params[0].type, T.ExternType) and params[0].type.name == "packet_in"):
+            raise self.error(parser.decl, f"parser {parser.decl.name}: the first parameter must be a packet_in")
+        for subparser in parser.subparsers.values():
+            self._gen_parser(subparser, out, sub=True)
         packet_param = params[0]
         packet_param.py = "_packet"
         names = [self.py_name(p, fn) for p in params[1:]]
-        function = "parser_" + parser.decl.name
+        if sub:
+            function = "parser_" + parser.name.replace(".", "__")
+            out.line(f"def {function}(P, buf, off, n{''.join(', ' + name for name in names)}):")
+        else:
+            function = "parser_" + parser.decl.name
+            out.line(f"def {function}(P, buf, {', '.join(names)}):")
         parser.py_function = function
-        out.line(f"def {function}(P, buf, {', '.join(names)}):")
         out.indent()
-        out.line("off = 0")
-        out.line("n = len(buf)")
+        if sub:
+            out.line("rej = False")
+            for param in params[1:]:
+                if param.direction == "out" and not isinstance(param.type, (T.HeaderType, T.StructType,
+                                                                             T.StackType)):
+                    out.line(f"{param.py} = {self._initial_value(param.type)}")
+        else:
+            out.line("off = 0")
+            out.line("n = len(buf)")
         out.line("err = 0")
         for variable in parser.variables:
-            out.line(f"{self.py_name(variable, fn)} = {self._initial_value(variable.type)}")
-        state_ids = {name: index for index, name in enumerate(parser.states)}
-        self.state_ids = state_ids
+            self._local_variable(variable, parser.scope, fn)
         out.line("st = 0")
         out.line("steps = 0")
         out.line("while True:")
@@ -264,16 +324,40 @@ class CodeGenerator(ClassesMixin, StatementsMixin, ExternsMixin, ExpressionsMixi
         out.line("else:")
         out.line("    break")
         out.dedent()
-        out.line("P.parser_offset = off")
-        out.line("return err")
+        if sub:
+            outs = [p.py for p in params[1:] if p.direction in ("out", "inout")
+                    and not isinstance(p.type, (T.HeaderType, T.StructType, T.StackType))]
+            out.line(f"return (err if rej or err else None, off{''.join(', ' + o for o in outs)})")
+        else:
+            out.line("P.parser_offset = off")
+            out.line("return err")
         out.dedent()
         out.line("")
+
+    def _local_variable(self, variable, scope, fn):
+        """A parser- or control-level variable, with its initializer."""
+        out = fn.out
+        init = variable.decl.init
+        name = self.py_name(variable, fn)
+        out.origin = variable.decl.loc
+        if init is None:
+            out.line(f"{name} = {self._initial_value(variable.type)}")
+        elif isinstance(variable.type, (T.HeaderType, T.StructType, T.StackType, T.TupleType)):
+            value = self.composite_value(init, variable.type, scope, fn)
+            fresh = init.kind in ("list", "struct_expr", "invalid_header")
+            out.line(f"{name} = {value}" if fresh else f"{name} = {value}.copy()")
+        else:
+            self.model.type_of(init, scope)
+            self._check_assignable(init, variable.type, init.type)
+            out.line(f"{name} = {self.expr(init, scope, fn, want=variable.type)}")
 
     def _goto(self, target, node, fn):
         out = fn.out
         if target == "accept":
             out.line("break")
         elif target == "reject":
+            if getattr(fn, "subparser", False):
+                out.line("rej = True")
             out.line("break")
         elif target in self.state_ids:
             if self.state_ids[target] <= self.current_state_id:
@@ -370,6 +454,13 @@ class CodeGenerator(ClassesMixin, StatementsMixin, ExternsMixin, ExpressionsMixi
                 names.append("_out")
             else:
                 names.append(self.py_name(param, fn))
+        # scalar out/inout parameters (sub-controls) are returned after the exit flag
+        outs = [p.py for p in control.params if p.direction in ("out", "inout")
+                and not isinstance(p.type, (T.HeaderType, T.StructType, T.StackType, T.ExternType))]
+        if outs:
+            tail = "".join(", " + o for o in outs)
+            fn.exit_code = f"return (True{tail})"
+            fn.return_code = f"return (False{tail})"
         function = function_name or ("ctl_" + control.name.replace(".", "__"))
         control.py_function = function
         # nested control instances first (separate functions)
@@ -377,16 +468,13 @@ class CodeGenerator(ClassesMixin, StatementsMixin, ExternsMixin, ExpressionsMixi
             self._gen_control(sub, out, False)
         out.line(f"def {function}(P, {', '.join(names)}):")
         out.indent()
+        for param in control.params:
+            if param.direction == "out" and param.py != "_out" and not isinstance(param.type, T.ExternType):
+                out.line(f"{param.py} = {self._initial_value(param.type)}")
         for variable in control.variables:
-            init = variable.decl.init
-            name = self.py_name(variable, fn)
-            if init is not None:
-                self.model.type_of(init, control.scope)
-                out.line(f"{name} = {self.expr(init, control.scope, fn, want=variable.type)}")
-            else:
-                out.line(f"{name} = {self._initial_value(variable.type)}")
+            self._local_variable(variable, control.scope, fn)
         self.block(control.decl.body, control.scope, fn)
-        out.line("return False")
+        out.line(fn.return_code)
         out.dedent()
         out.line("")
         # type-check actions no table or call uses (their code is thrown away), as p4c would
@@ -394,7 +482,9 @@ class CodeGenerator(ClassesMixin, StatementsMixin, ExternsMixin, ExpressionsMixi
             if not getattr(action, "inlined", False):
                 scratch = FunctionContext("control", Emitter())
                 scratch.control = control
-                scratch.return_stack = ["action"]
+                frame = Frame("action", looped=True)
+                frame.return_flag = "_rt_unused"
+                scratch.frames.append(frame)
                 for param in action.decl.param_symbols:
                     self.py_name(param, scratch)
                 self.block(action.decl.body, action.scope, scratch)
@@ -415,7 +505,12 @@ def compile_pipeline(model, pipeline, info):
     filename = f"<p4 pipeline {model.name}>"
     try:
         code = compile(source, filename, "exec")
-    except SyntaxError as error:  # a code generator bug: show where
-        raise P4LoadError(f"internal error: generated code does not compile: {error}", filename,
-                          error.lineno) from None
+    except (SyntaxError, RecursionError, MemoryError, ValueError, OverflowError) as error:
+        # Python's own limits (nesting of blocks, indentation, parentheses) or a generator
+        # bug: report it at the P4 line the generated code came from
+        origin = generator.module.origin_of(getattr(error, "lineno", None) or 1)
+        where = origin if origin is not None else 0
+        reason = getattr(error, "msg", None) or type(error).__name__
+        raise generator.error(where, f"unsupported construct: this code is nested too deeply or is too large "
+                                     f"for the embedded target's code generator (Python: {reason})") from None
     return CompiledPipeline(source, code, info, generator.field_lists)

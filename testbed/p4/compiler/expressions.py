@@ -2,10 +2,17 @@
 
 A mixin of :class:`testbed.p4.compiler.codegen.CodeGenerator`; it uses the generator's
 ``model`` (checker), ``info`` (ProgramInfo) and helper methods.
+
+Most P4 expressions become one Python expression.  Calls of functions, table applies
+and ``lookahead`` need statements, which are emitted before the statement that uses the
+expression; to keep the order of evaluation of P4_16 1.2.4 ("Expression evaluation
+order": left to right, ``&&``/``||``/``?:`` short-circuit) an operand to the left of
+such a "complex" operand is saved into a temporary first, and the right operand of
+``&&``/``||`` or the branches of ``?:`` become ``if`` statements when they are complex.
 """
-from testbed.p4.compiler.pycode import FOLDABLE, attr, literal, wrap
+from testbed.p4.compiler.pycode import FOLDABLE, attr, is_literal, literal, varbit_length_attr, wrap
 from testbed.p4.frontend import types as T
-from testbed.p4.frontend.checker import convert_int
+from testbed.p4.frontend.checker import SIZE_METHODS, convert_int
 
 
 class ExpressionsMixin:
@@ -28,6 +35,8 @@ class ExpressionsMixin:
                     value = convert_int(value, target)
                 return literal(value)
         kind = node.kind
+        if kind == "pycode":
+            return node.code
         if kind == "bool":
             return literal(node.value)
         if kind == "name":
@@ -50,7 +59,12 @@ class ExpressionsMixin:
             return self._member_expr(node, scope, fn)
         if kind == "index":
             base = self.expr(node.expr, scope, fn)
-            return f"{base}.items[{self._index_code(node, scope, fn)}]"
+            if isinstance(node.expr.type, T.TupleType):
+                return f"{base}[{self.model.const_value(node.index, scope)}]"
+            index = self._index_code(node, scope, fn)
+            # a run-time index out of range stops simple_switch (std::out_of_range from Stack::at,
+            # p4c issue #3423); _stk raises RT.TargetAbort, which halts the device the same way
+            return f"{base}.items[{index}]" if index.isdigit() else f"_stk({base}, {index})"
         if kind == "slice":
             base = self.expr(node.expr, scope, fn)
             width = node.hi_value - node.lo_value + 1
@@ -73,14 +87,16 @@ class ExpressionsMixin:
         if kind == "binop":
             return self._binop(node, scope, fn)
         if kind == "conditional":
-            cond = self.expr(node.cond, scope, fn)
-            then = self.expr(node.then, scope, fn, want=type_)
-            other = self.expr(node.otherwise, scope, fn, want=type_)
-            return f"({then} if {cond} else {other})"
+            return self._conditional(node, scope, fn, type_)
         if kind == "call":
             return self._call_expr(node, scope, fn)
-        if kind == "list":
-            raise self.error(node, "unsupported construct: list expression in this position")
+        if kind in ("list", "struct_expr", "invalid_header"):
+            if isinstance(want, (T.HeaderType, T.StructType, T.StackType, T.TupleType)):
+                return self.composite_value(node, want, scope, fn)
+            if isinstance(type_, T.TupleType):
+                return self.composite_value(node, type_, scope, fn)
+            raise self.error(node, "a list or structure expression needs a known type here (assign it to a "
+                                   "variable of a header, struct or tuple type first)")
         if kind == "string":
             return repr(node.value)
         raise self.error(node, f"unsupported construct: expression {kind}")
@@ -98,9 +114,9 @@ class ExpressionsMixin:
         if isinstance(base_type, T.StackType):
             member = node.member
             if member == "last":
-                return f"{base}.items[{base}.next_index - 1]"
+                return f"_stk({base}, {base}.next_index - 1)"
             if member == "next":
-                return f"{base}.items[{base}.next_index]"
+                return f"_stk({base}, {base}.next_index)"
             if member == "lastIndex":
                 return f"(({base}.next_index - 1) & 4294967295)"
             if member == "nextIndex":
@@ -148,24 +164,70 @@ class ExpressionsMixin:
             return f"((({inner} & {target.mask}) ^ {half}) - {half})"
         raise self.error(node, f"unsupported construct: cast to {target.name_text()}")
 
+    def _conditional(self, node, scope, fn, type_):
+        cond = self.expr(node.cond, scope, fn)
+        want = type_
+        if self.is_complex(node.then, scope) or self.is_complex(node.otherwise, scope):
+            out = fn.out
+            temp = fn.temp("q")
+            out.line(f"if {cond}:")
+            out.indent()
+            out.line(f"{temp} = {self.expr(node.then, scope, fn, want=want)}")
+            out.dedent()
+            out.line("else:")
+            out.indent()
+            out.line(f"{temp} = {self.expr(node.otherwise, scope, fn, want=want)}")
+            out.dedent()
+            return temp
+        then = self.expr(node.then, scope, fn, want=want)
+        other = self.expr(node.otherwise, scope, fn, want=want)
+        return f"({then} if {cond} else {other})"
+
+    def _operands(self, left_node, right_node, scope, fn, want=None):
+        """Codes of two operands, left evaluated first even when the right one has effects."""
+        left = self.expr(left_node, scope, fn, want=want)
+        if not is_literal(left) and self.is_complex(right_node, scope):
+            temp = fn.temp("l")
+            fn.out.line(f"{temp} = {left}")
+            left = temp
+        return left, self.expr(right_node, scope, fn, want=want)
+
+    def _short_circuit(self, node, scope, fn):
+        op = node.op
+        left = self.expr(node.left, scope, fn)
+        if not self.is_complex(node.right, scope):
+            return f"({left} {'and' if op == 'land' else 'or'} {self.expr(node.right, scope, fn)})"
+        out = fn.out
+        temp = fn.temp("b")
+        out.line(f"{temp} = {left}")
+        out.line(f"if {temp}:" if op == "land" else f"if not {temp}:")
+        out.indent()
+        out.line(f"{temp} = {self.expr(node.right, scope, fn)}")
+        out.dedent()
+        return temp
+
     def _binop(self, node, scope, fn):
         op = node.op
         type_ = node.type
         left_type = node.left.type
         right_type = node.right.type
         if op in ("land", "lor"):
-            left = self.expr(node.left, scope, fn)
-            right = self.expr(node.right, scope, fn)
-            return f"({left} {'and' if op == 'land' else 'or'} {right})"
+            return self._short_circuit(node, scope, fn)
+        if op in ("eq", "ne") and (self.is_composite_type(left_type) or self.is_composite_type(right_type)):
+            return self._composite_equality(node, scope, fn)
+        if op in ("eq", "ne") and isinstance(left_type, T.VarbitType):
+            left = self.lvalue(node.left, scope, fn)
+            right = self.lvalue(node.right, scope, fn)
+            code = (f"({left} == {right} and {self._varbit_length_code(left, node.left)} == "
+                    f"{self._varbit_length_code(right, node.right)})")
+            return code if op == "eq" else f"(not {code})"
         if op in ("eq", "ne", "lt", "gt", "le", "ge"):
             operand_type = left_type if not isinstance(left_type, T.InfIntType) else right_type
-            left = self.expr(node.left, scope, fn, want=operand_type)
-            right = self.expr(node.right, scope, fn, want=operand_type)
+            left, right = self._operands(node.left, node.right, scope, fn, want=operand_type)
             symbol = {"eq": "==", "ne": "!=", "lt": "<", "gt": ">", "le": "<=", "ge": ">="}[op]
             return f"({left} {symbol} {right})"
         if op == "concat":
-            left = self.expr(node.left, scope, fn)
-            right = self.expr(node.right, scope, fn)
+            left, right = self._operands(node.left, node.right, scope, fn)
             if left_type.signed:
                 left = f"({left} & {left_type.mask})"
             if right_type.signed:
@@ -177,6 +239,10 @@ class ExpressionsMixin:
             return code
         if op in ("shl", "shr"):
             left = self.expr(node.left, scope, fn, want=type_)
+            if not is_literal(left) and self.is_complex(node.right, scope):
+                temp = fn.temp("l")
+                fn.out.line(f"{temp} = {left}")
+                left = temp
             amount = self.model.try_const(node.right, scope)
             if op == "shr":
                 if amount is not None:
@@ -191,10 +257,9 @@ class ExpressionsMixin:
                 return wrap(f"({left} << {count})", type_)
             right = self.expr(node.right, scope, fn)
             if type_.signed:
-                return wrap(f"({left} << {right} if {right} < {type_.width} else 0)", type_)
+                return wrap(f"_shl({left}, {right}, {type_.width}, -1)", type_)
             return f"_shl({left}, {right}, {type_.width}, {type_.mask})"
-        left = self.expr(node.left, scope, fn, want=type_)
-        right = self.expr(node.right, scope, fn, want=type_)
+        left, right = self._operands(node.left, node.right, scope, fn, want=type_)
         if isinstance(type_, T.InfIntType):
             symbol = {"add": "+", "sub": "-", "mul": "*", "div": "//", "mod": "%", "band": "&", "bor": "|",
                       "bxor": "^"}.get(op)
@@ -231,9 +296,9 @@ class ExpressionsMixin:
             if isinstance(base_type, T.UnionType) and method == "isValid":
                 union = self.expr(func.expr, scope, fn)
                 return "(" + " or ".join(f"{union}.{attr(f.name)}.valid" for f in base_type.fields) + ")"
-            if isinstance(base_type, (T.HeaderType, T.StructType)) and method in ("minSizeInBits", "minSizeInBytes"):
-                width = T.flatten_width(base_type)
-                return str(width if method == "minSizeInBits" else (width + 7) // 8)
+            if isinstance(base_type, (T.HeaderType, T.StructType)) and method in SIZE_METHODS:
+                width = T.flatten_width(base_type) if method.startswith("min") else T.max_width(base_type)
+                return str(width if method.endswith("Bits") else (width + 7) // 8)
             if isinstance(base_type, T.ExternType) and base_type.name == "packet_in":
                 if fn.kind != "parser":
                     raise self.error(node, "packet_in methods are only available in a parser")
@@ -275,11 +340,209 @@ class ExpressionsMixin:
         raise self.error(node, f"unsupported construct: lookahead<{type_.name_text()}>")
 
     def _index_code(self, node, scope, fn):
+        """Code of a stack index: a checked constant, or a run-time value (used through ``_stk``)."""
         stack_type = node.expr.type
         folded = self.model.try_const(node.index, scope)
         if folded is not None:
             index = int(folded[0])
             if not 0 <= index < stack_type.size:
+                # p4c: "index out of bounds" is a compile-time error for a constant index
                 raise self.error(node, f"header stack index {index} out of bounds (size {stack_type.size})")
+            node.const_index = index
             return str(index)
         return self.expr(node.index, scope, fn)
+
+    # ------------------------------------------------------------------ effects and order
+    def is_complex(self, node, scope):
+        """True if the code of ``node`` needs statements (calls, table applies, lookahead).
+
+        Such expressions may have effects or stop the pipeline, so the operands around them
+        are ordered explicitly (see the module docstring).
+        """
+        cached = getattr(node, "_complex", None)
+        if cached is not None:
+            return cached
+        result = self._complex_uncached(node, scope)
+        node._complex = result
+        return result
+
+    def _complex_uncached(self, node, scope):
+        kind = node.kind
+        if kind in ("list", "struct_expr", "invalid_header"):
+            return True  # builds an object with statements
+        if kind == "call":
+            func = node.func
+            if func.kind == "member":
+                if func.member in ("isValid", "minSizeInBits", "minSizeInBytes", "maxSizeInBits",
+                                   "maxSizeInBytes", "length"):
+                    return self.is_complex(func.expr, scope)
+                return True
+            return True
+        if kind == "member" and node.expr.kind == "call":
+            return True
+        for child in self._expression_children(node):
+            if self.is_complex(child, scope):
+                return True
+        return False
+
+    @staticmethod
+    def _expression_children(node):
+        kind = node.kind
+        if kind == "binop":
+            return (node.left, node.right)
+        if kind in ("unop", "cast", "member", "slice"):
+            return (node.expr,)
+        if kind == "index":
+            return (node.expr, node.index)
+        if kind == "conditional":
+            return (node.cond, node.then, node.otherwise)
+        if kind == "list":
+            return tuple(node.items)
+        if kind == "struct_expr":
+            return tuple(value for _, value in node.fields)
+        return ()
+
+    @staticmethod
+    def is_composite_type(type_):
+        """Headers, structs (unions), stacks and tuples: compared and assigned member by member."""
+        return isinstance(type_, (T.HeaderType, T.StructType, T.StackType, T.TupleType))
+
+    # ------------------------------------------------------------------ composite values
+    def composite_value(self, node, type_, scope, fn):
+        """Code of a header/struct/stack/tuple value of ``type_``.
+
+        List expressions ``{a, b}``, structure expressions ``{x = a, y = b}`` and the invalid
+        header ``{#}`` build a new object (P4_16 1.2.4, "Structure-valued expressions");
+        any other expression is returned as it is (a reference, copy it to keep it).
+        """
+        kind = node.kind
+        if kind not in ("list", "struct_expr", "invalid_header"):
+            if node.type is None:
+                self.model.type_of(node, scope)
+            if isinstance(node.type, T.TupleType) and not isinstance(type_, T.TupleType):
+                raise self.error(node, f"cannot use a {node.type.name_text()} as a {type_.name_text()}")
+            return self.expr(node, scope, fn)
+        out = fn.out
+        if kind == "invalid_header":
+            if not isinstance(type_, (T.HeaderType, T.UnionType)):
+                raise self.error(node, f"{{#}} is an invalid header; {type_.name_text()} is not a header")
+            temp = fn.temp("v")
+            out.line(f"{temp} = {self._initial_value(type_)}")
+            return temp
+        if isinstance(type_, T.TupleType):
+            if kind != "list" or len(node.items) != len(type_.elements):
+                raise self.error(node, f"{type_.name_text()} needs {len(type_.elements)} value(s)")
+            codes = self.ordered_values([(item, element) for item, element in zip(node.items, type_.elements)],
+                                        scope, fn)
+            return "[" + ", ".join(codes) + "]"
+        if isinstance(type_, T.StackType):
+            if kind != "list" or len(node.items) != type_.size:
+                raise self.error(node, f"{type_.name_text()} needs {type_.size} element(s)")
+            codes = self.ordered_values([(item, type_.element) for item in node.items], scope, fn)
+            temp = fn.temp("v")
+            out.line(f"{temp} = {self._initial_value(type_)}")
+            for index, code in enumerate(codes):
+                out.line(f"{temp}.items[{index}].copy_from({code})")
+            return temp
+        if not isinstance(type_, (T.HeaderType, T.StructType)):
+            raise self.error(node, f"a list or structure expression cannot be a {type_.name_text()}")
+        fields = type_.fields
+        if kind == "list":
+            if len(node.items) != len(fields):
+                raise self.error(node, f"{type_.name}: {len(fields)} field(s), {len(node.items)} value(s)")
+            pairs = list(zip(node.items, fields))
+        else:
+            by_name = {}
+            for name, value in node.fields:
+                if name not in type_.field_map:
+                    raise self.error(value, f"{type_.name} has no field {name!r}")
+                if name in by_name:
+                    raise self.error(value, f"field {name!r} given twice")
+                by_name[name] = value
+            missing = [f.name for f in fields if f.name not in by_name]
+            if missing and not getattr(node, "dots", False):
+                raise self.error(node, f"{type_.name}: no value for field(s) {', '.join(missing)}")
+            pairs = [(by_name[f.name], f) for f in fields if f.name in by_name]
+        codes = self.ordered_values([(value, field.type) for value, field in pairs], scope, fn)
+        temp = fn.temp("v")
+        out.line(f"{temp} = {self._initial_value(type_)}")
+        for (value, field), code in zip(pairs, codes):
+            if self.is_composite_type(field.type):
+                out.line(f"{temp}.{attr(field.name)}.copy_from({code})")
+            else:
+                if value.type is not None:
+                    self._check_assignable(value, field.type, value.type)
+                out.line(f"{temp}.{attr(field.name)} = {code}")
+        if isinstance(type_, T.HeaderType):
+            out.line(f"{temp}.valid = True")
+        return temp
+
+    def ordered_values(self, pairs, scope, fn):
+        """Codes of (node, wanted type) values evaluated left to right (earlier ones saved when later ones have effects)."""
+        last_complex = max((i for i, (node, _) in enumerate(pairs) if self.is_complex(node, scope)), default=-1)
+        codes = []
+        for index, (node, want) in enumerate(pairs):
+            if node.kind not in ("list", "struct_expr", "invalid_header"):
+                self.model.type_of(node, scope)
+            if self.is_composite_type(want):
+                code = self.composite_value(node, want, scope, fn)
+                if index < last_complex and node.kind not in ("list", "struct_expr", "invalid_header"):
+                    temp = fn.temp("v")
+                    fn.out.line(f"{temp} = {code}.copy()")
+                    code = temp
+            else:
+                code = self.expr(node, scope, fn, want=want)
+                if index < last_complex and not is_literal(code):
+                    temp = fn.temp("v")
+                    fn.out.line(f"{temp} = {code}")
+                    code = temp
+            codes.append(code)
+        return codes
+
+    def _composite_equality(self, node, scope, fn):
+        """``==``/``!=`` on headers, structs, stacks and tuples (P4_16 1.2.4, "Operations on ...").
+
+        Two headers are equal when both are invalid, or both are valid with equal fields;
+        structs, stacks and tuples are equal member by member.
+        """
+        left_type = node.left.type
+        right_type = node.right.type
+        named = [t for t in (left_type, right_type) if self.is_composite_type(t) and not isinstance(t, T.TupleType)]
+        if len(named) == 2 and not self.same_type(*named):
+            raise self.error(node, f"cannot compare {left_type.name_text()} with {right_type.name_text()}")
+        type_ = named[0] if named else left_type
+        if not self.is_composite_type(type_) or (not named and not isinstance(right_type, T.TupleType)):
+            raise self.error(node, f"cannot compare {left_type.name_text()} with {right_type.name_text()}")
+        left = self.composite_value(node.left, type_, scope, fn)
+        if self.is_complex(node.right, scope):
+            temp = fn.temp("l")
+            fn.out.line(f"{temp} = {left}.copy()" if not isinstance(type_, T.TupleType) else f"{temp} = {left}")
+            left = temp
+        right = self.composite_value(node.right, type_, scope, fn)
+        code = self._equal_code(left, right, type_)
+        return code if node.op == "eq" else f"(not {code})"
+
+    def _equal_code(self, left, right, type_):
+        if isinstance(type_, T.HeaderType):
+            parts = []
+            for f in type_.fields:
+                parts.append(self._equal_code(f"{left}.{attr(f.name)}", f"{right}.{attr(f.name)}", f.type)
+                             if isinstance(f.type, T.StructType) else f"{left}.{attr(f.name)} == {right}.{attr(f.name)}")
+                if isinstance(f.type, T.VarbitType):
+                    length = varbit_length_attr(f.name)
+                    parts.append(f"{left}.{length} == {right}.{length}")
+            fields = " and ".join(parts)
+            return f"({left}.valid == {right}.valid and (not {left}.valid or ({fields or 'True'})))"
+        if isinstance(type_, T.StructType):
+            parts = [self._equal_code(f"{left}.{attr(f.name)}", f"{right}.{attr(f.name)}", f.type)
+                     for f in type_.fields]
+            return "(" + (" and ".join(parts) or "True") + ")"
+        if isinstance(type_, T.StackType):
+            parts = [self._equal_code(f"{left}.items[{i}]", f"{right}.items[{i}]", type_.element)
+                     for i in range(type_.size)]
+            return "(" + " and ".join(parts) + ")"
+        if isinstance(type_, T.TupleType):
+            parts = [self._equal_code(f"{left}[{i}]", f"{right}[{i}]", element)
+                     for i, element in enumerate(type_.elements)]
+            return "(" + (" and ".join(parts) or "True") + ")"
+        return f"({left} == {right})"

@@ -4,7 +4,7 @@ A mixin of :class:`testbed.p4.compiler.codegen.CodeGenerator`; it uses the gener
 ``model`` (checker), ``info`` (ProgramInfo) and helper methods.
 """
 from testbed.errors import P4LoadError
-from testbed.p4.compiler.pycode import HASH_ALGORITHMS, attr
+from testbed.p4.compiler.pycode import HASH_ALGORITHMS, attr, varbit_length_attr
 from testbed.p4.frontend import types as T
 from testbed.p4.v1model import runtime as RT
 
@@ -13,37 +13,55 @@ class ExternsMixin:
     """Code for v1model and core externs: packet_in/out, checksums, hashes, registers, counters, meters, clone, digest."""
 
     def _field_list(self, node, scope, fn):
-        """(value code, width) pairs of a list expression, header or struct (checksums, hashes)."""
-        type_ = self.model.type_of(node, scope)
+        """(value code, width) pairs of a list expression, header or struct (checksums, hashes).
+
+        A varbit field's width is the code of its current length (the packing is then done at run time).
+        """
         items = []
         if node.kind == "list":
             for item in node.items:
                 items.extend(self._field_list(item, scope, fn))
             return items
+        type_ = self.model.type_of(node, scope)
         if isinstance(type_, (T.HeaderType, T.StructType)):
             base = self.expr(node, scope, fn)
-            return self._composite_fields(base, type_)
+            return self._composite_fields(base, type_, node)
+        if isinstance(type_, T.VarbitType):
+            code = self.lvalue(node, scope, fn)
+            return [(code, self._varbit_length_code(code, node))]
         width = T.scalar_width(type_)
         if width is None:
             raise self.error(node, f"{type_.name_text()} cannot be part of a field list")
         return [(self._to_unsigned(self.expr(node, scope, fn), type_), width)]
 
-    def _composite_fields(self, base, type_):
+    def _varbit_length_code(self, code, node):
+        head, _, name = code.rpartition(".")
+        if not name.startswith("f_"):
+            raise self.error(node, "a varbit value must be a field of a header")
+        return f"{head}.{varbit_length_attr(name[2:])}"
+
+    def _composite_fields(self, base, type_, node):
+        if isinstance(type_, T.HeaderType):
+            return [(self._to_unsigned(code, leaf) if not isinstance(leaf, T.VarbitType) else code, width)
+                    for code, leaf, width in self.header_leaves(type_, base)]
         items = []
         for field in type_.fields:
             code = f"{base}.{attr(field.name)}"
             if isinstance(field.type, (T.HeaderType, T.StructType)):
-                items.extend(self._composite_fields(code, field.type))
+                items.extend(self._composite_fields(code, field.type, node))
             else:
                 width = T.scalar_width(field.type)
                 if width is None:
-                    raise P4LoadError(f"{field.type.name_text()} cannot be part of a field list")
+                    raise self.error(node, f"{field.type.name_text()} cannot be part of a field list")
                 items.append((self._to_unsigned(code, field.type), width))
         return items
 
     @staticmethod
     def _packed(items):
-        """(int expression of the fields packed MSB first and zero-padded to bytes, byte count)."""
+        """(int expression of the fields packed MSB first and zero-padded to bytes, byte count expression)."""
+        if any(isinstance(width, str) for _, width in items):
+            listed = "(" + "".join(f"({code}, {width}), " for code, width in items) + ")"
+            return f"_pack_int({listed})", f"_pack_len({listed})"
         total = sum(width for _, width in items)
         parts = []
         shift = total
@@ -255,9 +273,17 @@ class ExternsMixin:
             if fn.kind != "parser":
                 raise self.error(call, "packet_in methods are only available in a parser")
             if method == "extract":
-                if len(args) != 1:
-                    raise self.error(call, "unsupported construct: extract with a variable-size field")
-                self._extract(args[0], scope, fn)
+                if len(args) not in (1, 2):
+                    raise self.error(call, f"extract takes 1 or 2 arguments, got {len(args)}")
+                if args[0].kind == "dontcare":
+                    self._extract_dontcare(call, scope, fn)
+                    return
+                self._extract(args[0], scope, fn, args[1] if len(args) == 2 else None)
+                return
+            if method == "lookahead":
+                # a lookahead whose value is not used still fails with PacketTooShort (P4_16 1.2.4)
+                call.type = self.model.type_of(call, scope)
+                self._lookahead(call, fn)
                 return
             if method == "advance":
                 amount = model.try_const(args[0], scope)
@@ -326,32 +352,91 @@ class ExternsMixin:
         else:
             raise self.error(call, f"unsupported construct: {extern}.{method}")
 
-    def _extract(self, target, scope, fn):
+    def _extract(self, target, scope, fn, size_node=None):
+        """``pkt.extract(h)`` / ``pkt.extract(h, bits)`` into a header, a stack's ``next`` or a union member.
+
+        Errors as BMv2's parser raises them (src/bm_sim/parser.cpp): a full stack
+        StackOutOfBounds; for a varbit header a size that is not a multiple of 8
+        ParserInvalidArgument, too few bytes PacketTooShort, more than the header's maximum
+        HeaderTooShort.
+        """
         out = fn.out
         type_ = self.model.type_of(target, scope)
+        stack_code = None
+        union = None
         if target.kind == "member" and target.member == "next" and isinstance(target.expr.type, T.StackType):
             stack_type = target.expr.type
-            stack = fn.temp("s")
-            out.line(f"{stack} = {self.expr(target.expr, scope, fn)}")
-            size = stack_type.element.byte_size
-            out.line(f"if {stack}.next_index >= {stack_type.size}:")
+            stack_code = fn.temp("s")
+            out.line(f"{stack_code} = {self.expr(target.expr, scope, fn)}")
+            code = f"{stack_code}.items[{stack_code}.next_index]"
+        elif target.kind == "member" and target.expr.kind == "member" and target.expr.member == "next" and \
+                isinstance(target.expr.expr.type, T.StackType):
+            stack_type = target.expr.expr.type  # a stack of header unions: us.next.member
+            stack_code = fn.temp("s")
+            out.line(f"{stack_code} = {self.expr(target.expr.expr, scope, fn)}")
+            union = (f"{stack_code}.items[{stack_code}.next_index]", stack_type.element, target.member)
+            code = f"{union[0]}.{attr(target.member)}"
+        else:
+            code = self.lvalue(target, scope, fn)
+        if not isinstance(type_, T.HeaderType):
+            raise self.error(target, f"extract needs a header, got {type_.name_text()}")
+        if stack_code is not None:
+            out.line(f"if {stack_code}.next_index >= {stack_type.size}:")
             out.line(f"    err = {self.model.errors['StackOutOfBounds']}")
             out.line("    break")
+        if type_.varbit is None:
+            if size_node is not None:
+                raise self.error(target, f"extract with a size needs a header with a varbit field; "
+                                         f"{type_.name} has none")
+            size = str(type_.byte_size)
             out.line(f"if off + {size} > n:")
             out.line("    err = _PacketTooShort")
             out.line("    break")
-            out.line(f"{stack}.items[{stack}.next_index].extract(buf, off)")
-            out.line(f"{stack}.next_index += 1")
-            out.line(f"off += {size}")
-            return
-        if not isinstance(type_, T.HeaderType):
-            raise self.error(target, f"extract needs a header, got {type_.name_text()}")
-        code = self.expr(target, scope, fn)
+            extract_args = "buf, off"
+        else:
+            if size_node is None:
+                raise self.error(target, f"header {type_.name} has a varbit field: extract it with "
+                                         f"extract(h, sizeInBits)")
+            if type_.width % 8:
+                raise self.error(target, f"unsupported construct: header {type_.name}'s fixed fields are not a "
+                                         f"whole number of bytes")
+            self.model.type_of(size_node, scope)
+            bits = fn.temp("vb")
+            size = fn.temp("nb")
+            out.line(f"{bits} = {self.expr(size_node, scope, fn, want=T.BitType(32))}")
+            out.line(f"if {bits} & 7:")
+            out.line(f"    err = {self.model.errors.get('ParserInvalidArgument', 6)}")
+            out.line("    break")
+            out.line(f"{size} = {type_.width >> 3} + ({bits} >> 3)")
+            out.line(f"if off + {size} > n:")
+            out.line("    err = _PacketTooShort")
+            out.line("    break")
+            out.line(f"if {size} > {(type_.max_width + 7) >> 3}:")
+            out.line(f"    err = {self.model.errors.get('HeaderTooShort', 4)}")
+            out.line("    break")
+            extract_args = f"buf, off, {bits}"
+        if union is not None:
+            for field in union[1].fields:
+                if field.name != union[2]:
+                    out.line(f"{union[0]}.{attr(field.name)}.valid = False")
+        else:
+            self._invalidate_union_siblings(target, scope, fn)
+        out.line(f"{code}.extract({extract_args})")
+        if stack_code is not None:
+            out.line(f"{stack_code}.next_index += 1")
+        out.line(f"off += {size}")
+
+    def _extract_dontcare(self, call, scope, fn):
+        """``pkt.extract<T>(_)``: the header's bytes are checked and skipped."""
+        if len(call.type_args) != 1:
+            raise self.error(call, "extract(_) needs the header type: extract<T>(_)")
+        type_ = self.model.resolve_type(call.type_args[0])
+        if not isinstance(type_, T.HeaderType) or type_.varbit is not None:
+            raise self.error(call, f"extract<{type_.name_text()}>(_) needs a fixed-size header type")
+        out = fn.out
         out.line(f"if off + {type_.byte_size} > n:")
         out.line("    err = _PacketTooShort")
         out.line("    break")
-        self._invalidate_union_siblings(target, scope, fn)
-        out.line(f"{code}.extract(buf, off)")
         out.line(f"off += {type_.byte_size}")
 
     def _emit(self, code, type_, fn, node):

@@ -1,15 +1,46 @@
-"""Code for P4 statements: assignments, if/switch, action inlining, table apply, calls.
+"""Code for P4 statements: assignments (also compound), if/switch/for, return/exit, call statements.
 
 A mixin of :class:`testbed.p4.compiler.codegen.CodeGenerator`; it uses the generator's
 ``model`` (checker), ``info`` (ProgramInfo) and helper methods.
+
+Order of evaluation (P4_16 1.2.4, "Expression evaluation order" and "Assignment"): the
+left-hand side of an assignment is evaluated to an l-value before the right-hand side, so
+when the right-hand side can have effects (calls), the run-time parts of the target
+(stack indexes) are fixed into temporaries first.
 """
-from testbed.p4.compiler.pycode import Emitter, FunctionContext, attr, contains_return, literal
+from testbed.p4.compiler.pycode import Frame, attr, literal
 from testbed.p4.frontend import types as T
-from testbed.p4.frontend.checker import Scope, Symbol
+from testbed.p4.frontend.ast import Node
+from testbed.p4.frontend.checker import Symbol
+
+COMPOUND_OPERATORS = {
+    "+=": "add", "-=": "sub", "*=": "mul", "/=": "div", "%=": "mod", "<<=": "shl", ">>=": "shr",
+    "&=": "band", "|=": "bor", "^=": "bxor", "|+|=": "sadd", "|-|=": "ssub",
+}
+
+
+class LValue:
+    """An assignment target.
+
+    Attributes:
+        code: Python target expression of the storage (a variable, attribute or stack element).
+        type: the P4 type stored there (the slice's type for slices).
+        lo, width: the bit slice of ``code`` that is the target (None: the whole value).
+        base_type: the type of ``code`` when sliced.
+        union: (union code, union type, member name) when the target is a header in a header_union.
+    """
+
+    def __init__(self, code, type_, lo=None, width=None, base_type=None, union=None):
+        self.code = code
+        self.type = type_
+        self.lo = lo
+        self.width = width
+        self.base_type = base_type
+        self.union = union
 
 
 class StatementsMixin:
-    """Code for P4 statements: assignments, if/switch, action inlining, table apply, calls."""
+    """Code for P4 statements: assignments, if/switch/for, return/exit, calls."""
 
     def block(self, block, scope, fn):
         """Emit a block statement in a nested scope."""
@@ -21,7 +52,7 @@ class StatementsMixin:
             fn.out.line("pass")
 
     def body(self, statement, scope, fn):
-        """Emit the indented body of an if/else/switch case."""
+        """Emit the indented body of an if/else/switch case/loop."""
         fn.out.indent()
         before = len(fn.out.lines)
         if statement.kind == "block":
@@ -36,139 +67,283 @@ class StatementsMixin:
         """Emit one statement."""
         kind = node.kind
         out = fn.out
+        out.origin = node.loc
+        self.model.current = node.loc
         if kind == "block":
             self.block(node, scope, fn)
         elif kind == "variable":
-            type_ = self.model.resolve_type(node.type_ref)
-            symbol = Symbol("var", node.name, type_, decl=node)
-            name = self.py_name(symbol, fn)
-            if node.init is not None:
-                self.model.type_of(node.init, scope)
-                self._check_assignable(node, type_, node.init.type)
-                value = self.expr(node.init, scope, fn, want=type_)
-                if isinstance(type_, (T.HeaderType, T.StructType)):
-                    out.line(f"{name} = {self._initial_value(type_)}")
-                    self._assign_composite(name, type_, node.init, scope, fn)
-                else:
-                    out.line(f"{name} = {value}")
-            else:
-                out.line(f"{name} = {self._initial_value(type_)}")
-            scope.define(node.name, symbol)
+            self.variable(node, scope, fn)
         elif kind == "const":
             self.model._declare_const(node, scope)
         elif kind == "assign":
             self.assignment(node, scope, fn)
+        elif kind == "compound_assign":
+            self.compound_assignment(node, scope, fn)
         elif kind == "call_statement":
             self.call_statement(node.call, scope, fn)
         elif kind == "if":
-            cond_type = self.model.type_of(node.cond, scope)
-            if not isinstance(cond_type, T.BoolType):
-                raise self.error(node, "if condition must be bool")
-            out.line(f"if {self.expr(node.cond, scope, fn)}:")
-            self.body(node.then, scope, fn)
-            if node.otherwise is not None:
-                out.line("else:")
-                self.body(node.otherwise, scope, fn)
+            self.if_statement(node, scope, fn)
         elif kind == "switch":
             self.switch(node, scope, fn)
         elif kind == "exit":
             if fn.kind == "parser":
                 raise self.error(node, "exit is not allowed in a parser")
             if fn.kind == "function":
-                raise self.error(node, "unsupported construct: exit in a function")
-            out.line("return True")
+                raise self.error(node, "exit is not allowed in a function (P4_16: only in actions and controls)")
+            self.emit_exit(fn)
         elif kind == "return":
             self.return_statement(node, scope, fn)
+        elif kind == "for":
+            self.for_statement(node, scope, fn)
+        elif kind == "for_in":
+            self.for_in_statement(node, scope, fn)
+        elif kind in ("break", "continue"):
+            self.loop_jump(node, fn)
         else:
             raise self.error(node, f"unsupported construct: statement {kind}")
 
+    def if_statement(self, node, scope, fn):
+        """``if``/``else``; an ``else if`` chain becomes ``elif`` (flat) when its conditions need no statements."""
+        out = fn.out
+        keyword = "if"
+        while True:
+            cond_type = self.model.type_of(node.cond, scope)
+            if not isinstance(cond_type, T.BoolType):
+                raise self.error(node, "if condition must be bool")
+            out.line(f"{keyword} {self.expr(node.cond, scope, fn)}:")
+            self.body(node.then, scope, fn)
+            following = node.otherwise
+            if following is None:
+                return
+            if following.kind == "if" and not self.is_complex(following.cond, scope):
+                node = following
+                out.origin = node.loc
+                keyword = "elif"
+                continue
+            out.line("else:")
+            self.body(following, scope, fn)
+            return
+
+    # ------------------------------------------------------------------ declarations
+    def variable(self, node, scope, fn):
+        """A local variable, with or without initializer."""
+        type_ = self.model.resolve_type(node.type_ref)
+        symbol = Symbol("var", node.name, type_, decl=node)
+        name = self.py_name(symbol, fn)
+        out = fn.out
+        if node.init is not None:
+            if node.init.kind not in ("list", "struct_expr", "invalid_header"):
+                self.model.type_of(node.init, scope)
+                self._check_assignable(node, type_, node.init.type)
+            if isinstance(type_, (T.HeaderType, T.StructType, T.StackType, T.TupleType)):
+                value = self.composite_value(node.init, type_, scope, fn)
+                fresh = node.init.kind in ("list", "struct_expr", "invalid_header")
+                out.line(f"{name} = {value}" if fresh else f"{name} = {value}.copy()")
+            else:
+                out.line(f"{name} = {self.expr(node.init, scope, fn, want=type_)}")
+        else:
+            out.line(f"{name} = {self._initial_value(type_)}")
+        scope.define(node.name, symbol)
+
+    # ------------------------------------------------------------------ return / exit / loops
     def return_statement(self, node, scope, fn):
         """Emit ``return`` (function result, end of an inlined action, or end of a control)."""
         out = fn.out
         if fn.kind == "function":
             outs = fn.function_outs
             if node.expr is not None:
-                self.model.type_of(node.expr, scope)
-                value = self.expr(node.expr, scope, fn, want=fn.return_type)
+                if node.expr.kind not in ("list", "struct_expr", "invalid_header"):
+                    self.model.type_of(node.expr, scope)
+                    self._check_assignable(node, fn.return_type, node.expr.type)
+                if isinstance(fn.return_type, (T.HeaderType, T.StructType, T.StackType, T.TupleType)):
+                    value = self.composite_value(node.expr, fn.return_type, scope, fn)
+                    if node.expr.kind not in ("list", "struct_expr", "invalid_header"):
+                        value = f"{value}.copy()"
+                else:
+                    value = self.expr(node.expr, scope, fn, want=fn.return_type)
                 out.line(f"return ({value},{''.join(' ' + o + ',' for o in outs)})")
             else:
                 out.line(f"return (None,{''.join(' ' + o + ',' for o in outs)})")
             return
         if node.expr is not None:
             raise self.error(node, "return with a value outside a function")
-        if fn.return_stack:
-            out.line("break")
-        elif fn.kind == "control":
-            out.line("return False")
+        if fn.kind == "parser":
+            raise self.error(node, "return is not allowed in a parser")
+        if fn.innermost("action") >= 0:
+            self.emit_action_return(fn, node)
         else:
-            raise self.error(node, "return is not allowed here")
+            out.line(fn.return_code)
 
+    def for_statement(self, node, scope, fn):
+        """``for (init; condition; updates) body`` (P4_16 1.2.4) as a Python ``while True`` loop."""
+        if fn.kind == "parser":
+            raise self.error(node, "unsupported construct: for loop in a parser")
+        out = fn.out
+        inner = scope.child()
+        for statement in node.init:
+            self.statement(statement, inner, fn)
+        frame = Frame("loop")
+        frame.updates = node.updates
+        frame.scope = inner
+        fn.frames.append(frame)
+        out.line("while True:")
+        out.indent()
+        if node.cond is not None:
+            cond_type = self.model.type_of(node.cond, inner)
+            if not isinstance(cond_type, T.BoolType):
+                raise self.error(node, "for condition must be bool")
+            out.line(f"if not {self.expr(node.cond, inner, fn)}:")
+            out.line("    break")
+        if node.body.kind == "block":
+            self.block(node.body, inner, fn)
+        else:
+            self.statement(node.body, inner.child(), fn)
+        for statement in node.updates:
+            self.statement(statement, inner, fn)
+        out.dedent()
+        fn.frames.pop()
+        self._after_loop(frame, fn)
+
+    def for_in_statement(self, node, scope, fn):
+        """``for (T x in lo .. hi)`` and ``for (T x in stack)`` (P4_16 1.2.4)."""
+        if fn.kind == "parser":
+            raise self.error(node, "unsupported construct: for loop in a parser")
+        out = fn.out
+        inner = scope.child()
+        type_ = self.model.resolve_type(node.type_ref)
+        symbol = Symbol("var", node.name, type_, decl=node)
+        name = self.py_name(symbol, fn)
+        inner.define(node.name, symbol)
+        collection = node.collection
+        if collection.kind == "range":
+            low = self.expr(collection.low, scope, fn, want=type_)
+            high = self.expr(collection.high, scope, fn, want=type_)
+            if not isinstance(type_, T.BitType):
+                raise self.error(node, "the variable of a for loop over a range must be bit<W> or int<W>")
+            out.line(f"for {name} in range({low}, ({high}) + 1):")
+        else:
+            collection_type = self.model.type_of(collection, scope)
+            if isinstance(collection_type, T.StackType):
+                if collection_type.element.name != getattr(type_, "name", None):
+                    raise self.error(node, f"for loop variable of type {type_.name_text()} over a stack of "
+                                           f"{collection_type.element.name_text()}")
+                out.line(f"for {name} in {self.expr(collection, scope, fn)}.items:")
+            elif isinstance(collection_type, T.TupleType) and collection.kind == "list":
+                values = [self.expr(item, scope, fn, want=type_) for item in collection.items]
+                out.line(f"for {name} in ({''.join(v + ', ' for v in values)}):")
+            else:
+                raise self.error(node, f"unsupported construct: for loop over a {collection_type.name_text()}")
+        frame = Frame("loop")
+        fn.frames.append(frame)
+        self.body(node.body, inner, fn)
+        fn.frames.pop()
+        self._after_loop(frame, fn)
+
+    @staticmethod
+    def _after_loop(frame, fn):
+        for flag in frame.passing:
+            fn.out.line(f"if {flag}:")
+            fn.out.line("    break")
+
+    def loop_jump(self, node, fn):
+        """``break`` / ``continue`` of the innermost P4 loop."""
+        if not fn.frames or fn.frames[-1].kind != "loop":
+            raise self.error(node, f"{node.kind} outside a loop")
+        frame = fn.frames[-1]
+        if node.kind == "continue" and frame.updates:
+            for statement in frame.updates:
+                self.statement(statement, frame.scope, fn)
+        fn.out.line(node.kind)
+
+    # ------------------------------------------------------------------ assignments
     def _check_assignable(self, node, target, source):
         if isinstance(target, T.BitType) and isinstance(source, T.BitType) and target != source:
             raise self.error(node, f"cannot assign {source.name_text()} to {target.name_text()} (cast it)")
         if isinstance(target, T.BoolType) and isinstance(source, (T.BitType, T.InfIntType)):
             raise self.error(node, "cannot assign an integer to a bool")
-        if isinstance(target, (T.BitType,)) and isinstance(source, T.BoolType):
+        if isinstance(target, T.BitType) and isinstance(source, T.BoolType):
             raise self.error(node, "cannot assign a bool to a bit field (cast it)")
+        if isinstance(target, (T.HeaderType, T.StructType, T.StackType)) and source is not None and \
+                not isinstance(source, (T.TupleType, T.DontCareType)) and not self.same_type(target, source):
+            raise self.error(node, f"cannot assign {source.name_text()} to {target.name_text()}")
+
+    @staticmethod
+    def same_type(first, second):
+        """True if two header/struct/stack types are the same type."""
+        if isinstance(first, T.StackType) and isinstance(second, T.StackType):
+            return first.size == second.size and StatementsMixin.same_type(first.element, second.element)
+        return type(first) is type(second) and getattr(first, "name", None) == getattr(second, "name", None)
 
     def assignment(self, node, scope, fn):
-        """Emit an assignment (scalars, slices, headers and structs by copy)."""
+        """Emit an assignment: the target is fixed first when the value can have effects."""
+        target = node.target
+        value = node.value
+        target_type = self.model.type_of(target, scope)
+        if value.kind not in ("list", "struct_expr", "invalid_header"):
+            self.model.type_of(value, scope)
+            self._check_assignable(node, target_type, value.type)
+        complex_value = self.is_complex(value, scope)
+        lv = self.resolve_lvalue(target, scope, fn, freeze=complex_value)
+        if isinstance(target_type, T.VarbitType):
+            if not isinstance(value.type, T.VarbitType) or value.type.max_width != target_type.max_width:
+                raise self.error(node, f"cannot assign {value.type.name_text()} to {target_type.name_text()}")
+            source = self.lvalue(value, scope, fn)
+            fn.out.line(f"{lv.code} = {source}")
+            fn.out.line(f"{self._varbit_length_code(lv.code, target)} = {self._varbit_length_code(source, value)}")
+            return
+        if isinstance(target_type, (T.HeaderType, T.StructType, T.StackType, T.TupleType)):
+            code = self.composite_value(value, target_type, scope, fn)
+            fn.out.line(f"{lv.code}.copy_from({code})")
+            self.after_composite_store(lv, fn)
+            return
+        self.write_lvalue(lv, self.expr(value, scope, fn, want=target_type), fn)
+
+    def compound_assignment(self, node, scope, fn):
+        """``a op= b`` is ``a = a op b`` with ``a`` evaluated once (P4_16 1.2.4)."""
         target = node.target
         target_type = self.model.type_of(target, scope)
-        value_type = self.model.type_of(node.value, scope)
+        if not isinstance(target_type, T.BitType):
+            raise self.error(node, f"{node.op} needs a bit<W> or int<W> target, got {target_type.name_text()}")
+        lv = self.resolve_lvalue(target, scope, fn, freeze=True)
+        current = Node("pycode", node.loc, code=self.read_lvalue(lv))
+        current.type = target_type
+        operation = Node("binop", node.loc, op=COMPOUND_OPERATORS[node.op], left=current, right=node.value)
+        value_type = self.model.type_of(operation, scope)
         self._check_assignable(node, target_type, value_type)
-        out = fn.out
-        if isinstance(target_type, (T.HeaderType, T.StructType)):
-            target_code = self.lvalue(target, scope, fn)
-            self._assign_composite(target_code, target_type, node.value, scope, fn)
-            if isinstance(target_type, T.HeaderType) and target.kind == "member" and \
-                    isinstance(target.expr.type, T.UnionType):
-                out.line(f"if {target_code}.valid:")
-                out.indent()
-                self._invalidate_union_siblings(target, scope, fn)
-                out.dedent()
-            return
-        if isinstance(target_type, T.StackType):
-            out.line(f"{self.lvalue(target, scope, fn)} = {self.expr(node.value, scope, fn)}.copy()")
-            return
-        value = self.expr(node.value, scope, fn, want=target_type)
-        self.store(target, value, scope, fn)
+        self.write_lvalue(lv, self.expr(operation, scope, fn, want=target_type), fn)
 
-    def _assign_composite(self, target_code, type_, value, scope, fn):
-        out = fn.out
-        if value.kind == "list":
-            if len(value.items) != len(type_.fields):
-                raise self.error(value, f"{type_.name}: {len(type_.fields)} fields, {len(value.items)} values")
-            for field, item in zip(type_.fields, value.items):
-                self.model.type_of(item, scope)
-                out.line(f"{target_code}.{attr(field.name)} = {self.expr(item, scope, fn, want=field.type)}")
-            if isinstance(type_, T.HeaderType):
-                out.line(f"{target_code}.valid = True")
-            return
-        if value.type is not None and (type(value.type) is not type(type_) or value.type.name != type_.name):
-            raise self.error(value, f"cannot assign {value.type.name_text()} to {type_.name_text()}")
-        out.line(f"{target_code}.copy_from({self.expr(value, scope, fn)})")
+    # ------------------------------------------------------------------ l-values
+    def resolve_lvalue(self, node, scope, fn, freeze=False):
+        """The :class:`LValue` of an l-value expression.
 
-    def store(self, target, value, scope, fn):
-        """Emit ``target = value`` where target is an lvalue expression node."""
-        out = fn.out
-        if target.kind == "slice":
-            base_type = target.expr.type
-            hi, lo = target.hi_value, target.lo_value
-            mask = ((1 << (hi - lo + 1)) - 1) << lo
-            base = self.lvalue(target.expr, scope, fn)
-            if isinstance(base_type, T.BitType) and base_type.signed:
-                full = base_type.mask
-                half = 1 << (base_type.width - 1)
-                out.line(f"{base} = (((({base} & {full}) & {~mask & full}) | (({value}) << {lo} & {mask})) ^ {half}) "
-                         f"- {half}")
-            else:
-                out.line(f"{base} = ({base} & {~mask & ((1 << base_type.width) - 1)}) | ((({value}) << {lo}) & {mask})")
-            return
-        out.line(f"{self.lvalue(target, scope, fn)} = {value}")
+        Args:
+            freeze: evaluate run-time stack indexes (and ``next``/``last``) now into temporaries,
+                so that later effects cannot move the target.
+        """
+        if node.kind == "slice":
+            base_node, lo, width = node, 0, None
+            while base_node.kind == "slice":
+                if width is None:
+                    width = base_node.hi_value - base_node.lo_value + 1
+                lo += base_node.lo_value
+                base_node = base_node.expr
+            base = self.resolve_lvalue(base_node, scope, fn, freeze)
+            base_type = base_node.type or self.model.type_of(base_node, scope)
+            if base.lo is not None:
+                lo += base.lo
+            return LValue(base.code, T.BitType(width), lo, width, base_type)
+        return LValue(self._lvalue_code(node, scope, fn, freeze), node.type or self.model.type_of(node, scope),
+                      union=self._union_of(node, scope, fn))
 
-    def lvalue(self, node, scope, fn):
-        """Python assignment target of an l-value expression (not slices: see :meth:`store`)."""
+    def _union_of(self, node, scope, fn):
+        if node.kind != "member":
+            return None
+        parent_type = node.expr.type or self.model.type_of(node.expr, scope)
+        if isinstance(parent_type, T.UnionType):
+            return self._lvalue_code(node.expr, scope, fn, False), parent_type, node.member
+        return None
+
+    def _lvalue_code(self, node, scope, fn, freeze):
         kind = node.kind
         if kind == "name":
             symbol = scope.lookup(node.name)
@@ -178,22 +353,89 @@ class StatementsMixin:
                 raise self.error(node, f"cannot assign to {node.name} ({symbol.kind})")
             if symbol.kind == "param" and symbol.direction == "in":
                 raise self.error(node, f"cannot assign to in parameter {node.name}")
+            if symbol.kind == "param" and not symbol.direction and getattr(symbol, "action_param", False):
+                raise self.error(node, f"cannot assign to action data parameter {node.name}")
             return self.py_name(symbol, fn)
         if kind == "member":
             base_type = node.expr.type or self.model.type_of(node.expr, scope)
-            base = self.lvalue(node.expr, scope, fn)
+            base = self._lvalue_code(node.expr, scope, fn, freeze)
             if isinstance(base_type, T.StackType):
-                if node.member == "last":
-                    return f"{base}.items[{base}.next_index - 1]"
-                if node.member == "next":
-                    return f"{base}.items[{base}.next_index]"
-                raise self.error(node, f"cannot assign to stack member {node.member}")
+                if node.member not in ("next", "last"):
+                    raise self.error(node, f"cannot assign to stack member {node.member}")
+                index = f"{base}.next_index" if node.member == "next" else f"{base}.next_index - 1"
+                if freeze:
+                    temp = fn.temp("i")
+                    fn.out.line(f"{temp} = {index}")
+                    index = temp
+                return f"_stk({base}, {index})"
             return f"{base}.{attr(node.member)}"
         if kind == "index":
-            base = self.lvalue(node.expr, scope, fn)
-            return f"{base}.items[{self._index_code(node, scope, fn)}]"
+            base = self._lvalue_code(node.expr, scope, fn, freeze)
+            index = self._index_code(node, scope, fn)
+            if not index.isdigit() and freeze:
+                temp = fn.temp("i")
+                fn.out.line(f"{temp} = {index}")
+                index = temp
+            return f"{base}.items[{index}]" if index.isdigit() else f"_stk({base}, {index})"
         raise self.error(node, f"cannot assign to this expression ({kind})")
 
+    def lvalue(self, node, scope, fn):
+        """Python target code of an l-value that is not a slice."""
+        return self._lvalue_code(node, scope, fn, False)
+
+    @staticmethod
+    def read_lvalue(lv):
+        """Code reading the current value of an l-value."""
+        if lv.lo is None:
+            return lv.code
+        shifted = f"({lv.code} >> {lv.lo})" if lv.lo else lv.code
+        return f"({shifted} & {(1 << lv.width) - 1})"
+
+    def write_lvalue(self, lv, value, fn):
+        """Emit the store of ``value`` (code of the target's type) into ``lv``."""
+        out = fn.out
+        if lv.lo is None:
+            out.line(f"{lv.code} = {value}")
+            return
+        base_type = lv.base_type
+        mask = ((1 << lv.width) - 1) << lv.lo
+        full = (1 << base_type.width) - 1
+        if base_type.signed:
+            half = 1 << (base_type.width - 1)
+            out.line(f"{lv.code} = (((({lv.code} & {full}) & {~mask & full}) | ((({value}) << {lv.lo}) & {mask})) "
+                     f"^ {half}) - {half}")
+        else:
+            out.line(f"{lv.code} = ({lv.code} & {~mask & full}) | ((({value}) << {lv.lo}) & {mask})")
+
+    def store(self, target, value, scope, fn):
+        """Emit ``target = value`` where target is an l-value node (not frozen)."""
+        self.write_lvalue(self.resolve_lvalue(target, scope, fn), value, fn)
+
+    def after_composite_store(self, lv, fn):
+        """A header of a header_union that became valid makes the union's other members invalid."""
+        if lv.union is None or not isinstance(lv.type, T.HeaderType):
+            return
+        union_code, union_type, member = lv.union
+        siblings = [f for f in union_type.fields if f.name != member]
+        if not siblings:
+            return
+        fn.out.line(f"if {lv.code}.valid:")
+        for field in siblings:
+            fn.out.line(f"    {union_code}.{attr(field.name)}.valid = False")
+
+    def _invalidate_union_siblings(self, header_node, scope, fn):
+        """A header of a header_union becomes valid: the union's other members become invalid."""
+        if header_node.kind != "member":
+            return
+        parent_type = header_node.expr.type or self.model.type_of(header_node.expr, scope)
+        if not isinstance(parent_type, T.UnionType):
+            return
+        parent = self.expr(header_node.expr, scope, fn)
+        for field in parent_type.fields:
+            if field.name != header_node.member:
+                fn.out.line(f"{parent}.{attr(field.name)}.valid = False")
+
+    # ------------------------------------------------------------------ switch
     def switch(self, node, scope, fn):
         """Emit a switch on ``t.apply().action_run`` or on a bit/enum value."""
         out = fn.out
@@ -201,9 +443,7 @@ class StatementsMixin:
         if isinstance(switch_type, T.ActionEnumType):
             table = switch_type.table.table
             action_var = self._table_apply(node.expr.expr.func.expr, table, scope, fn)[1]
-            labels = {}
-            for ref in table.action_refs:
-                labels[ref.symbol.name] = ref.symbol.qualified
+            labels = {ref.symbol.name: ref.symbol.qualified for ref in table.action_refs}
             pending = []
             first = True
             for case in node.cases:
@@ -212,8 +452,7 @@ class StatementsMixin:
                 pending.append(case)
                 if case.body is None:
                     continue
-                default = any(c.is_default for c in pending)
-                if default:
+                if any(c.is_default for c in pending):
                     out.line("else:" if not first else "if True:")
                 else:
                     names = ", ".join(repr(labels[c.label]) for c in pending)
@@ -241,8 +480,7 @@ class StatementsMixin:
             self.body(case.body, scope, fn)
             pending = []
 
-    # ------------------------------------------------------------------ calls
-
+    # ------------------------------------------------------------------ call statements
     def call_statement(self, call, scope, fn):
         """Emit a call statement: action, function, extern, method, table or sub-control apply."""
         func = call.func
@@ -258,8 +496,7 @@ class StatementsMixin:
                 self.extern_function(func.name, call, scope, fn)
                 return
             if symbol.kind == "function":
-                code = self.function_call(symbol, call, scope, fn)
-                fn.out.line(code)
+                self.function_call(symbol, call, scope, fn)
                 return
             raise self.error(call, f"{func.name} is not callable")
         if func.kind == "member":
@@ -273,10 +510,13 @@ class StatementsMixin:
                 self._table_apply(base, symbol.table, scope, fn)
                 return
             if symbol is not None and symbol.kind == "instance" and isinstance(symbol.type, T.BlockType):
-                self._subcontrol_call(symbol, call, scope, fn)
+                if symbol.type.block_kind == "parser":
+                    self.subparser_call(symbol, call, scope, fn)
+                else:
+                    self.subcontrol_call(symbol, call, scope, fn)
                 return
             if isinstance(base_type, T.HeaderType):
-                target = self.expr(base, scope, fn)
+                target = self.lvalue(base, scope, fn) if method != "isValid" else self.expr(base, scope, fn)
                 if method == "setValid":
                     self._invalidate_union_siblings(base, scope, fn)
                     fn.out.line(f"{target}.valid = True")
@@ -289,203 +529,12 @@ class StatementsMixin:
                 return
             if isinstance(base_type, T.StackType) and method in ("push_front", "pop_front"):
                 count = model.const_value(call.args[0], scope)
-                element = self.class_for(base_type.element)
-                fn.out.line(f"{self.expr(base, scope, fn)}.{method}({count}, {element})")
+                if isinstance(count, bool) or not isinstance(count, int) or count < 0:
+                    raise self.error(call, f"{method} needs a non-negative constant count")
+                element = self.stack_element_factory(base_type)
+                fn.out.line(f"{self.lvalue(base, scope, fn)}.{method}({count}, {element})")
                 return
             if isinstance(base_type, T.ExternType):
                 self.extern_method(base, base_type, method, call, scope, fn)
                 return
         raise self.error(call, "unsupported construct: this call")
-
-    def _invalidate_union_siblings(self, header_node, scope, fn):
-        """A header of a header_union becomes valid: the union's other members become invalid."""
-        if header_node.kind != "member":
-            return
-        parent_type = header_node.expr.type or self.model.type_of(header_node.expr, scope)
-        if not isinstance(parent_type, T.UnionType):
-            return
-        parent = self.expr(header_node.expr, scope, fn)
-        for field in parent_type.fields:
-            if field.name != header_node.member:
-                fn.out.line(f"{parent}.{attr(field.name)}.valid = False")
-
-    def _subcontrol_call(self, symbol, call, scope, fn):
-        sub = symbol.control
-        if call.func.member != "apply":
-            raise self.error(call, f"control instance {symbol.name} has no method {call.func.member}")
-        if len(call.args) != len(sub.params):
-            raise self.error(call, f"{symbol.name}.apply needs {len(sub.params)} arguments")
-        args = []
-        copy_back = []
-        for arg, param in zip(call.args, sub.params):
-            self.model.type_of(arg, scope)
-            if isinstance(param.type, (T.HeaderType, T.StructType, T.StackType)):
-                args.append(self.expr(arg, scope, fn))
-            elif param.direction in ("out", "inout"):
-                temp = fn.temp("a")
-                fn.out.line(f"{temp} = {self.expr(arg, scope, fn, want=param.type)}")
-                args.append(temp)
-                copy_back.append((arg, temp))
-            else:
-                args.append(self.expr(arg, scope, fn, want=param.type))
-        if copy_back:
-            raise self.error(call, "unsupported construct: scalar out/inout parameters of a sub-control")
-        fn.out.line(f"if {sub.py_function}(P, {', '.join(args)}):")
-        fn.out.line("    return True")
-
-    def inline_action(self, symbol, args, scope, fn, node, from_table=None):
-        """Emit an action's body in place (a direct call: ``args`` are expression nodes)."""
-        decl = symbol.decl
-        out = fn.out
-        params = decl.param_symbols
-        symbol.inlined = True
-        if from_table is None:
-            if len(args) != len(params):
-                raise self.error(node, f"action {symbol.name} needs {len(params)} argument(s), got {len(args)}")
-        copy_back = []
-        for index, param in enumerate(params):
-            name = self.py_name(param, fn)
-            if from_table is not None:
-                continue
-            arg = args[index]
-            self.model.type_of(arg, scope)
-            if isinstance(param.type, (T.HeaderType, T.StructType, T.StackType)):
-                out.line(f"{name} = {self.expr(arg, scope, fn)}")
-                continue
-            if param.direction == "out":
-                out.line(f"{name} = {self._initial_value(param.type)}")
-                copy_back.append((arg, name))
-            else:
-                self._check_assignable(arg, param.type, arg.type)
-                out.line(f"{name} = {self.expr(arg, scope, fn, want=param.type)}")
-                if param.direction == "inout":
-                    copy_back.append((arg, name))
-        if from_table is not None:
-            data = [p for p in params if not p.direction]
-            if len(data) != len(params):
-                raise self.error(decl, f"action {symbol.name}: directional parameters in a table action")
-            if data:
-                names = ", ".join(self.py_name(p, fn) for p in data)
-                out.line(f"{names}, = {from_table}.args")
-                for p in data:
-                    if isinstance(p.type, T.BitType) and p.type.signed:
-                        out.line(f"{p.py} = {self._from_unsigned(p.py, p.type)}")
-                    elif isinstance(p.type, T.BoolType):
-                        out.line(f"{p.py} = {p.py} != 0")
-        needs_loop = contains_return(decl.body)
-        if needs_loop:
-            out.line("while True:")
-            out.indent()
-            fn.return_stack.append("action")
-        self.block(decl.body, symbol.scope, fn)
-        if needs_loop:
-            out.line("break")
-            fn.return_stack.pop()
-            out.dedent()
-        for arg, name in copy_back:
-            self.store(arg, name, scope, fn)
-
-    def function_call(self, symbol, call, scope, fn):
-        """Code calling a P4 function (returns a tuple: (result, outs...))."""
-        decl = symbol.decl
-        if not hasattr(decl, "py_function"):
-            self._gen_function(symbol)
-        if len(call.args) != len(decl.params):
-            raise self.error(call, f"{decl.name} needs {len(decl.params)} argument(s)")
-        args = []
-        outs = []
-        for arg, param in zip(call.args, decl.param_symbols):
-            self.model.type_of(arg, scope)
-            args.append(self.expr(arg, scope, fn, want=param.type))
-            if param.direction in ("out", "inout"):
-                outs.append(arg)
-        temp = fn.temp("f")
-        fn.out.line(f"{temp} = {decl.py_function}(P, {', '.join(args)})")
-        for index, arg in enumerate(outs):
-            self.store(arg, f"{temp}[{index + 1}]", scope, fn)
-        return f"{temp}[0]" if not isinstance(symbol.return_type, T.VoidType) else "pass"
-
-    def _gen_function(self, symbol):
-        decl = symbol.decl
-        emitter = Emitter()
-        fn = FunctionContext("function", emitter)
-        scope = Scope(self.model.global_scope)
-        decl.param_symbols = []
-        names = []
-        for param in decl.params:
-            type_ = self.model.resolve_type(param.type_ref)
-            param_symbol = Symbol("param", param.name, type_, direction=param.direction, decl=param)
-            scope.define(param.name, param_symbol)
-            decl.param_symbols.append(param_symbol)
-            names.append(self.py_name(param_symbol, fn))
-        fn.function_outs = [p.py for p in decl.param_symbols if p.direction in ("out", "inout")]
-        fn.return_type = symbol.return_type
-        decl.py_function = self.global_name("fn_" + decl.name)
-        emitter.line(f"def {decl.py_function}(P, {', '.join(names)}):")
-        emitter.indent()
-        self.block(decl.body, scope, fn)
-        emitter.line(f"return (None,{''.join(' ' + o + ',' for o in fn.function_outs)})")
-        emitter.dedent()
-        emitter.line("")
-        self.globals_init.extend(emitter.lines)
-
-    def _table_apply(self, node, table, scope, fn):
-        """Emit the lookup and action dispatch; return (hit variable, action-name variable)."""
-        if getattr(fn, "control", None) is None or fn.kind != "control":
-            raise self.error(node, "tables can only be applied in a control")
-        out = fn.out
-        model = self.model
-        tbl = self.table_global(table)
-        keys = []
-        for key in table.match_keys:
-            key_type = model.type_of(key.expr, table.control.scope)
-            code = self.expr(key.expr, table.control.scope, fn)
-            keys.append(self._to_unsigned(code, key_type) if isinstance(key_type, (T.BitType, T.BoolType)) else code)
-        key_tuple = "(" + "".join(k + ", " for k in keys) + ")"
-        selector = "None"
-        if table.selector_keys:
-            profile = self.info.action_profiles[table.implementation.qualified]
-            fields = []
-            for key in table.selector_keys:
-                key_type = model.type_of(key.expr, table.control.scope)
-                code = self._to_unsigned(self.expr(key.expr, table.control.scope, fn), key_type)
-                fields.append((code, key.width))
-            packed, nbytes = self._packed(fields)
-            selector = fn.temp("h")
-            # BMv2 hashes the selector keys with the algorithm and uses the whole hash value
-            # (the outputWidth constructor argument is not used by simple_switch)
-            out.line(f"{selector} = _compute_bytes({profile.algorithm!r}, {packed}.to_bytes({nbytes}, 'big'))")
-        result = fn.temp("r")
-        hit = fn.temp("hit")
-        action = fn.temp("act")
-        out.line(f"{result} = {tbl}.lookup({key_tuple}, {selector})")
-        out.line(f"{hit} = {result}.hit")
-        out.line(f"{action} = {result}.action")
-        extras = []
-        if table.direct_counter is not None:
-            counter = self.instance_global(table.direct_counter)
-            extras.append(f"{counter}.count({result}.entry, P.sm.f_packet_length)")
-        if table.direct_meter is not None:
-            meter = self.instance_global(table.direct_meter)
-            unit = self.info.direct_meters[table.direct_meter.qualified].unit
-            size = "P.sm.f_packet_length" if unit == "BYTES" else "1"
-            extras.append(f"P.meter_color = {meter}.execute({result}.entry, {size}, P.now_ns)")
-        if table.idle_timeout:
-            extras.append(f"{tbl}.record_hit({result}.entry, P.now_ns)")
-        if extras:
-            out.line(f"if {hit}:")
-            out.indent()
-            for line in extras:
-                out.line(line)
-            out.dedent()
-        first = True
-        for ref in table.action_refs:
-            out.line(f"{'if' if first else 'elif'} {action} == {ref.symbol.qualified!r}:")
-            first = False
-            out.indent()
-            before = len(out.lines)
-            self.inline_action(ref.symbol, None, scope, fn, node, from_table=result)
-            if len(out.lines) == before:
-                out.line("pass")
-            out.dedent()
-        return hit, action

@@ -92,3 +92,46 @@ def expression_text(node):
     if kind == "cast":
         return f"({node.type_text}){expression_text(node.expr)}"
     return kind
+
+
+def nested_statements(statement):
+    """The statements directly nested in ``statement`` (block members, branches, loop parts)."""
+    kind = statement.kind
+    if kind == "block":
+        return list(statement.statements)
+    if kind == "if":
+        return [s for s in (statement.then, statement.otherwise) if s is not None]
+    if kind == "switch":
+        return [case.body for case in statement.cases if case.body is not None]
+    if kind == "for":
+        return list(statement.init) + list(statement.updates) + [statement.body]
+    if kind == "for_in":
+        return [statement.body]
+    return []
+
+
+def walk_statements(statement):
+    """Yield ``statement`` and every statement nested in it, depth first, in source order."""
+    stack = [statement]
+    while stack:
+        current = stack.pop()
+        if current is None:
+            continue
+        yield current
+        stack.extend(reversed(nested_statements(current)))
+
+
+def walk_nodes(node):
+    """Yield ``node`` and every :class:`Node` reachable from its attributes (expressions included)."""
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        if isinstance(current, Node):
+            yield current
+            for key, value in current.__dict__.items():
+                if key in ("type", "symbol") or key.startswith("_"):
+                    continue
+                if isinstance(value, (Node, list, tuple)):
+                    stack.append(value)
+        elif isinstance(current, (list, tuple)):
+            stack.extend(reversed(current))

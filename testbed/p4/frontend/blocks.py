@@ -6,7 +6,7 @@ actions, tables, variables, nested control instances) and the fully
 qualified names p4c would give them (``MyIngress.ipv4_lpm``).
 """
 from testbed.p4.frontend import types as T
-from testbed.p4.frontend.ast import annotation_value, expression_text, has_annotation
+from testbed.p4.frontend.ast import annotation_value, expression_text, has_annotation, walk_statements
 from testbed.p4.frontend.checker import Scope, Symbol
 
 
@@ -32,12 +32,17 @@ class KeyModel:
 
 
 class ActionRefModel:
-    """An action a table lists: the action's Symbol and its scope annotation."""
+    """An action a table lists: the action's Symbol, its scope annotation and the arguments bound there.
 
-    def __init__(self, symbol, scope, annotations):
+    ``args`` are the expressions bound to the action's directional parameters in the
+    ``actions`` list (``a(hdr.x)``); they are evaluated each time the table runs the action.
+    """
+
+    def __init__(self, symbol, scope, annotations, args=()):
         self.symbol = symbol
         self.scope = scope
         self.annotations = annotations
+        self.args = list(args or ())
 
 
 class TableModel:
@@ -59,6 +64,8 @@ class TableModel:
         self.entries = []  # list of (table_entry node)
         self.entries_const = False
         self.idle_timeout = False
+        self.largest_priority_wins = True  # P4_16 1.2.4 table property, default true
+        self.priority_delta = 1  # P4_16 1.2.4 table property, default 1
 
     @property
     def match_keys(self):
@@ -96,11 +103,12 @@ class ControlModel(BlockModel):
 
 
 class ParserModel(BlockModel):
-    """A parser instance: scope, locals and states."""
+    """A parser instance: scope, locals, states and the sub-parser instances it applies."""
 
     def __init__(self, name, decl, model):
         super().__init__(name, decl, model)
         self.states = {state.name: state for state in decl.states}
+        self.subparsers = {}
 
 
 class Pipeline:
@@ -132,11 +140,44 @@ def build_pipeline(model):
         symbol = model.global_scope.lookup(name)
         symbol.scope = _action_scope(model, decl, model.global_scope)
     parser_name = model.pipeline["parser"]
-    pipeline.parser = _build_parser(model, model.parsers[parser_name], parser_name, pipeline)
+    args = model.pipeline_args.get("parser", [])
+    pipeline.parser = _build_parser(model, model.parsers[parser_name], parser_name, pipeline, args,
+                                    model.global_scope, model.main)
     for role in ("verify_checksum", "ingress", "egress", "compute_checksum", "deparser"):
         control_name = model.pipeline[role]
-        pipeline.controls[role] = _build_control(model, model.controls[control_name], control_name, pipeline)
+        args = model.pipeline_args.get(role, [])
+        pipeline.controls[role] = _build_control(model, model.controls[control_name], control_name, pipeline,
+                                                 args, model.global_scope, model.main)
+    for control in pipeline.all_controls:
+        _collect_called_actions(pipeline, control)
     return pipeline
+
+
+def _collect_called_actions(pipeline, control):
+    """Add the actions a control calls directly (in its apply block or from other actions) to ``pipeline.actions``.
+
+    p4c lists every action that survives its frontend in P4Info, not only the ones a table
+    names: ``collectControlSymbols`` (control-plane/p4RuntimeSymbolTable.cpp) adds every
+    ``P4Action`` among the control's locals, after ``RemoveAllUnusedDeclarations`` dropped
+    the unused ones and ``LocalizeAllActions`` copied the top-level actions a control uses
+    into it (keeping their names).  So an action called directly, e.g. ``send_to_cpu();``
+    in an apply block, gets a P4Info entry and an id by p4c's usual rule.
+    """
+    pending = [(control.decl.body, control.scope)]
+    for table in control.tables.values():
+        pending.extend((ref.symbol.decl.body, ref.symbol.scope) for ref in table.action_refs)
+    seen = set()
+    while pending:
+        body, scope = pending.pop()
+        for statement in walk_statements(body):
+            if statement.kind != "call_statement" or statement.call.func.kind != "name":
+                continue
+            symbol = scope.lookup(statement.call.func.name)
+            if symbol is None or symbol.kind != "action" or id(symbol) in seen:
+                continue
+            seen.add(id(symbol))
+            pipeline.actions.setdefault(symbol.qualified, symbol)
+            pending.append((symbol.decl.body, symbol.scope))
 
 
 def _declare_params(model, scope, params, owner_list):
@@ -158,8 +199,27 @@ def _action_scope(model, decl, parent):
     return scope
 
 
-def _build_parser(model, decl, name, pipeline):
+def _bind_constructor_arguments(model, block, decl, args, caller_scope, where):
+    """Bind a parser's or control's constructor parameters to the (constant) arguments of its instance.
+
+    P4_16 1.2.4 "Parameterization": constructor parameters are directionless and their
+    arguments are compile-time known values, so each becomes a constant of the instance.
+    """
+    params = getattr(decl, "ctor_params", None) or []
+    if len(args) != len(params):
+        raise model.error(where, f"{decl.name} takes {len(params)} constructor argument(s), {len(args)} given")
+    for param, arg in zip(params, args):
+        type_ = model.resolve_type(param.type_ref)
+        if not isinstance(type_, (T.BitType, T.BoolType, T.InfIntType, T.EnumType, T.ErrorType)):
+            raise model.error(param, f"unsupported construct: constructor parameter {param.name} of type "
+                                     f"{type_.name_text()} (integers, bools, enums and errors are supported)")
+        value = model.const_value(arg, caller_scope, type_)
+        block.scope.define(param.name, Symbol("const", param.name, type_, value=value, decl=param))
+
+
+def _build_parser(model, decl, name, pipeline, args=(), caller_scope=None, where=None):
     parser = ParserModel(name, decl, model)
+    _bind_constructor_arguments(model, parser, decl, list(args), caller_scope or model.global_scope, where or decl)
     _declare_params(model, parser.scope, decl.params, parser.params)
     for local in decl.locals:
         if local.kind == "const":
@@ -168,14 +228,7 @@ def _build_parser(model, decl, name, pipeline):
             type_ = model.resolve_type(local.type_ref)
             parser.variables.append(parser.scope.define(local.name, Symbol("var", local.name, type_, decl=local)))
         elif local.kind == "instance":
-            type_ = model.resolve_type(local.type_ref)
-            if not isinstance(type_, T.ExternType):
-                raise model.error(local, f"unsupported construct: sub-parser instance {local.name}")
-            qualified = qualified_name(name, local.name, local.annotations)
-            symbol = Symbol("instance", local.name, type_, decl=local, qualified=qualified)
-            parser.scope.define(local.name, symbol)
-            parser.instances[local.name] = symbol
-            pipeline.instances[qualified] = symbol
+            _declare_instance(model, parser, local, pipeline, "parser", parser.subparsers)
         else:
             raise model.error(local, f"unsupported construct: {local.kind} in a parser")
     if "start" not in parser.states:
@@ -183,9 +236,37 @@ def _build_parser(model, decl, name, pipeline):
     return parser
 
 
-def _build_control(model, decl, name, pipeline):
+MAX_INSTANCE_NESTING = 16
+
+
+def _declare_instance(model, block, local, pipeline, nested_kind, nested):
+    """A local instance of a parser or control: an extern, or a nested parser/control (``nested_kind``).
+
+    Nested instances are built here (with their constructor arguments) and recorded in ``nested``.
+    """
+    type_ = model.resolve_type(local.type_ref)
+    qualified = qualified_name(block.name, local.name, local.annotations)
+    if isinstance(type_, T.BlockType) and type_.block_kind == nested_kind:
+        if qualified.count(".") > MAX_INSTANCE_NESTING:
+            raise model.error(local, f"{nested_kind} instances nested more than {MAX_INSTANCE_NESTING} deep")
+        build = _build_parser if nested_kind == "parser" else _build_control
+        sub = build(model, type_.decl, qualified, pipeline, local.args, block.scope, local)
+        symbol = Symbol("instance", local.name, type_, decl=local, qualified=qualified, **{nested_kind: sub})
+        nested[local.name] = sub
+        block.scope.define(local.name, symbol)
+        return
+    if not isinstance(type_, T.ExternType):
+        raise model.error(local, f"unsupported construct: instance of {type_.name_text()} in a {nested_kind}")
+    symbol = Symbol("instance", local.name, type_, decl=local, qualified=qualified)
+    block.scope.define(local.name, symbol)
+    block.instances[local.name] = symbol
+    pipeline.instances[qualified] = symbol
+
+
+def _build_control(model, decl, name, pipeline, args=(), caller_scope=None, where=None):
     control = ControlModel(name, decl, model)
     pipeline.all_controls.append(control)
+    _bind_constructor_arguments(model, control, decl, list(args), caller_scope or model.global_scope, where or decl)
     _declare_params(model, control.scope, decl.params, control.params)
     for local in decl.locals:
         kind = local.kind
@@ -195,22 +276,7 @@ def _build_control(model, decl, name, pipeline):
             type_ = model.resolve_type(local.type_ref)
             control.variables.append(control.scope.define(local.name, Symbol("var", local.name, type_, decl=local)))
         elif kind == "instance":
-            type_ = model.resolve_type(local.type_ref)
-            qualified = qualified_name(name, local.name, local.annotations)
-            if isinstance(type_, T.BlockType) and type_.block_kind == "control":
-                if local.args:
-                    raise model.error(local, "unsupported construct: control constructor arguments")
-                sub = _build_control(model, type_.decl, qualified, pipeline)
-                symbol = Symbol("instance", local.name, type_, decl=local, qualified=qualified, control=sub)
-                control.subcontrols[local.name] = sub
-                control.scope.define(local.name, symbol)
-                continue
-            if not isinstance(type_, T.ExternType):
-                raise model.error(local, f"unsupported construct: instance of {type_.name_text()}")
-            symbol = Symbol("instance", local.name, type_, decl=local, qualified=qualified)
-            control.scope.define(local.name, symbol)
-            control.instances[local.name] = symbol
-            pipeline.instances[qualified] = symbol
+            _declare_instance(model, control, local, pipeline, "control", control.subcontrols)
         elif kind == "action":
             qualified = qualified_name(name, local.name, local.annotations)
             symbol = Symbol("action", local.name, decl=local, qualified=qualified, control=control)
@@ -254,22 +320,23 @@ def _resolve_table(model, table, control, pipeline):
                 symbol = scope.lookup(ref.name)
                 if symbol is None or symbol.kind != "action":
                     raise model.error(ref, f"table {table.name}: {ref.name!r} is not an action")
-                if ref.args:
-                    raise model.error(ref, "unsupported construct: action arguments bound in a table's actions list")
+                directional = [p for p in symbol.decl.params if p.direction]
+                if len(ref.args or ()) != len(directional):
+                    raise model.error(ref, f"table {table.name}: action {ref.name} has {len(directional)} "
+                                           f"directional parameter(s), {len(ref.args or ())} bound in the actions "
+                                           f"list (P4_16: exactly the directional ones are bound there)")
                 action_scope = "TABLE_AND_DEFAULT"
                 if has_annotation(ref.annotations, "tableonly"):
                     action_scope = "TABLE_ONLY"
                 elif has_annotation(ref.annotations, "defaultonly"):
                     action_scope = "DEFAULT_ONLY"
-                table.action_refs.append(ActionRefModel(symbol, action_scope, ref.annotations))
+                table.action_refs.append(ActionRefModel(symbol, action_scope, ref.annotations, ref.args))
                 pipeline.actions[symbol.qualified] = symbol
         elif kind == "entries_property":
             table.entries = prop.entries
             table.entries_const = prop.const
         elif kind == "simple_property":
             _simple_table_property(model, table, prop, scope, pipeline)
-    if not table.action_refs:
-        raise model.error(table.decl, f"table {table.name} has no actions")
     if table.default_action is None:
         noaction = model.global_scope.lookup("NoAction")
         if noaction is not None:
@@ -332,6 +399,16 @@ def _simple_table_property(model, table, prop, scope, pipeline):
         table.direct_meter = _instance_property(model, table, prop, scope, ("direct_meter",))
     elif name == "support_timeout":
         table.idle_timeout = bool(model.const_value(prop.value, scope))
+    elif name == "largest_priority_wins":
+        value = model.const_value(prop.value, scope)
+        if not isinstance(value, bool):
+            raise model.error(prop, f"table {table.name}: largest_priority_wins must be true or false")
+        table.largest_priority_wins = value
+    elif name == "priority_delta":
+        value = model.const_value(prop.value, scope)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise model.error(prop, f"table {table.name}: priority_delta must be a positive integer, got {value!r}")
+        table.priority_delta = value
     elif name in ("max_group_size", "selector_size_semantics", "psa_empty_group_action"):
         return
     else:
@@ -342,8 +419,8 @@ def _simple_table_property(model, table, prop, scope, pipeline):
 def convert_entries(model, table):
     """Convert a table's ``entries``/``const entries`` to ProgramInfo ConstEntry objects.
 
-    Priorities: an ``@priority(n)`` annotation wins; otherwise, in tables that need
-    priorities, the first entry gets the highest (P4Runtime: larger wins).
+    Priorities (tables with a ternary, range or optional key) are returned in the P4Runtime
+    convention, a larger number wins; see :func:`entry_priorities` for how they are chosen.
     """
     from testbed.p4 import program as P
 
@@ -354,11 +431,11 @@ def convert_entries(model, table):
         raise model.error(table.entries[0], f"unsupported construct: entries in table {table.name} with an "
                                             f"action profile/selector")
     needs_priority = any(k.match_kind in ("ternary", "range", "optional") for k in keys)
+    priorities = entry_priorities(model, table, needs_priority)
     result = []
-    count = len(table.entries)
     scope = table.control.scope
     allowed = {ref.symbol.qualified: ref for ref in table.action_refs}
-    for position, entry in enumerate(table.entries):
+    for entry, priority in zip(table.entries, priorities):
         items = entry.keyset.items if entry.keyset.kind == "tuple_keyset" else [entry.keyset]
         if len(items) == 1 and items[0].kind in ("default", "dontcare") and len(keys) > 1:
             items = items * len(keys)
@@ -376,14 +453,108 @@ def convert_entries(model, table):
                                      f"argument(s)")
         args = tuple(model.const_value(arg, scope, param.type) & ((1 << T.scalar_width(param.type)) - 1)
                      for arg, param in zip(entry.action.args, data_params))
-        priority = None
-        explicit = annotation_value(entry.annotations, "priority")
-        if explicit is not None:
-            priority = int(explicit)
-        elif needs_priority:
-            priority = count - position
         result.append(P.ConstEntry(matches, P.ActionCall(action_symbol.qualified, args), priority))
     return result
+
+
+def entry_priorities(model, table, needs_priority):
+    """The priority of each of ``table``'s initial entries, larger wins (P4Runtime), or Nones.
+
+    Two sources decide, as in p4c + BMv2:
+
+    * ``priority = N`` (P4_16 1.2.4, "Entry priorities") is only allowed in ``entries``
+      without ``const`` (p4c's frontend, frontends/p4/entryPriorities.cpp: "Table with
+      'const' entries cannot have priorities").  Missing values follow the specification's
+      pseudocode with the ``largest_priority_wins`` and ``priority_delta`` table properties;
+      with ``largest_priority_wins = false`` a smaller number wins, so the numbers are mirrored
+      into the P4Runtime convention.
+    * Otherwise p4c's BMv2 backend (backends/bmv2/common/control.h, ``convertTableEntries``)
+      gives each entry the value of its ``@priority(N)`` annotation or else a counter that starts
+      at 1 and advances with every entry, and BMv2 lets the *smaller* number win (its native
+      convention; PI inverts P4Runtime priorities for it, behavioral-model issue #581).  p4c's
+      test ``table-entries-priority-bmv2`` shows it: ``@priority(1)`` on the third entry beats the
+      first entry's ``@priority(3)``.  Without annotations the first entry wins, as the
+      specification says for entries without priorities.
+
+    Raises:
+        P4LoadError: ``priority =`` in ``const entries``, or in a table that needs no
+            priorities, or missing on the first entry when other entries have one.
+    """
+    entries = table.entries
+    explicit = [entry.priority for entry in entries]
+    if any(value is not None for value in explicit):
+        first = next(entry for entry in entries if entry.priority is not None)
+        if table.entries_const:
+            raise model.error(first, f"table {table.name}: entries of 'const entries' cannot have priorities "
+                                     f"(use 'entries' without const)")
+        if not needs_priority:
+            raise model.error(first, f"table {table.name}: its key match kinds need no priorities, but some are "
+                                     f"specified")
+        if explicit[0] is None:
+            raise model.error(entries[0], f"table {table.name}: the first entry must have a priority when "
+                                          f"others have one")
+        return _spec_priorities(model, table, explicit)
+    if not needs_priority:
+        return [None] * len(entries)
+    annotated = any(a.name == "priority" for entry in entries for a in entry.annotations or ())
+    if not (table.entries_const or annotated):
+        return _spec_priorities(model, table, explicit)
+    bmv2 = []
+    for position, entry in enumerate(entries):
+        annotation = next((a for a in entry.annotations or () if a.name == "priority"), None)
+        bmv2.append(position + 1 if annotation is None else _annotation_int(model, entry, annotation))
+    highest = max(bmv2)
+    return [highest - value + 1 for value in bmv2]
+
+
+def _spec_priorities(model, table, explicit):
+    """P4_16 1.2.4 "Entry priorities": fill in missing priorities; return them with a larger number winning."""
+    count = len(explicit)
+    delta = table.priority_delta
+    largest_wins = table.largest_priority_wins
+    scope = table.control.scope
+    values = [None if expr is None else model.const_value(expr, scope) for expr in explicit]
+    for entry, value in zip(table.entries, values):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0 or value >> 64):
+            raise model.error(entry, f"table {table.name}: entry priority must be a non-negative integer, "
+                                     f"got {value!r}")
+    if all(value is None for value in values):
+        # no priorities in the source: 1, 1 + delta, ... from the last entry (largest wins) or the first
+        order = range(count - 1, -1, -1) if largest_wins else range(count)
+        for step, index in enumerate(order):
+            values[index] = 1 + step * delta
+    else:
+        current = values[0]
+        for index in range(1, count):
+            if values[index] is not None:
+                current = values[index]
+            else:
+                current = current - delta if largest_wins else current + delta
+                if current < 0:
+                    raise model.error(table.entries[index], f"table {table.name}: computed entry priority "
+                                                            f"{current} is negative")
+                values[index] = current
+    if not largest_wins:
+        highest = max(values)
+        return [highest - value + 1 for value in values]
+    lowest = min(values)
+    return [value - lowest + 1 for value in values] if lowest < 1 else values
+
+
+def _annotation_int(model, entry, annotation):
+    """The integer of an ``@priority(N)`` annotation."""
+    from testbed.p4.frontend.lexer import parse_integer
+
+    tokens = annotation.tokens
+    negative = len(tokens) == 2 and tokens[0].kind == "-"
+    number = tokens[-1] if tokens else None
+    if number is None or number.kind != "INTEGER" or len(tokens) > 1 + negative:
+        raise model.error(entry, f"@priority needs one integer, got @priority({annotation.text})")
+    try:
+        value = parse_integer(number.value)[0]
+    except ValueError as error:
+        raise model.error(entry, f"@priority: {error}") from None
+    return -value if negative else value
 
 
 def _key_match(model, key, item, scope, table):
@@ -465,6 +636,16 @@ def _walk_digests(model, pipeline, statement, scope):
         for case in statement.cases:
             if case.body is not None:
                 _walk_digests(model, pipeline, case.body, scope)
+    elif kind == "for":
+        inner = scope.child()
+        for child in statement.init:
+            if child.kind == "variable":
+                inner.define(child.name, Symbol("var", child.name, model.resolve_type(child.type_ref)))
+        _walk_digests(model, pipeline, statement.body, inner)
+    elif kind == "for_in":
+        inner = scope.child()
+        inner.define(statement.name, Symbol("var", statement.name, model.resolve_type(statement.type_ref)))
+        _walk_digests(model, pipeline, statement.body, inner)
     elif kind == "call_statement":
         call = statement.call
         if call.func.kind == "name" and call.func.name == "digest" and \

@@ -14,6 +14,7 @@ from testbed.p4.frontend import types as T
 from testbed.p4.frontend.ast import Node
 
 V1SWITCH_ROLES = ("parser", "verify_checksum", "ingress", "egress", "compute_checksum", "deparser")
+SIZE_METHODS = ("minSizeInBits", "minSizeInBytes", "maxSizeInBits", "maxSizeInBytes")
 
 
 class Symbol:
@@ -88,6 +89,8 @@ class ProgramModel:
         self.global_instances = {}
         self.main = None
         self.pipeline = {}
+        self.pipeline_args = {}
+        self.current = None  # line index of the construct being checked or compiled (for internal errors)
         self._resolve_declarations()
 
     # ------------------------------------------------------------------ errors
@@ -107,6 +110,7 @@ class ProgramModel:
     # ------------------------------------------------------------------ declarations
     def _resolve_declarations(self):
         for decl in self.program.declarations:
+            self.current = decl.loc
             handler = getattr(self, "_declare_" + decl.kind, None)
             if handler is None:
                 raise self.error(decl, f"unsupported construct: top-level {decl.kind}")
@@ -154,12 +158,21 @@ class ProgramModel:
 
     def _declare_header(self, decl):
         fields = self._fields(decl)
+        varbits = 0
         for field, field_decl in zip(fields, decl.fields):
+            if isinstance(field.type, T.VarbitType):
+                varbits += 1
+                if varbits > 1:
+                    raise self.error(field_decl, f"header {decl.name}: at most one varbit field (P4_16)")
+                continue
+            if isinstance(field.type, T.StructType) and not isinstance(field.type, T.UnionType) and \
+                    T.is_flat_bit_struct(field.type):
+                continue  # P4_16 1.2.4: a header field may be a struct of bit-string fields
             if not (isinstance(field.type, (T.BitType, T.BoolType)) or
                     (isinstance(field.type, T.EnumType) and field.type.underlying is not None)):
                 raise self.error(field_decl, f"unsupported construct: header field {decl.name}.{field.name} of type "
-                                             f"{field.type.name_text()} (only bit<W>, int<W>, bool and "
-                                             f"serializable enums)")
+                                             f"{field.type.name_text()} (bit<W>, int<W>, bool, varbit<W>, "
+                                             f"serializable enums and structs of them)")
         header = T.HeaderType(decl.name, fields, decl.annotations)
         if header.width % 8:
             raise self.error(decl, f"header {decl.name} is {header.width} bits, not a whole number of bytes")
@@ -175,6 +188,9 @@ class ProgramModel:
     def _declare_struct(self, decl):
         fields = self._fields(decl)
         for field, field_decl in zip(fields, decl.fields):
+            if isinstance(field.type, T.VarbitType):
+                raise self.error(field_decl, f"unsupported construct: varbit field {decl.name}.{field.name} in a "
+                                             f"struct (varbit fields are supported in headers)")
             if isinstance(field.type, (T.ExternType, T.BlockType, T.InfIntType, T.VoidType)):
                 raise self.error(field_decl, f"struct {decl.name}.{field.name}: type {field.type.name_text()} "
                                              f"not allowed in a struct")
@@ -256,9 +272,9 @@ class ProgramModel:
         if len(decl.args) != len(V1SWITCH_ROLES):
             raise self.error(decl, f"V1Switch needs {len(V1SWITCH_ROLES)} arguments, got {len(decl.args)}")
         for role, arg in zip(V1SWITCH_ROLES, decl.args):
-            if arg.kind != "constructor_call" or arg.args:
-                raise self.error(arg, f"V1Switch argument for {role}: expected Name() of a parser or control "
-                                      f"without constructor arguments")
+            if arg.kind != "constructor_call":
+                raise self.error(arg, f"V1Switch argument for {role}: expected Name(...) of a parser or control")
+            self.pipeline_args[role] = list(arg.args)
             block_name = arg.type_ref.name
             wanted = self.parsers if role == "parser" else self.controls
             if block_name not in wanted:
@@ -306,11 +322,17 @@ class ProgramModel:
         if kind == "stack_type":
             element = self.resolve_type(node.element)
             size = self.const_value(node.size, self.global_scope)
-            if not isinstance(element, T.HeaderType):
-                raise self.error(node, f"unsupported construct: stack of {element.name_text()} (only header stacks)")
-            if not isinstance(size, int) or size <= 0:
-                raise self.error(node, "header stack size must be a positive constant")
+            if not isinstance(element, (T.HeaderType, T.UnionType)):
+                raise self.error(node, f"unsupported construct: stack of {element.name_text()} (stacks hold headers "
+                                       f"or header unions)")
+            if isinstance(size, bool) or not isinstance(size, int) or not 0 < size <= 4096:
+                raise self.error(node, "header stack size must be a constant in 1..4096")
             return T.StackType(element, size)
+        if kind == "varbit_type":
+            width = self.const_value(node.width, self.global_scope)
+            if isinstance(width, bool) or not isinstance(width, int) or not 0 < width <= 4096:
+                raise self.error(node, f"bad width {width!r} in varbit<...>")
+            return T.VarbitType(width)
         if kind == "tuple_type":
             return T.TupleType([self.resolve_type(a) for a in node.args])
         raise self.error(node, f"unsupported construct: type {kind}")
@@ -418,6 +440,13 @@ class ProgramModel:
         if op in ("land", "lor"):
             return (left and right) if op == "land" else (left or right), T.BoolType()
         if op in ("eq", "ne", "lt", "gt", "le", "ge"):
+            # P4_16 spec 1.2.4, "Implicit casts": an arbitrary-precision integer operand is cast to the
+            # fixed-width type of the other operand first, so 8w255 == -1 compares 255 with 255 (p4c's
+            # constant folding does the same).
+            if isinstance(left_type, T.InfIntType) and not isinstance(right_type, T.InfIntType):
+                left = convert_int(left, right_type)
+            elif isinstance(right_type, T.InfIntType) and not isinstance(left_type, T.InfIntType):
+                right = convert_int(right, left_type)
             result = {"eq": left == right, "ne": left != right, "lt": left < right, "gt": left > right,
                       "le": left <= right, "ge": left >= right}[op]
             return result, T.BoolType()
@@ -476,6 +505,7 @@ class ProgramModel:
         Raises:
             P4LoadError: unknown names, width mismatches, unsupported expressions.
         """
+        self.current = expr.loc
         type_ = self._type_of(expr, scope)
         expr.type = type_
         return type_
@@ -557,6 +587,12 @@ class ProgramModel:
             return then
         if kind == "list":
             return T.TupleType([self.type_of(item, scope) for item in expr.items])
+        if kind == "struct_expr":
+            return T.StructExprType([(name, self.type_of(value, scope)) for name, value in expr.fields])
+        if kind == "invalid_header":
+            return T.InvalidHeaderType()
+        if kind == "pycode":
+            return expr.type
         if kind == "call":
             return self._call_type(expr, scope)
         if kind == "dontcare":
@@ -573,10 +609,11 @@ class ProgramModel:
             field = base.field_map.get(member)
             if field is not None:
                 return field.type
-            if isinstance(base, T.HeaderType) and member in ("isValid", "setValid", "setInvalid", "minSizeInBits",
-                                                             "minSizeInBytes"):
+            if isinstance(base, T.HeaderType) and member in ("isValid", "setValid", "setInvalid") + SIZE_METHODS:
                 return T.VoidType()
             if isinstance(base, T.UnionType) and member == "isValid":
+                return T.VoidType()
+            if isinstance(base, T.StructType) and member in SIZE_METHODS:
                 return T.VoidType()
             raise self.error(expr, f"{base.name_text()} has no field {member!r}")
         if isinstance(base, T.StackType):
@@ -606,9 +643,18 @@ class ProgramModel:
                 raise self.error(expr, f"{'&&' if op == 'land' else '||'} needs bool operands")
             return T.BoolType()
         if op in ("eq", "ne"):
-            if isinstance(left, (T.StructLikeType, T.StackType, T.TupleType)) or isinstance(
-                    right, (T.StructLikeType, T.StackType, T.TupleType)):
-                raise self.error(expr, "unsupported construct: == / != on headers, structs or tuples")
+            composite = (T.StructLikeType, T.StackType, T.TupleType, T.StructExprType, T.InvalidHeaderType)
+            if isinstance(left, composite) or isinstance(right, composite):
+                named = [t for t in (left, right) if isinstance(t, (T.StructLikeType, T.StackType))]
+                if len(named) == 2 and named[0].name_text() != named[1].name_text():
+                    raise self.error(expr, f"cannot compare {left.name_text()} with {right.name_text()}")
+                if not named and not (isinstance(left, T.TupleType) and isinstance(right, T.TupleType)):
+                    raise self.error(expr, f"cannot compare {left.name_text()} with {right.name_text()}")
+                return T.BoolType()
+            if isinstance(left, T.VarbitType) or isinstance(right, T.VarbitType):
+                if not (isinstance(left, T.VarbitType) and isinstance(right, T.VarbitType)):
+                    raise self.error(expr, f"cannot compare {left.name_text()} with {right.name_text()}")
+                return T.BoolType()
             self._unify(expr, left, right)
             return T.BoolType()
         if op in ("lt", "gt", "le", "ge"):
@@ -667,13 +713,13 @@ class ProgramModel:
                     return T.BoolType()
                 if method in ("setValid", "setInvalid"):
                     return T.VoidType()
-                if method in ("minSizeInBits", "minSizeInBytes"):
+                if method in SIZE_METHODS:
                     return T.InfIntType()
             if isinstance(base_type, T.StackType) and method in ("push_front", "pop_front"):
                 return T.VoidType()
             if isinstance(base_type, T.UnionType) and method == "isValid":
                 return T.BoolType()
-            if isinstance(base_type, T.StructType) and method in ("minSizeInBits", "minSizeInBytes"):
+            if isinstance(base_type, T.StructType) and method in SIZE_METHODS:
                 return T.InfIntType()
             symbol = getattr(func.expr, "symbol", None)
             if symbol is not None and symbol.kind == "table" and method == "apply":

@@ -22,12 +22,14 @@ KEYWORDS = {
     "enum", "error", "exit", "extern", "false", "header", "header_union", "if", "in", "inout", "int",
     "key", "match_kind", "out", "package", "parser", "return", "select", "state", "string", "struct",
     "switch", "table", "this", "transition", "true", "tuple", "type", "typedef", "varbit", "void",
-    "value_set", "abstract", "list", "_",
+    "value_set", "abstract", "list", "_", "for", "break", "continue",
 }
 
 # Longest first so that "&&&" wins over "&&" and "|+|" over "|".
 PUNCTUATION = [
+    "|+|=", "|-|=", "<<=", ">>=", "...",
     "&&&", "|+|", "|-|", "<<", ">>", "<=", ">=", "==", "!=", "&&", "||", "++", "..",
+    "+=", "-=", "*=", "/=", "%=", "&=", "|=", "^=", "#",
     "+", "-", "*", "/", "%", "&", "|", "^", "~", "!", "?", ":", ";", ",", ".", "(", ")",
     "{", "}", "[", "]", "<", ">", "=", "@",
 ]
@@ -59,52 +61,70 @@ class RawToken:
         return f"RawToken({self.kind}, {self.value!r})"
 
 
+MAX_LITERAL_BITS = 8192  # integer literals; type widths are at most 4096 bits
+MAX_LITERAL_WIDTH = 4096
+
+
+class LiteralError(ValueError):
+    """An integer literal the target cannot take (too large, or a bad width)."""
+
+
+_BITS_PER_DIGIT = {16: 4, 2: 1, 8: 3, 10: 3.33}
+
+
 def parse_integer(text):
     """Parse a P4 integer literal.
 
     Returns:
         (value, width or None, signed): ``8w5`` -> (5, 8, False); ``5`` -> (5, None, False).
+
+    Raises:
+        LiteralError: a value of more than MAX_LITERAL_BITS bits or a width beyond
+            MAX_LITERAL_WIDTH (checked before any conversion, so a literal of thousands of
+            digits costs nothing).
     """
     width = None
     signed = False
     match = re.match(r"(\d+)([ws])(.*)$", text)
     if match:
+        if len(match.group(1)) > 5 or not 0 < int(match.group(1)) <= MAX_LITERAL_WIDTH:
+            raise LiteralError(f"integer literal width {match.group(1)[:10]} out of range "
+                               f"(1..{MAX_LITERAL_WIDTH})")
         width = int(match.group(1))
         signed = match.group(2) == "s"
         text = match.group(3)
     text = text.replace("_", "")
     lowered = text.lower()
-    if lowered.startswith("0x"):
-        value = int(lowered[2:], 16)
-    elif lowered.startswith("0b"):
-        value = int(lowered[2:], 2)
-    elif lowered.startswith("0o"):
-        value = int(lowered[2:], 8)
-    elif lowered.startswith("0d"):
-        value = int(lowered[2:], 10)
-    else:
-        value = int(lowered, 10)
+    base = {"0x": 16, "0b": 2, "0o": 8, "0d": 10}.get(lowered[:2])
+    digits = lowered[2:] if base else lowered
+    base = base or 10
+    if not digits:
+        raise LiteralError(f"integer literal {text[:20]!r} has no digits")
+    if len(digits.lstrip("0")) * _BITS_PER_DIGIT[base] > MAX_LITERAL_BITS:
+        raise LiteralError(f"integer literal of more than {MAX_LITERAL_BITS} bits")
+    try:
+        value = int(digits, base)
+    except ValueError:
+        raise LiteralError(f"malformed integer literal {text[:20]!r}") from None
     return value, width, signed
 
 
 class Lexer:
-    """Turns preprocessed lines into tokens for the grammar.
+    """Turns preprocessed lines (macros already expanded) into tokens for the grammar.
 
     Args:
         lines: list of :class:`testbed.p4.frontend.preprocessor.SourceLine`.
-        macros: dict name -> Macro from the preprocessor.
     """
 
-    def __init__(self, lines, macros):
+    def __init__(self, lines):
         self.lines = lines
-        self.macros = macros
 
     def error(self, message, line_index):
         """Return a P4LoadError located at line ``line_index``."""
         source = self.lines[line_index]
         return P4LoadError(message, source.filename, source.line)
 
-    def _scan_line(self, text, line_index, expanding=frozenset()):
+    def _scan_line(self, text, line_index):
         tokens = []
         pos = 0
         while pos < len(text):
@@ -116,11 +136,6 @@ class Lexer:
             column = pos + 1
             pos = match.end()
             if kind == "ws":
-                continue
-            if kind == "ident" and value in self.macros and value not in expanding:
-                # as in C, a macro is not expanded again inside its own expansion
-                macro = self.macros[value]
-                tokens.extend(self._scan_line(macro.body, line_index, expanding | {value}))
                 continue
             if kind == "ident":
                 kind = value if value in KEYWORDS else "IDENT"
@@ -146,7 +161,30 @@ class Lexer:
         raw = self._fold_annotations(raw)
         type_names = self._collect_type_names(raw)
         self._classify(raw, type_names)
+        self._mark_entry_priorities(raw)
         return raw
+
+    @staticmethod
+    def _mark_entry_priorities(tokens):
+        """Inside ``entries = { ... }``, ``priority =`` at the start of an entry becomes one PRIORITY token.
+
+        ``priority`` is not a keyword of P4_16 (a variable may have that name); the
+        grammar's ``entryPriority`` (P4_16 1.2.4) only exists at the start of a table entry.
+        """
+        depth = 0
+        for i, token in enumerate(tokens):
+            if depth == 0:
+                if token.kind == "entries" and i + 2 < len(tokens) and tokens[i + 1].kind == "=" and \
+                        tokens[i + 2].kind == "{":
+                    depth = -1  # armed: the next '{' opens the list
+                continue
+            if token.kind == "{":
+                depth = 1 if depth < 0 else depth + 1
+            elif token.kind == "}":
+                depth -= 1
+            elif depth == 1 and token.kind == "IDENT" and token.value == "priority" and i + 1 < len(tokens) \
+                    and tokens[i + 1].kind == "=" and tokens[i - 1].kind in ("{", ";", "const", "ANNOTATION"):
+                token.kind = "PRIORITY"
 
     def _fold_annotations(self, tokens):
         """Replace ``@name`` and ``@name(...)`` / ``@name[...]`` by one ANNOTATION token."""

@@ -14,7 +14,7 @@ from lark.lexer import Lexer as LarkLexer
 
 from testbed.errors import P4LoadError
 from testbed.p4.frontend.ast import Annotation, Node
-from testbed.p4.frontend.lexer import Lexer, parse_integer
+from testbed.p4.frontend.lexer import Lexer, LiteralError, parse_integer
 
 GRAMMAR_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "p4.lark")
 
@@ -58,7 +58,7 @@ def _lark_parser():
     return parser, literal_to_terminal
 
 
-_DECLARED = {"IDENT", "TYPE_IDENT", "INTEGER", "STRING_LITERAL", "ANNOTATION", "TLT", "TGT", "DLT"}
+_DECLARED = {"IDENT", "TYPE_IDENT", "INTEGER", "STRING_LITERAL", "ANNOTATION", "TLT", "TGT", "DLT", "PRIORITY"}
 
 
 def _to_lark_tokens(raw_tokens, literal_to_terminal, lexer, annotation_bodies):
@@ -82,16 +82,14 @@ def _to_lark_tokens(raw_tokens, literal_to_terminal, lexer, annotation_bodies):
 
 _UNSUPPORTED_KEYWORDS = {
     "value_set": "value_set", "abstract": "abstract methods", "list": "list types",
-    "varbit": "varbit (variable-size) fields",
 }
 
 
-def parse_source(lines, macros):
+def parse_source(lines):
     """Parse preprocessed ``lines`` into a ``program`` Node.
 
     Args:
-        lines: list of SourceLine from the preprocessor.
-        macros: the macro table from the preprocessor.
+        lines: list of SourceLine from the preprocessor (macros expanded).
 
     Returns:
         Node of kind ``program`` with attribute ``declarations``.
@@ -99,7 +97,7 @@ def parse_source(lines, macros):
     Raises:
         P4LoadError: syntax errors and unsupported constructs, with file:line.
     """
-    lexer = Lexer(lines, macros)
+    lexer = Lexer(lines)
     raw_tokens = lexer.tokenize()
     for raw in raw_tokens:
         if raw.kind in _UNSUPPORTED_KEYWORDS:
@@ -115,6 +113,7 @@ def parse_source(lines, macros):
             last = raw_tokens[-1] if raw_tokens else None
             raise lexer.error("syntax error: unexpected end of input", last.line if last else 0) from None
         shown = str(token.value)
+        shown = shown if len(shown) <= 40 else shown[:37] + "..."
         message = f"syntax error: unexpected {shown!r}"
         position = _token_position(tokens, token)
         if position > 0 and tokens[position - 1].type == "IDENT" and token.type in ("IDENT", "TYPE_IDENT"):
@@ -125,15 +124,55 @@ def parse_source(lines, macros):
         raise P4LoadError(message, lines[token.line].filename, lines[token.line].line, token.column) from None
     except UnexpectedInput as error:
         line = getattr(error, "line", 0) or 0
-        raise P4LoadError(f"syntax error: {error}", lines[line].filename, lines[line].line) from None
+        line = line if 0 <= line < len(lines) else 0
+        raise P4LoadError(f"syntax error ({type(error).__name__})", lines[line].filename, lines[line].line) from None
+    _check_depth(tree, lines)
     builder = _AstBuilder(annotation_bodies)
     try:
         program = builder.transform(tree)
     except VisitError as error:
-        if isinstance(error.orig_exc, P4LoadError):
-            raise error.orig_exc from None
-        raise
+        meta = getattr(error.obj, "meta", None)
+        line = getattr(meta, "line", 0) if meta is not None and not getattr(meta, "empty", True) else 0
+        line = line if 0 <= line < len(lines) else 0
+        original = error.orig_exc
+        if isinstance(original, P4LoadError):
+            if original.filename is None:
+                raise P4LoadError(original.message, lines[line].filename, lines[line].line) from None
+            raise original from None
+        raise P4LoadError(f"internal error of the embedded target while reading this construct "
+                          f"({type(original).__name__})", lines[line].filename, lines[line].line) from None
     return program
+
+
+MAX_SYNTAX_DEPTH = 200  # nesting of the syntax tree (expressions, statements, blocks)
+
+
+def _check_depth(tree, lines):
+    """Refuse syntax trees nested deeper than MAX_SYNTAX_DEPTH, naming where (no RecursionError later)."""
+    stack = [(tree, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > MAX_SYNTAX_DEPTH:
+            line = _first_line(node)
+            line = line if 0 <= line < len(lines) else 0
+            raise P4LoadError(f"unsupported construct: nesting deeper than {MAX_SYNTAX_DEPTH} levels "
+                              f"(expressions, statements or blocks)", lines[line].filename, lines[line].line)
+        for child in getattr(node, "children", ()):
+            if hasattr(child, "children"):
+                stack.append((child, depth + 1))
+
+
+def _first_line(node):
+    meta = getattr(node, "meta", None)
+    if meta is not None and not getattr(meta, "empty", True):
+        return meta.line
+    for child in getattr(node, "children", ()):
+        line = getattr(child, "line", None)
+        if isinstance(line, int):
+            return line
+        if hasattr(child, "children"):
+            return _first_line(child)
+    return 0
 
 
 def _token_position(tokens, token):
@@ -243,7 +282,7 @@ class _AstBuilder(Transformer):
         return Node("bit_type", _loc(meta, children), width=children[1], signed=True)
 
     def varbit_type(self, meta, children):
-        raise P4LoadError("unsupported construct: varbit")
+        return Node("varbit_type", _loc(meta, children), width=children[1])
 
     def width(self, meta, children):
         child = children[0]
@@ -372,11 +411,14 @@ class _AstBuilder(Transformer):
     def parser_decl(self, meta, children):
         annotations, name = children[0], children[1]
         type_params, rest = self._split_generic(children[2:])
-        params = rest[0]
-        locals_ = [c for c in rest[1:] if c.kind != "state"]
-        states = [c for c in rest[1:] if c.kind == "state"]
+        params, ctor_params = rest[0], rest[1]
+        locals_ = [c for c in rest[2:] if c.kind != "state"]
+        states = [c for c in rest[2:] if c.kind == "state"]
         return Node("parser", name.loc, name=name.name, type_params=type_params, params=params, locals=locals_,
-                    states=states, annotations=annotations)
+                    states=states, annotations=annotations, ctor_params=ctor_params.params)
+
+    def ctor_params(self, meta, children):
+        return Node("ctor_params", _loc(meta, children), params=children[0] if children else [])
 
     def parser_state(self, meta, children):
         annotations, name = children[0], children[1]
@@ -416,10 +458,10 @@ class _AstBuilder(Transformer):
     def control_decl(self, meta, children):
         annotations, name = children[0], children[1]
         type_params, rest = self._split_generic(children[2:])
-        params = rest[0]
+        params, ctor_params = rest[0], rest[1]
         body = rest[-1]
         return Node("control", name.loc, name=name.name, type_params=type_params, params=params,
-                    locals=list(rest[1:-1]), body=body, annotations=annotations)
+                    locals=list(rest[2:-1]), body=body, annotations=annotations, ctor_params=ctor_params.params)
 
     def package_decl(self, meta, children):
         return self._type_declaration("package", children)
@@ -471,9 +513,17 @@ class _AstBuilder(Transformer):
         return Node("action_ref", name.loc, name=name.name, args=args, annotations=annotations)
 
     def table_entry(self, meta, children):
-        annotations, const_flag, keyset, action, annotations2 = children
+        annotations, const_flag, priority, keyset, action, annotations2 = children
         return Node("table_entry", keyset.loc if isinstance(keyset, Node) else action.loc, keyset=keyset,
-                    action=action, annotations=list(annotations) + list(annotations2))
+                    action=action, annotations=list(annotations) + list(annotations2), const=const_flag,
+                    priority=priority)
+
+    def entry_priority(self, meta, children):
+        expressions = [c for c in children if isinstance(c, Node)]
+        return expressions[0] if expressions else None
+
+    def integer_literal(self, meta, children):
+        return self.integer(meta, children)
 
     def entry_action(self, meta, children):
         name = children[0]
@@ -500,6 +550,54 @@ class _AstBuilder(Transformer):
 
     def assignment(self, meta, children):
         return Node("assign", children[0].loc, target=children[0], value=children[1])
+
+    def compound_assignment(self, meta, children):
+        target, op, value = children
+        return Node("compound_assign", target.loc, target=target, op=op, value=value)
+
+    def assign_op(self, meta, children):
+        return "".join(str(c) for c in children)
+
+    def break_statement(self, meta, children):
+        return Node("break", _loc(meta, children))
+
+    def continue_statement(self, meta, children):
+        return Node("continue", _loc(meta, children))
+
+    def for_statement(self, meta, children):
+        annotations, init = children[0], children[1]
+        rest = children[2:]
+        cond = rest[0] if len(rest) == 3 else None
+        updates, body = rest[-2], rest[-1]
+        return Node("for", _loc(meta, children), init=init, cond=cond, updates=updates, body=body,
+                    annotations=annotations)
+
+    def for_parts(self, meta, children):
+        return list(children)
+
+    def for_variable(self, meta, children):
+        node = self.variable_decl(meta, children)
+        return node
+
+    def for_assignment(self, meta, children):
+        return self.assignment(meta, children)
+
+    def for_compound(self, meta, children):
+        return self.compound_assignment(meta, children)
+
+    def for_call(self, meta, children):
+        return self.call_statement(meta, children)
+
+    def for_generic_call(self, meta, children):
+        return self.generic_call_statement(meta, children)
+
+    def for_in_statement(self, meta, children):
+        annotations, _inner, type_ref, name, _in, collection, body = children
+        return Node("for_in", name.loc, type_ref=type_ref, name=name.name, collection=collection, body=body,
+                    annotations=annotations)
+
+    def range_collection(self, meta, children):
+        return Node("range", children[0].loc, low=children[0], high=children[1])
 
     def call_statement(self, meta, children):
         func, args = children
@@ -602,8 +700,13 @@ class _AstBuilder(Transformer):
 
     def integer(self, meta, children):
         token = children[0]
-        value, width, signed = parse_integer(str(token))
-        return Node("int", token.line, value=value, width=width, signed=signed, text=str(token))
+        try:
+            value, width, signed = parse_integer(str(token))
+        except LiteralError as error:
+            raise P4LoadError(f"unsupported construct: {error}") from None
+        text = str(token)
+        return Node("int", token.line, value=value, width=width, signed=signed,
+                    text=text if len(text) <= 64 else text[:61] + "...")
 
     def true(self, meta, children):
         return Node("bool", _loc(meta, children), value=True)
@@ -624,6 +727,21 @@ class _AstBuilder(Transformer):
     def list_expression(self, meta, children):
         items = children[0] if children else []
         return Node("list", _loc(meta, children), items=items)
+
+    def list_expression_dots(self, meta, children):
+        return Node("list", _loc(meta, children), items=children[0], dots=True)
+
+    def struct_expression(self, meta, children):
+        return Node("struct_expr", _loc(meta, children), fields=list(children), dots=False)
+
+    def struct_expression_dots(self, meta, children):
+        return Node("struct_expr", _loc(meta, children), fields=list(children), dots=True)
+
+    def kv_pair(self, meta, children):
+        return (str(children[0]), children[1])
+
+    def invalid_header(self, meta, children):
+        return Node("invalid_header", _loc(meta, children))
 
     def type_member(self, meta, children):
         return Node("type_member", children[0].line, type_name=str(children[0]), member=children[1])

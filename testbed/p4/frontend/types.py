@@ -111,22 +111,64 @@ class StructLikeType(NamedType):
 
 
 class HeaderType(StructLikeType):
-    """``header``: fields are bit/int/bool/serializable enums; knows its byte size."""
+    """``header``: fields are bit/int/bool/serializable enums, structs of them, at most one varbit.
+
+    ``width`` is the fixed part in bits (a varbit field counts 0), ``max_width`` the largest
+    size (a varbit at its maximum); ``varbit`` is the varbit field or None.
+    """
 
     kind = "header"
 
     def __init__(self, name, fields, annotations):
         super().__init__(name, fields, annotations)
         offset = 0
+        self.varbit = None
         for f in fields:
             f.offset = offset
+            if isinstance(f.type, VarbitType):
+                self.varbit = f
+                continue
             offset += field_width(f.type)
         self.width = offset
+        self.max_width = offset + (self.varbit.type.max_width if self.varbit is not None else 0)
 
     @property
     def byte_size(self):
-        """Size in bytes."""
+        """Size in bytes (of the fixed part when there is a varbit field)."""
         return self.width // 8
+
+
+class VarbitType(P4Type):
+    """``varbit<W>``: a bit string of up to ``max_width`` bits whose length is set when it is extracted."""
+
+    kind = "varbit"
+
+    def __init__(self, max_width):
+        self.max_width = max_width
+
+    def name_text(self):
+        return f"varbit<{self.max_width}>"
+
+
+class StructExprType(P4Type):
+    """The type of a structure-valued expression ``{a = x, b = y}`` before it meets its target type."""
+
+    kind = "struct_expr"
+
+    def __init__(self, fields):
+        self.fields = fields
+
+    def name_text(self):
+        return "{" + ", ".join(f"{name} = {type_.name_text()}" for name, type_ in self.fields) + "}"
+
+
+class InvalidHeaderType(P4Type):
+    """The type of ``{#}``, the invalid header (or header union) of the type it is assigned to."""
+
+    kind = "invalid_header"
+
+    def name_text(self):
+        return "{#}"
 
 
 class StructType(StructLikeType):
@@ -219,11 +261,25 @@ class ActionEnumType(TableApplyType):
 
 
 def field_width(type_):
-    """Width in bits of a header field type (bit/int, bool = 1, serializable enum)."""
+    """Width in bits of a fixed-size header field type (bit/int, bool = 1, serializable enum, struct of them)."""
+    if isinstance(type_, StructType) and not isinstance(type_, UnionType):
+        return sum(field_width(f.type) for f in type_.fields)
     width = None if isinstance(type_, ErrorType) else scalar_width(type_)
     if width is None:
         raise TypeError(f"not a fixed-width field type: {type_.name_text()}")
     return width
+
+
+def is_flat_bit_struct(type_):
+    """True for a struct whose fields are all bit-strings (or such structs): allowed inside headers."""
+    for f in type_.fields:
+        if isinstance(f.type, StructType) and not isinstance(f.type, UnionType):
+            if not is_flat_bit_struct(f.type):
+                return False
+        elif not (isinstance(f.type, (BitType, BoolType)) or
+                  (isinstance(f.type, EnumType) and f.type.underlying is not None)):
+            return False
+    return True
 
 
 def scalar_width(type_):
@@ -240,7 +296,9 @@ def scalar_width(type_):
 
 
 def flatten_width(type_):
-    """Total width of a struct/header/tuple, field by field (for digests, hashes)."""
+    """Total width of a struct/header/tuple, field by field (for digests, hashes; a varbit counts 0)."""
+    if isinstance(type_, VarbitType):
+        return 0
     if isinstance(type_, (StructType, HeaderType)):
         return sum(flatten_width(f.type) for f in type_.fields)
     if isinstance(type_, TupleType):
@@ -249,3 +307,12 @@ def flatten_width(type_):
     if width is None:
         raise TypeError(type_.name_text())
     return width
+
+
+def max_width(type_):
+    """Largest total width of a struct/header, field by field (a varbit at its maximum)."""
+    if isinstance(type_, VarbitType):
+        return type_.max_width
+    if isinstance(type_, (StructType, HeaderType)):
+        return sum(max_width(f.type) for f in type_.fields)
+    return flatten_width(type_)

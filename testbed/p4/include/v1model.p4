@@ -6,8 +6,11 @@
 
 #include <core.p4>
 
+/* As in p4c's v1model.p4: the version defaults to 20180101, and the declarations that
+ * came with 20200408 (PortId_t) exist only when a program asks for that version, so a
+ * program may declare its own PortId_t. */
 #ifndef V1MODEL_VERSION
-#define V1MODEL_VERSION 20200408
+#define V1MODEL_VERSION 20180101
 #endif
 
 match_kind {
@@ -18,17 +21,21 @@ match_kind {
 
 const bit<32> __v1model_version = V1MODEL_VERSION;
 
+#if V1MODEL_VERSION >= 20200408
 typedef bit<9>  PortId_t;
-typedef bit<48> EgressInstance_t;
-typedef bit<16> MulticastGroup_t;
-typedef bit<16> EgressInstanceRid_t;
-typedef bit<32> CloneSessionId_t;
+#endif
 
 @metadata @name("standard_metadata")
 struct standard_metadata_t {
+#if V1MODEL_VERSION >= 20200408
     PortId_t ingress_port;
     PortId_t egress_spec;
     PortId_t egress_port;
+#else
+    bit<9>   ingress_port;
+    bit<9>   egress_spec;
+    bit<9>   egress_port;
+#endif
     bit<32> instance_type;
     bit<32> packet_length;
     @alias("queueing_metadata.enq_timestamp") bit<32> enq_timestamp;

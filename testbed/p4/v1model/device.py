@@ -108,6 +108,7 @@ class Device:
         self._lock = threading.RLock()
         self.raise_errors = raise_errors
         self.errors = 0
+        self.halted = None  # why the switch stopped, as simple_switch would (RT.TargetAbort), else None
 
     # ------------------------------------------------------------------ public API
     def process(self, ingress_port, frame):
@@ -118,11 +119,14 @@ class Device:
         """
         with self._lock:
             outputs = []
+            if self.halted is not None:
+                self._port(ingress_port).drops += 1
+                return outputs
             pending = deque([(ingress_port, bytes(frame), RT.PKT_INSTANCE_TYPE_NORMAL, None, 0)])
-            while pending:
+            while pending and self.halted is None:
                 jobs = self._run_ingress(pending.popleft(), pending)
                 egress_queue = deque(jobs)
-                while egress_queue:
+                while egress_queue and self.halted is None:
                     job = egress_queue.popleft()
                     self._run_egress(job, outputs, pending, egress_queue, None)
             return outputs
@@ -130,6 +134,9 @@ class Device:
     def receive(self, ingress_port, frame):
         """Queued mode: run parser..ingress and enqueue the result on its egress queue(s)."""
         with self._lock:
+            if self.halted is not None:
+                self._port(ingress_port).drops += 1
+                return
             pending = deque([(ingress_port, bytes(frame), RT.PKT_INSTANCE_TYPE_NORMAL, None, 0)])
             while pending:
                 for job in self._run_ingress(pending.popleft(), pending):
@@ -145,6 +152,8 @@ class Device:
             for port, frame in self.packet_generator.due(now_ns):
                 self.receive(port, frame)
             outputs = []
+            if self.halted is not None:
+                return outputs
             pending = deque()
             for departure in self.tm.dequeue_ready(now_ns):
                 job = departure.item
@@ -197,6 +206,12 @@ class Device:
         if self.on_log is not None:
             self.on_log(message)
 
+    def _halt(self, where, port, error):
+        """The program did what stops simple_switch (RT.TargetAbort): stop forwarding for good."""
+        self.halted = f"{where} port {port}: {error}"
+        self._port(port).drops += 1
+        self._log(f"switch halted: {self.halted}")
+
     def _internal_error(self, where, port, error):
         self.errors += 1
         self._port(port).drops += 1
@@ -231,6 +246,9 @@ class Device:
                 self._preserve(preserved[1], preserved[0], meta)
             self._verify(P, hdr, meta)
             self._ingress(P, hdr, meta, sm)
+        except RT.TargetAbort as error:
+            self._halt("ingress", port, error)
+            return []
         except (RT.P4AssertionError, IndexError) as error:
             self._log(f"ingress port {port}: packet dropped: {error}")
             self._port(port).drops += 1
@@ -296,6 +314,9 @@ class Device:
             P2 = RT.PacketContext(sm, P.now_ns, self.on_log)
             try:
                 self._parse(P2, frame, hdr, clone_meta, sm)
+            except RT.TargetAbort as error:
+                self._halt("clone parser", port, error)
+                return []
             except Exception as error:
                 self._internal_error("clone parser", port, error)
                 continue
@@ -324,6 +345,9 @@ class Device:
         P.truncate_length = job.truncate
         try:
             self._egress(P, hdr, meta, sm)
+        except RT.TargetAbort as error:
+            self._halt("egress", port, error)
+            return
         except (RT.P4AssertionError, IndexError) as error:
             self._log(f"egress port {port}: packet dropped: {error}")
             self._port(port).drops += 1
@@ -352,6 +376,9 @@ class Device:
             self._compute(P, hdr, meta)
             out = []
             self._deparser(P, out, hdr)
+        except RT.TargetAbort as error:
+            self._halt("deparser", port, error)
+            return
         except (RT.P4AssertionError, IndexError) as error:
             self._log(f"egress port {port}: packet dropped: {error}")
             self._port(port).drops += 1

@@ -26,6 +26,11 @@ class P4AssertionError(Exception):
     """A P4 ``assert``/``assume`` failed (BMv2 stops; the embedded target drops the packet and logs)."""
 
 
+class TargetAbort(Exception):
+    """The program did what stops simple_switch itself (a run-time header stack index out of range:
+    ``Stack::at`` throws std::out_of_range and the process terminates); the device halts."""
+
+
 class PacketContext:
     """Hidden state of one packet while the pipeline runs.
 
@@ -93,6 +98,12 @@ class HeaderStack:
         other = HeaderStack([item.copy() for item in self.items])
         other.next_index = self.next_index
         return other
+
+    def copy_from(self, other):
+        """Make this stack equal to ``other`` (element by element, with its next index)."""
+        for mine, theirs in zip(self.items, other.items):
+            mine.copy_from(theirs)
+        self.next_index = other.next_index
 
     def emit(self, out):
         """Append the bytes of every valid element to ``out``."""
