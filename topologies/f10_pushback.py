@@ -17,8 +17,9 @@ The protocol as the text states it, and how each rule is read here:
      them): a ``PBOnly`` naming them goes to **all neighbours except** the child
      it lost (``v``);
   2. **every** destination outside its subtree (all uplinks failed, or every
-     uplink refuses all but one subtree): a ``PBExcept`` naming the only
-     subtree it can still reach (its own) goes to its **children**;
+     uplink refuses all but one subtree): a ``PBExcept`` naming the one
+     subtree it can still reach (its own, or the one its parents' PBExcept
+     named) goes to its **children**;
   3. some destinations outside its subtree (every uplink is failed or pushed
      back for them): a ``PBOnly`` naming them goes to its **children**.
 
@@ -51,6 +52,16 @@ The protocol as the text states it, and how each rule is read here:
 Each failure is its own set of notifications, and notifications always name a
 failed *link* (``cause``), as the paper says; a failed switch is all its links
 failing at once, so each of its parents starts one.
+
+Figure 4 (6-port AB FatTree): ``u`` and ``w`` have stack {A}, ``x`` {B}, so
+``u`` is an aggregation switch of a type-A pod, ``v`` an edge switch below it
+(its other parents are "u's two siblings"), ``w`` the same-index switch of the
+other type-A pod and the ``x`` the type-B pod's switches: the paper draws the
+fabric without the doubled subtrees below the cores (footnote 2,
+:func:`testbed.topologies.f10.omit_doubled_subtrees`).  There ``<u, v>``
+gives the paper's 14 messages and 8 switches; the whole fabric gives 26 and
+17.  The switch ``v`` failing adds 37 messages and 3 switches by these rules
+(the paper: 32 and 12); tests/test_f10_pushback.py shows the breakdown.
 """
 from collections import defaultdict
 from dataclasses import dataclass, field
