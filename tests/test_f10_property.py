@@ -16,11 +16,15 @@ Plus the structural claims of section 4: at most k ports per switch, exactly
 one downward path from each core to each edge switch, and the same number of
 shortest paths between every host pair as in the standard FatTree.
 """
+import doctest
+
 import pytest
 
+from testbed.errors import ParameterError
 from testbed.topologies import f10
 from testbed.topologies.ab_fattree import ABFatTree
 from testbed.topologies.fattree import FatTree
+from testbed.topologies.registry import make_topology
 
 SIZES = [(4, 2), (6, 2), (8, 2), (4, 3), (6, 3)]
 
@@ -137,3 +141,100 @@ def test_failure_group_matches_the_topology_view():
     for name in topo.switches():
         if graph.nodes[name]["role"] != "core":
             assert f10.failure_group(graph, name) == frozenset(topo.failure_group_members(name))
+
+
+# ------------------------------------------------------------ detours and path dilation
+def agg_core_links(graph):
+    return [link for link in f10.downward_links(graph) if graph.nodes[link[0]]["role"] == "core"]
+
+
+def test_f10_module_doctests():
+    assert doctest.testmod(f10).failed == 0
+
+
+@pytest.mark.parametrize("cls,scheme,extra", [(ABFatTree, 1, 2), (FatTree, 2, 4)])
+def test_agg_core_failure_detour_is_scheme1_on_ab_and_scheme2_on_standard(cls, scheme, extra):
+    graph = cls(k=4).graph()
+    host_sets = f10.downward_host_sets(graph)
+    links = agg_core_links(graph)
+    assert len(links) == 16
+    for link in links:
+        got_scheme, path, got_extra = f10.local_detour(graph, link, host_sets)
+        u, v, _ = link
+        assert (got_scheme, got_extra) == (scheme, extra), link
+        assert path[0] == u and v not in path and len(path) == extra + 2
+        assert all(graph.has_edge(a, b) for a, b in zip(path, path[1:]))
+        assert host_sets[path[-1]] == host_sets[v]
+
+
+def test_local_detour_is_none_above_an_edge_switch():
+    graph = ABFatTree(k=4).graph()
+    assert f10.local_detour(graph, ("a0_0", "e0_0")) is None
+
+
+def test_switch_hops_on_k4_fattree():
+    graph = ABFatTree(k=4).graph()
+    hops = f10.host_switch_hops(graph)
+    assert len(hops) == 16 * 15
+    pods = {h: graph.nodes[h]["pod"] for h in graph if graph.nodes[h]["role"] == "host"}
+    edges = {h: graph.nodes[h]["edge"] for h in pods}
+    for (src, dst), count in hops.items():
+        expected = 1 if edges[src] == edges[dst] else 3 if pods[src] == pods[dst] else 5
+        assert count == expected, (src, dst)
+
+
+def test_switch_hops_skip_failed_links():
+    graph = ABFatTree(k=4).graph()
+    assert f10.switch_hops(graph, "h1", "h3", failed_links=[("e0_0", "a0_0")]) == 3
+    assert f10.switch_hops(graph, "h1", "h3", failed_links=[("e0_0", "a0_0"), ("a0_1", "e0_0")]) is None
+    with pytest.raises(ParameterError) as info:
+        f10.switch_hops(graph, "e0_0", "h3")
+    assert info.value.field == "src"
+
+
+@pytest.mark.parametrize("cls,detoured", [(ABFatTree, 7), (FatTree, 9)])
+def test_packets_through_a_failed_agg_core_link_cross_plus_2_or_plus_4_switches(cls, detoured):
+    graph = cls(k=4).graph()
+    hosts_below = {v: sorted(h for h in f10.downward_host_sets(graph)[v]) for v in graph}
+    for u, v, key in agg_core_links(graph):
+        dst = hosts_below[v][0]
+        src = next(h for h in sorted(hosts_below[u]) if graph.nodes[h]["pod"] != graph.nodes[dst]["pod"])
+        assert f10.detoured_switch_hops(graph, src, dst, (u, v, key)) == (detoured, 5)
+        # the TTL a receiver sees turns back into the same dilation
+        assert f10.extra_hops_from_ttl(64, 64 - detoured, 5) == detoured - 5
+
+
+def test_detoured_switch_hops_refuses_a_link_off_the_path():
+    graph = ABFatTree(k=4).graph()
+    with pytest.raises(ParameterError) as info:
+        f10.detoured_switch_hops(graph, "h5", "h9", ("c0", "a0_0"))
+    assert info.value.field == "dst"
+    with pytest.raises(ParameterError) as info:
+        f10.detoured_switch_hops(graph, "h2", "h1", ("c0", "a0_0"))
+    assert info.value.field == "failed_link"
+
+
+@pytest.mark.parametrize("sent,arrived,expected,field", [
+    (64, 65, 5, "arrived_ttl"), (256, 10, 5, "sent_ttl"), (64, -1, 5, "arrived_ttl"),
+    (64, 62, 5, "arrived_ttl"), (64.0, 59, 5, "sent_ttl"),
+])
+def test_extra_hops_from_ttl_refuses_impossible_ttls(sent, arrived, expected, field):
+    with pytest.raises(ParameterError) as info:
+        f10.extra_hops_from_ttl(sent, arrived, expected)
+    assert info.value.field == field
+
+
+@pytest.mark.parametrize("k,levels", [(6, 2), (4, 3)])
+def test_omit_doubled_subtrees_keeps_the_first_p_top_level_subtrees(k, levels):
+    full = ABFatTree(k=k, levels=levels).graph()
+    half = f10.omit_doubled_subtrees(full)
+    p = k // 2
+    cores = [n for n in full if full.nodes[n]["role"] == "core"]
+    assert all(n in half for n in cores)
+    assert all(half.degree(c) == p for c in cores)
+    assert half.number_of_nodes() == len(cores) + (full.number_of_nodes() - len(cores)) // 2
+    types = sorted({(half.nodes[n]["location"], half.nodes[n]["type_stack"][0]) for n in half
+                    if half.nodes[n].get("f10_level") == levels - 1})
+    assert [t for _, t in types] == ["A", "B", "A"][:p]
+    with pytest.raises(ParameterError):
+        f10.omit_doubled_subtrees(make_topology("clos", leaves=2, spines=2).graph())

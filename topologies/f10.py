@@ -325,3 +325,252 @@ def host_pair_path_counts(graph):
             if target != source and target in reach:
                 result[(source, target)] = reach[target]
     return result
+
+
+# ------------------------------------------------------------ local detours and path dilation
+def local_detour(graph, failed_link, host_sets=None):
+    """The detour F10 takes at the parent of a failed downward link: Scheme 1 if it exists, else Scheme 2.
+
+    F10 (section 5.1) tries the +2-hop Scheme 1 first and falls back to the
+    +4-hop Scheme 2 when Scheme 1 is blocked; on a standard FatTree Scheme 1
+    never exists, so every such detour is a Scheme 2 detour.  The whole child
+    is assumed failed, as F10's parent must.
+
+    Args:
+        graph: topology multigraph.
+        failed_link: ``(a, b)`` or ``(a, b, key)``, in either order.
+        host_sets: optional precomputed :func:`downward_host_sets`.
+
+    Returns:
+        tuple or None: ``(scheme, path, extra_hops)`` with ``scheme`` 1 or 2,
+        ``path`` the switches from the parent ``u`` to the root ``w`` of the
+        child's subtree where normal routing resumes, and ``extra_hops`` its
+        length minus the one hop ``u -> v`` it replaces; None when neither
+        scheme has a detour (for example an aggregation-to-edge link).
+
+    Raises:
+        ParameterError: if the link does not exist or is not between levels.
+
+    >>> from testbed.topologies.ab_fattree import ABFatTree
+    >>> from testbed.topologies.fattree import FatTree
+    >>> local_detour(ABFatTree(k=4).graph(), ("c0", "a0_0"))
+    (1, ['c0', 'a1_0', 'c2', 'a0_1'], 2)
+    >>> local_detour(FatTree(k=4).graph(), ("c0", "a0_0"))
+    (2, ['c0', 'a1_0', 'e1_0', 'a1_1', 'c2', 'a0_1'], 4)
+    """
+    host_sets = host_sets if host_sets is not None else downward_host_sets(graph)
+    path = scheme1_detour(graph, failed_link, host_sets=host_sets)
+    if path is not None:
+        return 1, path, len(path) - 2
+    path = scheme2_detour(graph, failed_link, host_sets=host_sets)
+    if path is not None:
+        return 2, path, len(path) - 2
+    return None
+
+
+def switch_hops(graph, src, dst, failed_links=()):
+    """Switches a packet crosses on a shortest path from host ``src`` to host ``dst``.
+
+    This is what an IPv4 TTL counts when every switch decrements it once.
+
+    Args:
+        graph: topology multigraph.
+        src: source host.
+        dst: destination host.
+        failed_links: links that are down, as ``(a, b)`` pairs (every parallel
+            link between them) or ``(a, b, key)``.
+
+    Returns:
+        int or None: the number of switches, or None when ``dst`` is unreachable.
+
+    Raises:
+        ParameterError: if ``src`` or ``dst`` is not a host of the graph.
+
+    >>> from testbed.topologies.ab_fattree import ABFatTree
+    >>> g = ABFatTree(k=4).graph()
+    >>> switch_hops(g, "h1", "h2"), switch_hops(g, "h1", "h3"), switch_hops(g, "h1", "h5")
+    (1, 3, 5)
+    """
+    for field, host in (("src", src), ("dst", dst)):
+        if host not in graph or not _is_host(graph, host):
+            raise ParameterError(field, host, "a host of the topology")
+    if src == dst:
+        return 0
+    distance = _hop_distances(graph, src, _failed_pairs(graph, failed_links)).get(dst)
+    return None if distance is None else distance - 1
+
+
+def _hop_distances(graph, source, down=None):
+    """Links from ``source`` to every node it reaches (hosts never transit); ``down`` as :func:`_failed_pairs`."""
+    down = down or {}
+    distance = {source: 0}
+    queue = deque([source])
+    while queue:
+        node = queue.popleft()
+        if node != source and _is_host(graph, node):
+            continue
+        for neighbour in graph.neighbors(node):
+            if neighbour not in distance and not _link_down(graph, node, neighbour, down):
+                distance[neighbour] = distance[node] + 1
+                queue.append(neighbour)
+    return distance
+
+
+def _failed_pairs(graph, failed_links):
+    """``{frozenset pair: set of failed keys or None (all)}`` from ``(a, b)`` / ``(a, b, key)`` links."""
+    down = {}
+    for link in failed_links:
+        pair = frozenset(link[:2])
+        if len(link) > 2:
+            keys = down.setdefault(pair, set())
+            if keys is not None:
+                keys.add(link[2])
+        else:
+            down[pair] = None
+    return down
+
+
+def _link_down(graph, a, b, down):
+    """True when every parallel link between ``a`` and ``b`` is down."""
+    pair = frozenset((a, b))
+    if pair not in down:
+        return False
+    keys = down[pair]
+    return keys is None or set(graph[a][b]) <= keys
+
+
+def host_switch_hops(graph, failed_links=()):
+    """:func:`switch_hops` for every ordered pair of distinct hosts.
+
+    Returns:
+        dict: ``{(src, dst): switches crossed}`` for the pairs that can reach each other.
+    """
+    hosts = sorted(n for n in graph.nodes if _is_host(graph, n))
+    result = {}
+    for src in hosts:
+        for dst in hosts:
+            if src != dst:
+                hops = switch_hops(graph, src, dst, failed_links)
+                if hops is not None:
+                    result[(src, dst)] = hops
+    return result
+
+
+def extra_hops_from_ttl(sent_ttl, arrived_ttl, expected_switches):
+    """Extra switches a packet crossed, from the TTL it was sent with and the TTL that arrived.
+
+    Every switch decrements the TTL once, so the packet crossed
+    ``sent_ttl - arrived_ttl`` switches; the path dilation is that minus the
+    switches of the shortest path.
+
+    Args:
+        sent_ttl: TTL the sender set (1..255).
+        arrived_ttl: TTL the receiver saw (0..sent_ttl).
+        expected_switches: switches on the shortest path (:func:`switch_hops`).
+
+    Returns:
+        int: the extra switches (0 on a shortest path, negative never for a
+        consistent input).
+
+    Raises:
+        ParameterError: a TTL outside 0..255, an arrived TTL above the sent one,
+            or fewer switches crossed than the shortest path has.
+
+    >>> extra_hops_from_ttl(64, 59, 5)
+    0
+    >>> extra_hops_from_ttl(64, 57, 5)
+    2
+    """
+    for field, value in (("sent_ttl", sent_ttl), ("arrived_ttl", arrived_ttl)):
+        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 255:
+            raise ParameterError(field, value, "an integer from 0 to 255")
+    if arrived_ttl > sent_ttl:
+        raise ParameterError("arrived_ttl", arrived_ttl, f"at most sent_ttl={sent_ttl}")
+    crossed = sent_ttl - arrived_ttl
+    if crossed < expected_switches:
+        raise ParameterError("arrived_ttl", arrived_ttl,
+                             f"at most {sent_ttl - expected_switches} (the shortest path crosses "
+                             f"{expected_switches} switches)")
+    return crossed - expected_switches
+
+
+def detoured_switch_hops(graph, src, dst, failed_link, host_sets=None):
+    """Switches crossed by a packet from ``src`` to ``dst`` that meets ``failed_link`` and takes F10's detour.
+
+    The packet follows a shortest path to the failed link's parent ``u``, the
+    :func:`local_detour` from ``u`` to ``w``, then a shortest path from ``w``
+    down to ``dst``.
+
+    Args:
+        graph: topology multigraph.
+        src: source host.
+        dst: destination host below the failed link's child.
+        failed_link: ``(a, b)`` or ``(a, b, key)``: the failed downward link.
+        host_sets: optional precomputed :func:`downward_host_sets`.
+
+    Returns:
+        tuple: ``(switches crossed, switches on the failure-free shortest path)``.
+
+    Raises:
+        ParameterError: unknown hosts or link, ``dst`` not below the link's
+            child, no shortest ``src -> dst`` path through the link, or no detour.
+
+    >>> from testbed.topologies.ab_fattree import ABFatTree
+    >>> detoured_switch_hops(ABFatTree(k=4).graph(), "h5", "h1", ("c0", "a0_0"))
+    (7, 5)
+    """
+    host_sets = host_sets if host_sets is not None else downward_host_sets(graph)
+    u, v, _key = orient_link(graph, failed_link)
+    expected = switch_hops(graph, src, dst)
+    if dst not in host_sets[v]:
+        raise ParameterError("dst", dst, f"a host below {v}", "the failed link does not lead to it")
+    to_u = _hop_distances(graph, src).get(u)
+    from_v = _hop_distances(graph, v).get(dst)
+    if to_u is None or from_v is None or to_u + 1 + from_v != expected + 1:
+        raise ParameterError("failed_link", failed_link, f"a link on a shortest path from {src} to {dst}")
+    detour = local_detour(graph, failed_link, host_sets)
+    if detour is None:
+        raise ParameterError("failed_link", failed_link, "a link F10 can detour around (above the edge tier)")
+    _scheme, path, _extra = detour
+    from_w = _hop_distances(graph, path[-1])[dst]
+    return (to_u - 1) + len(path) + (from_w - 1), expected
+
+
+def omit_doubled_subtrees(graph):
+    """The graph as the F10 paper draws it: only the first ``p`` of the ``2p`` subtrees below the cores.
+
+    Seed 002, footnote 2: "we omit from several of our figures the doubled
+    subtrees generated by folding the root uplinks into downlinks".  The kept
+    subtrees are those with the lowest locations (positions ``0..p-1``: types
+    A, B, A, ... in an AB FatTree); the cores keep their links to them only.
+
+    Args:
+        graph: FatTree or AB FatTree multigraph (switch attributes ``f10_level``
+            and ``location``).
+
+    Returns:
+        networkx.MultiGraph: a new graph (the input is not modified).
+
+    Raises:
+        ParameterError: for a graph without F10 levels.
+
+    >>> from testbed.topologies.ab_fattree import ABFatTree
+    >>> half = omit_doubled_subtrees(ABFatTree(k=6).graph())
+    >>> sorted({a["pod"] for _, a in half.nodes(data=True) if "pod" in a})
+    [0, 1, 2]
+    >>> half.degree("c0")
+    3
+    """
+    levels = [attrs.get("f10_level") for node, attrs in graph.nodes(data=True) if not _is_host(graph, node)]
+    if not levels or any(level is None for level in levels):
+        raise ParameterError("graph", graph.graph.get("kind"), "a FatTree or AB FatTree graph (f10_level)")
+    top = max(levels)
+    host_sets = downward_host_sets(graph)
+    tops = sorted({(attrs["location"], host_sets[node]) for node, attrs in graph.nodes(data=True)
+                   if attrs.get("f10_level") == top - 1}, key=lambda item: item[0])
+    keep_count = len(tops) // 2
+    dropped = frozenset().union(*(hosts for _location, hosts in tops[keep_count:]))
+    result = graph.copy()
+    result.remove_nodes_from([node for node in graph.nodes
+                              if graph.nodes[node].get("f10_level") != top and host_sets[node] <= dropped])
+    return result
