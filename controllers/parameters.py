@@ -7,9 +7,37 @@ implements that, BMv2's included.  All parameters of one table are written
 together (a default entry carries every argument of its action): a value the
 caller does not give keeps what the controller wrote before, else the
 program's default.
+
+A parameter action may also take per-switch arguments, which are not user
+parameters: :data:`PER_SWITCH_ARGUMENTS` says how each is computed from the
+switch's name (``switch_salt``: every switch hashes flows with its own salt, so
+the tiers of a multi-tier fabric do not polarize; p4src/include/flow_hash.p4).
+Tables with such an argument are always written.
 """
+import zlib
+
 from testbed.modes import PARAMETERS
 from testbed.p4.program import ActionCall
+
+
+def switch_salt(switch):
+    """A switch's own hash salt: the CRC-32 of its name (stable across runs and machines).
+
+    >>> switch_salt("leaf0")
+    3396548602
+    """
+    return zlib.crc32(str(switch).encode())
+
+
+#: per-switch action arguments of parameter tables -> their value for a switch name
+PER_SWITCH_ARGUMENTS = {"switch_salt": switch_salt}
+
+
+def _action_params(p4info, action):
+    for info in p4info.actions:
+        if info.preamble.name == action:
+            return [param.name for param in info.params]
+    return []
 
 
 def parameter_tables(p4info):
@@ -49,20 +77,22 @@ def write_parameters(clients, p4info, values, current=None):
              for name, value in sorted(values.items()) if name not in carried]
     written = {}
     for table, parameters in tables.items():
-        if not any(parameter.name in values for parameter in parameters):
+        action = parameters[0].action
+        per_switch = [name for name in _action_params(p4info, action) if name in PER_SWITCH_ARGUMENTS]
+        if not per_switch and not any(parameter.name in values for parameter in parameters):
             continue
         arguments = {}
         for parameter in parameters:
             value = values.get(parameter.name, current.get(parameter.name, parameter.default))
             arguments[parameter.action_param] = value
             written[parameter.name] = value
-        action = parameters[0].action
-        for client in clients.values():
-            client.set_default_action(table, action, arguments)
+        for switch, client in clients.items():
+            own = {name: PER_SWITCH_ARGUMENTS[name](switch) for name in per_switch}
+            client.set_default_action(table, action, dict(arguments, **own))
     return written, notes
 
 
-def set_parameters_in_state(state, values):
+def set_parameters_in_state(state, values, switch=None):
     """Set run-time parameters directly in an in-process switch's state (no P4Runtime).
 
     What :func:`write_parameters` does over P4Runtime, for a
@@ -73,6 +103,7 @@ def set_parameters_in_state(state, values):
     Args:
         state: the SwitchState of a loaded program.
         values: ``{name: int}`` (checked).
+        switch: the switch's name, for the per-switch arguments (None: leave them).
 
     Returns:
         list: the names set (parameters whose table the program lacks are skipped).
@@ -86,6 +117,10 @@ def set_parameters_in_state(state, values):
         params = [param.name for param in state.program.actions[parameter.action].params]
         args = list(table.default_action.args)
         args[params.index(parameter.action_param)] = value
+        if switch is not None:
+            for argument, compute in PER_SWITCH_ARGUMENTS.items():
+                if argument in params:
+                    args[params.index(argument)] = compute(switch)
         table.set_default(ActionCall(parameter.action, tuple(args)))
         done.append(name)
     return done

@@ -5,7 +5,9 @@
  *
  * Forwarding.  MyIngress.ipv4_lpm (the routing objects of include/routing.p4's
  * programs: one controller writes all of them) gives the primary next hop: ECMP
- * over the parents on the way up (5-tuple hash), the one child on the way down.
+ * over the parents on the way up (hashed as p4src/ecmp.p4 hashes: the 5-tuple,
+ * the hash seed and the switch's own salt, include/flow_hash.p4), the one child
+ * on the way down.
  * If the failure detector (include/f10_detector.p4) has declared that port down,
  * the same pass takes the backup: MyIngress.f10_backup, keyed by destination and
  * primary port, written by the controller from the topology
@@ -38,7 +40,6 @@ const port_t PKTGEN_PORT = PKTGEN_PORT_ID;
 struct f10_metadata_t {
     bit<1>  fabric_port;         /* the ingress port is a fabric (switch-switch) port */
     port_t  primary_port;        /* ipv4_lpm's choice */
-    bit<1>  routed;
     /* detector parameters (MyEgress.detector_params) */
     bit<32> window_buckets;
     bit<32> down_below;
@@ -56,12 +57,10 @@ struct f10_metadata_t {
     @field_list(1) bit<48> report_time_us;
 }
 
-struct metadata_t {
-    flow_t         flow;
-    f10_metadata_t f10;
-}
-
+#define METADATA_EXTRA f10_metadata_t f10;
+#include "include/lb_metadata.p4"
 #include "include/parsers.p4"
+#include "include/flow_hash.p4"
 #include "include/f10_detector.p4"
 
 control MyIngress(inout headers_t hdr,
@@ -71,11 +70,15 @@ control MyIngress(inout headers_t hdr,
     counter(F10_PORTS, CounterType.packets) f10_no_detour;
     counter(F10_PORTS, CounterType.packets) f10_detoured;
 
-    action_selector(HashAlgorithm.crc32, 32w1024, 32w16) ecmp_selector;
-    action_selector(HashAlgorithm.crc32, 32w1024, 32w16) backup_selector;
-    action_selector(HashAlgorithm.crc32, 32w64, 32w16) detour_down_selector;
-    action_selector(HashAlgorithm.crc32, 32w1024, 32w16) detour_up_selector;
+    /* ECMP as in p4src/ecmp.p4: the 5-tuple, the hash seed and this switch's salt
+     * (include/flow_hash.p4), so the tiers of a FatTree choose independently */
+    action_selector(HashAlgorithm.crc16, 32w1024, 32w14) ecmp_selector;
+    action_selector(HashAlgorithm.crc16, 32w1024, 32w14) backup_selector;
+    action_selector(HashAlgorithm.crc16, 32w64, 32w14) detour_down_selector;
+    action_selector(HashAlgorithm.crc16, 32w1024, 32w14) detour_up_selector;
 
+    FlowHash() flow_hash;
+    FlowSalt() flow_salt;
     F10CountArrival() count_arrival;
 
     action drop() {
@@ -104,11 +107,7 @@ control MyIngress(inout headers_t hdr,
     table ipv4_lpm {
         key = {
             hdr.ipv4.dstAddr   : lpm;
-            meta.flow.src_addr : selector;
-            meta.flow.dst_addr : selector;
-            meta.flow.protocol : selector;
-            meta.flow.src_port : selector;
-            meta.flow.dst_port : selector;
+            FLOW_SELECTOR_KEYS
         }
         actions = { set_nhop; drop; NoAction; }
         implementation = ecmp_selector;
@@ -129,11 +128,7 @@ control MyIngress(inout headers_t hdr,
         key = {
             hdr.ipv4.dstAddr       : lpm;
             meta.f10.primary_port  : exact;
-            meta.flow.src_addr     : selector;
-            meta.flow.dst_addr     : selector;
-            meta.flow.protocol     : selector;
-            meta.flow.src_port     : selector;
-            meta.flow.dst_port     : selector;
+            FLOW_SELECTOR_KEYS
         }
         actions = { set_nhop; detour; drop; }
         implementation = backup_selector;
@@ -144,10 +139,7 @@ control MyIngress(inout headers_t hdr,
     table f10_detour_down {
         key = {
             hdr.f10_detour.phase : exact;   /* DETOUR_PHASE_DOWN: a selector table needs a match key */
-            meta.flow.src_addr : selector;
-            meta.flow.dst_addr : selector;
-            meta.flow.src_port : selector;
-            meta.flow.dst_port : selector;
+            FLOW_SELECTOR_KEYS
         }
         actions = { set_nhop; drop; }
         implementation = detour_down_selector;
@@ -157,10 +149,7 @@ control MyIngress(inout headers_t hdr,
     table f10_detour_up {
         key = {
             standard_metadata.ingress_port : exact;
-            meta.flow.src_addr : selector;
-            meta.flow.dst_addr : selector;
-            meta.flow.src_port : selector;
-            meta.flow.dst_port : selector;
+            FLOW_SELECTOR_KEYS
         }
         actions = { set_nhop; drop; }
         implementation = detour_up_selector;
@@ -200,6 +189,8 @@ control MyIngress(inout headers_t hdr,
             mark_to_drop(standard_metadata);
             exit;
         }
+        flow_hash.apply(hdr, meta);
+        flow_salt.apply(meta);
 
         bit<1> down;
         if (hdr.f10_detour.isValid() && hdr.f10_detour.phase == DETOUR_PHASE_DOWN) {

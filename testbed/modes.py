@@ -140,6 +140,7 @@ class Parameter:
 
 _DETECTOR_PARAMETERS = ("probe_period_us", "detector_window_periods", "detector_down_below",
                         "detector_up_at_least", "holddown_us", "holddown_max_us", "backoff_reset_us")
+_F10_PARAMETERS = _DETECTOR_PARAMETERS + ("hash_seed",)
 
 #: mode name -> Mode (the single place that maps modes to programs)
 MODES = {
@@ -153,10 +154,10 @@ MODES = {
     "pinning": Mode("pinning", "pinning.p4", "path pinning by destination slice"),
     # F10 and its baselines (seed 002, section 7.4): the same failure trace and traffic on each
     "f10": Mode("f10", "f10.p4", "F10: AB FatTree, data-plane failure detector, probes and local rerouting",
-                _DETECTOR_PARAMETERS, packet_generator=True, topology="abfattree", controller="f10"),
+                _F10_PARAMETERS, packet_generator=True, topology="abfattree", controller="f10"),
     "fattree-local": Mode("fattree-local", "f10.p4",
                           "standard FatTree with F10's detector and local rerouting (longer detours)",
-                          _DETECTOR_PARAMETERS, packet_generator=True, topology="fattree", controller="f10"),
+                          _F10_PARAMETERS, packet_generator=True, topology="fattree", controller="f10"),
     "portland": Mode("portland", "ecmp.p4",
                      "PortLand-like: standard FatTree, ECMP, the controller reroutes after its keepalive "
                      "timeout (65 ms, seed 002 section 7.4)", ("hash_seed",), topology="fattree",

@@ -20,6 +20,7 @@ import pytest
 
 import testbed.p4src
 from testbed.controllers.launcher import FabricController, free_port, program_fabric
+from testbed.controllers.parameters import switch_salt
 from testbed.controllers.notify import FabricControllerError
 from testbed.errors import TestbedError
 from testbed.p4runtime.client import P4RuntimeClient
@@ -259,10 +260,10 @@ def test_parameters_written_to_parameter_tables(portless_fabric):
         assert status["params"] == {"flowlet_interval_us": 256, "flowlet_load_aware": 0, "hash_seed": 7}
         sessions = {name: read_switch(info) for name, info in state["switches"].items()}
         try:
-            for session in sessions.values():
+            for name, session in sessions.items():
                 assert _parameter_defaults(session) == {
                     "MyIngress.flowlet_params": {"interval_us": 256, "load_aware": 0},
-                    "MyIngress.lb_params": {"hash_seed": 7}}
+                    "MyIngress.lb_params": {"hash_seed": 7, "switch_salt": switch_salt(name)}}
             controller.client.set_params(flowlet_load_aware=1)
             controller.client.wait_for(lambda s: s["params"].get("flowlet_load_aware") == 1, timeout=20)
             for session in sessions.values():  # the interval written before is kept

@@ -545,3 +545,20 @@ def test_pinning_spreads_destinations_by_slice():
     other.state.tables["MyIngress.ipv4_lpm"].insert(TableEntry(
         matches=[KeyMatch("lpm", value=int(ipaddress.ip_address("10.0.3.0")), prefix_len=24)], group_id=1))
     assert other.port_of(udp_frame(dst="10.0.3.2")) == other.port_of(udp_frame(dst="10.0.2.2"))
+
+
+def test_switches_with_their_own_salts_do_not_polarize():
+    """Two tiers hashing the same flows: with one salt they make the same choice (polarization:
+    a FatTree's aggregation switches would use one relative uplink only); with each switch's own
+    salt (controllers/parameters.py) every pair of choices occurs."""
+    flows = random_flows(400)
+    edge, agg = Switch("ecmp", uplinks=(1, 2)), Switch("ecmp", uplinks=(1, 2))
+    for switch in (edge, agg):
+        switch.set_params(hash_seed=7)
+    polarized = {(edge.port_of(flow_frame(f)), agg.port_of(flow_frame(f))) for f in flows}
+    assert len(polarized) == 2, polarized
+    set_parameters_in_state(edge.state, {"hash_seed": 7}, switch="e0_0")
+    set_parameters_in_state(agg.state, {"hash_seed": 7}, switch="a0_0")
+    pairs = Counter((edge.port_of(flow_frame(f)), agg.port_of(flow_frame(f))) for f in flows)
+    assert set(pairs) == {(1, 1), (1, 2), (2, 1), (2, 2)}
+    assert min(pairs.values()) > 60, pairs   # about 100 each

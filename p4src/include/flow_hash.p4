@@ -15,7 +15,11 @@
  *   slot       flow_hash mod FLOW_SLOTS: the flow's cell in per-flow registers.
  * FlowSalt (after FlowHash, and after the program set meta.lb.flowlet_id if
  * it uses one) fills
- *   salt       (flow_hash ^ seed ^ flowlet_id) * 0x9E3779B1 mod 2^32.
+ *   switch_salt  this switch's own salt: the second argument of
+ *              MyIngress.set_lb_params, which the controller sets per switch
+ *              (controllers/parameters.py: a CRC of the switch's name), so
+ *              switches hash the same flow independently;
+ *   salt       (flow_hash ^ seed ^ switch_salt ^ flowlet_id) * 0x9E3779B1 mod 2^32.
  *
  * FLOW_SELECTOR_KEYS is the selector part of a table key: the 5-tuple, the
  * entropy, the seed and the salt.  The salt is why the seed (and a new
@@ -24,7 +28,11 @@
  * that merely relabels the members of a power-of-two group (the same flows
  * still collide), and consecutive flowlet ids may reach only half of the
  * members.  The integer multiply is not GF(2)-linear, so a new seed gives a
- * different partition of the flows and a new flowlet id a fresh choice.
+ * different partition of the flows and a new flowlet id a fresh choice.  With
+ * the same salt everywhere, every switch of a multi-tier fabric would make the
+ * same choice for a flow (the aggregation switches of a FatTree then send all
+ * their traffic up the same relative uplink: ECMP polarization); the
+ * per-switch salt makes each tier's choice its own.
  */
 #ifndef _TESTBED_FLOW_HASH_P4_
 #define _TESTBED_FLOW_HASH_P4_
@@ -48,15 +56,16 @@ const bit<32> SALT_MULTIPLIER = 0x9E3779B1;   /* odd: 2^32 / golden ratio */
 
 control FlowHash(in headers_t hdr, inout metadata_t meta) {
     @name(".MyIngress.set_lb_params")
-    action set_lb_params(bit<32> hash_seed) {
+    action set_lb_params(bit<32> hash_seed, bit<32> switch_salt) {
         meta.lb.seed = hash_seed;
+        meta.lb.switch_salt = switch_salt;
     }
 
     /* run-time parameters: a keyless table whose default entry the controller modifies */
     @name(".MyIngress.lb_params")
     table lb_params {
         actions = { set_lb_params; }
-        default_action = set_lb_params(0);
+        default_action = set_lb_params(0, 0);
     }
 
     apply {
@@ -77,7 +86,8 @@ control FlowHash(in headers_t hdr, inout metadata_t meta) {
 
 control FlowSalt(inout metadata_t meta) {
     apply {
-        meta.lb.salt = (meta.lb.flow_hash ^ meta.lb.seed ^ (bit<32>)meta.lb.flowlet_id) * SALT_MULTIPLIER;
+        meta.lb.salt = (meta.lb.flow_hash ^ meta.lb.seed ^ meta.lb.switch_salt ^ (bit<32>)meta.lb.flowlet_id)
+                       * SALT_MULTIPLIER;
     }
 }
 

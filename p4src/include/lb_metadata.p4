@@ -13,6 +13,7 @@ struct lb_metadata_t {
     /* flow_hash.p4 (FlowHash) */
     bit<24> entropy;        /* extra hashed field: the BTH destination QP (E-ECMP) or 0 */
     bit<32> seed;           /* the hash seed (parameter table MyIngress.lb_params) */
+    bit<32> switch_salt;    /* this switch's own salt (same table, set per switch) */
     bit<32> flow_hash;      /* crc32 of the 5-tuple and entropy (not seeded) */
     bit<32> salt;           /* seed-dependent, non-linear mix of flow_hash (a selector key) */
     bit<32> slot;           /* index of the flow's cell in per-flow registers */
@@ -33,9 +34,14 @@ struct lb_metadata_t {
     bit<19> new_port_qdepth;
 }
 
+#ifndef METADATA_EXTRA
+#define METADATA_EXTRA      /* a program's own members of metadata_t (f10.p4's f10_metadata_t) */
+#endif
+
 struct metadata_t {
     flow_t        flow;
     lb_metadata_t lb;
+    METADATA_EXTRA
 }
 
 #endif /* _TESTBED_LB_METADATA_P4_ */

@@ -24,11 +24,27 @@ from testbed.embedded_switch.port_control import (check_impairment, port_status,
 from testbed.emulation.logs import log_tail
 from testbed.errors import EmulationError
 
+SWITCH_NICENESS = -10  # switches are the network's hardware: hosts' processes must not starve them
 GRPC_BASE_PORT = 50000
 THRIFT_BASE_PORT = 9090  # BMv2's Thrift runtime port (its default); each switch gets 9090 + device id
 DEFAULT_CPU_PORT = 255  # the CPU_PORT_ID of p4src/include/headers.p4
 READY_TIMEOUT_S = 60.0
 UNIX_PATH_MAX = 107  # sun_path holds 108 bytes with the terminating NUL
+
+
+def _raise_priority():
+    """In the switch process before it runs: a higher CPU priority than the hosts' processes.
+
+    An emulated switch stands for hardware: when traffic generators and receivers
+    (and anything else on the machine) compete for the cores, the switches must
+    not be the ones starved, or they drop and delay frames no real switch would
+    (and F10's failure detector, which expects a frame every probe period, would
+    see links fail).  Best effort: without the privilege the priority stays.
+    """
+    try:
+        os.setpriority(os.PRIO_PROCESS, 0, SWITCH_NICENESS)
+    except OSError:
+        pass
 
 
 class P4Switch(Switch):
@@ -94,7 +110,8 @@ class P4Switch(Switch):
         log = open(self.log_path, "ab")
         try:
             self.process = subprocess.Popen(self.command(), stdout=log, stderr=subprocess.STDOUT,
-                                            stdin=subprocess.DEVNULL, start_new_session=True)
+                                            stdin=subprocess.DEVNULL, start_new_session=True,
+                                            preexec_fn=_raise_priority)
         finally:
             log.close()
 

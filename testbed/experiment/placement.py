@@ -7,7 +7,7 @@ RoCEv2 frame per QP of a spec's stream entries (the same QP numbers, UDP
 source ports and addresses the traffic package uses), runs it through the
 mode's program on an embedded :class:`~testbed.p4.v1model.device.Device`
 whose route has a selector group of ``uplinks`` members, with the spec's
-hash seed, and counts the QPs per group member.  The multiset of counts is
+hash seed and the source leaf's own salt, and counts the QPs per group member.  The multiset of counts is
 what the source leaf of a 2-tier leaf-spine does (which spine a member is does
 not change it), so a test can check that a seed gives the imbalance it relies
 on before running the emulation.
@@ -33,7 +33,7 @@ def _host_address(topo, name):
     return topo.nodeInfo(name)["ip"].split("/")[0], topo.nodeInfo(name)["mac"]
 
 
-def _switch(program_path, uplinks, hash_seed):
+def _switch(program_path, uplinks, hash_seed, name):
     program = load_program(program_path)
     state = SwitchState(program.info)
     profile = state.action_profiles["MyIngress.ecmp_selector"]
@@ -44,7 +44,7 @@ def _switch(program_path, uplinks, hash_seed):
     profile.insert_group(1, [(member + 1, 1) for member in range(uplinks)])
     state.tables["MyIngress.ipv4_lpm"].insert(TableEntry(
         matches=[KeyMatch("lpm", value=int(ipaddress.ip_address("0.0.0.0")), prefix_len=0)], group_id=1))
-    set_parameters_in_state(state, {"hash_seed": hash_seed})
+    set_parameters_in_state(state, {"hash_seed": hash_seed}, switch=name)
     return Device(program, state, cpu_port=_CPU_PORT, clock_ns=lambda: 0)
 
 
@@ -62,7 +62,8 @@ def predict_stream_placement(spec, uplinks):
         the member per packet or per flowlet.
     """
     topo = spec.build_topology()
-    device = _switch(spec.program, uplinks, spec.mode_params.get("hash_seed", 0))
+    graph = topo.graph()
+    devices = {}  # source leaf -> its switch (every switch hashes with its own salt)
     per_qp = {}
     for entry in spec.traffic:
         if entry.pattern != "stream":
@@ -70,6 +71,10 @@ def predict_stream_placement(spec, uplinks):
         for index, (src, dst) in enumerate(entry.pairs()):
             src_ip, src_mac = _host_address(topo, src)
             dst_ip, _ = _host_address(topo, dst)
+            leaf = next(iter(graph.neighbors(src)))
+            if leaf not in devices:
+                devices[leaf] = _switch(spec.program, uplinks, spec.mode_params.get("hash_seed", 0), leaf)
+            device = devices[leaf]
             for pair in qp_module.make_queue_pairs(2 * index, 2 * index + 1, entry.qps, job=entry.job,
                                                    udp_sport=entry.udp_sport):
                 frame = roce.build_frame(src_mac, _SWITCH_MAC, src_ip, dst_ip, pair.udp_sport, pair.remote_qpn,
