@@ -46,6 +46,7 @@ class Failure:
         switch: the switch of ``switch_crash``.
         loss: the loss fraction of ``lossy_link``.
         applied_ns: wall-clock ns when it was applied.
+        applied_monotonic_ns: the same instant on CLOCK_MONOTONIC (the embedded switches' clock).
         failed_links: every link down after it (frozensets of two node names).
         crashed: every switch dead after it.
         index: its position in a spec's ``failures`` (None when applied by hand).
@@ -63,6 +64,7 @@ class Failure:
     index: Optional[int] = None
     done_ns: int = 0
     mechanism: Optional[str] = None
+    applied_monotonic_ns: int = 0
 
     def label(self):
         """Short text for plots and logs (``link_down l1-s1``)."""

@@ -3,16 +3,17 @@
 Parameters are described in :data:`testbed.modes.PARAMETERS`.  Each lives in a
 parameter table (a keyless table) as an argument of the table's default action,
 so setting them is a MODIFY of the default entry: every P4Runtime server
-implements that, BMv2's included.  All parameters of one table are written
-together (a default entry carries every argument of its action): a value the
-caller does not give keeps what the controller wrote before, else the
-program's default.
+implements that, BMv2's included.  Every parameter table the program has is
+written, with all its parameters together (a default entry carries every
+argument of its action): a value the caller does not give keeps what the
+controller wrote before, else its default in :data:`~testbed.modes.PARAMETERS`
+(the one home of the defaults: a program's own default action only holds
+until a controller starts).
 
 A parameter action may also take per-switch arguments, which are not user
 parameters: :data:`PER_SWITCH_ARGUMENTS` says how each is computed from the
 switch's name (``switch_salt``: every switch hashes flows with its own salt, so
 the tiers of a multi-tier fabric do not polarize; p4src/include/flow_hash.p4).
-Tables with such an argument are always written.
 """
 import zlib
 
@@ -79,8 +80,6 @@ def write_parameters(clients, p4info, values, current=None):
     for table, parameters in tables.items():
         action = parameters[0].action
         per_switch = [name for name in _action_params(p4info, action) if name in PER_SWITCH_ARGUMENTS]
-        if not per_switch and not any(parameter.name in values for parameter in parameters):
-            continue
         arguments = {}
         for parameter in parameters:
             value = values.get(parameter.name, current.get(parameter.name, parameter.default))

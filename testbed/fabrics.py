@@ -372,7 +372,7 @@ class Fabric:
         network = self._running()
         if action not in FAILURE_ACTIONS:
             raise ParameterError("action", action, "one of: " + ", ".join(FAILURE_ACTIONS))
-        started_ns = time.time_ns()
+        started_ns, started_monotonic_ns = time.time_ns(), time.monotonic_ns()
         mechanism = None
         pair = frozenset(link) if link else None
         if action == "link_down":
@@ -392,7 +392,8 @@ class Fabric:
             mechanism = network.set_link_loss(link[0], link[1], loss, delay_ms)
             self.lossy_links[pair] = mechanism
         failure = Failure(action, tuple(link) if link else None, switch, loss, started_ns, set(self.failed_links),
-                          set(self.crashed), index, done_ns=time.time_ns(), mechanism=mechanism)
+                          set(self.crashed), index, done_ns=time.time_ns(), mechanism=mechanism,
+                          applied_monotonic_ns=started_monotonic_ns)
         if notify and self.controller is not None:
             self.controller.notify(failure)
         return failure

@@ -188,11 +188,11 @@ class Pacer:
 
     @staticmethod
     def _sleep_until(target_ns):
+        # sleep, never spin: on an emulated fabric the switches need the cores more than the
+        # sender needs microsecond pacing (a late wake-up is caught up by the next frames)
         remaining = target_ns - time.perf_counter_ns()
-        if remaining > 300_000:
-            time.sleep((remaining - 200_000) / 1e9)
-        while time.perf_counter_ns() < target_ns:
-            pass
+        if remaining > 0:
+            time.sleep(remaining / 1e9)
 
 
 @dataclass
@@ -363,13 +363,15 @@ class SenderConfig:
     start_at_ns: Optional[int] = None
 
 
-def run_sender(config, on_ready=None):
+def run_sender(config, on_ready=None, start_time=None):
     """Run a sender as configured and return its JSON-ready report.
 
     Args:
         config: the :class:`SenderConfig`.
         on_ready: optional callable run once the socket is open, just before the first packet
             (before waiting for ``config.start_at_ns``).
+        start_time: optional callable run after ``on_ready`` that blocks until the start time is
+            known and returns it (wall-clock ns; it replaces ``config.start_at_ns``).
 
     Raises:
         ParameterError: on impossible settings (size < 1, qps out of range, rate <= 0,
@@ -401,8 +403,9 @@ def run_sender(config, on_ready=None):
         count = config.messages or config.qps
         if on_ready is not None:
             on_ready()
-        if config.start_at_ns is not None:
-            wait_s = (config.start_at_ns - time.time_ns()) / 1e9
+        start_at_ns = start_time() if start_time is not None else config.start_at_ns
+        if start_at_ns is not None:
+            wait_s = (start_at_ns - time.time_ns()) / 1e9
             if wait_s > 0:
                 time.sleep(wait_s)
         deadline = None if config.duration is None else time.time_ns() + int(config.duration * 1e9)
@@ -453,9 +456,27 @@ def build_argument_parser():
                              "(one port for all QPs between two NICs)")
     parser.add_argument("--delay", type=float, default=0.0, help="seconds to wait before sending")
     parser.add_argument("--start-at-ns", type=int, help="wall-clock time (ns since the epoch) of the first packet")
-    parser.add_argument("--ready-file", help="create this file just before the first packet goes out")
+    parser.add_argument("--start-at-stdin", action="store_true",
+                        help="once ready, read the wall-clock time (ns since the epoch) of the first packet "
+                             "from a line on stdin (a run that starts many senders sets it when all are ready)")
+    parser.add_argument("--ready-file", help="create this file when ready to send (before waiting for the start)")
     parser.add_argument("--json", help="write the report here (default: stdout)")
     return parser
+
+
+def read_start_time(stream=None):
+    """The start time (ns) from the next line of ``stream`` (stdin).
+
+    Raises:
+        ParameterError: the line is not an integer, or the stream ended (the run was aborted).
+    """
+    line = (stream or sys.stdin).readline()
+    if not line.strip():
+        raise ParameterError("--start-at-stdin", "end of input", "a line with the start time in ns")
+    try:
+        return int(line)
+    except ValueError:
+        raise ParameterError("--start-at-stdin", line.strip(), "an integer (ns since the epoch)") from None
 
 
 def main(argv=None):
@@ -476,7 +497,8 @@ def main(argv=None):
                 handle.write("sending\n")
 
     try:
-        report = run_sender(config, on_ready=touch_ready_file)
+        report = run_sender(config, on_ready=touch_ready_file,
+                            start_time=read_start_time if args.start_at_stdin else None)
     except ParameterError as error:
         print(f"sender: error: {error}", file=sys.stderr)
         return 2

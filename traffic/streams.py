@@ -70,7 +70,7 @@ def flow_gap_threshold_ms(rate_mbps, qps, mtu):
 def run_streams(hosts, duration=2.0, size=1 << 20, qps=1, qp_scaling="roundrobin", rate_mbps=100.0,
                 mtu=roce.DEFAULT_MTU, on_ms=0.0, off_ms=0.0, bin_ms=10.0, gap_ms=5.0, loss_timeout=0.2,
                 python=None, on_start=None, failure_ns=None, linger=1.0, workdir=None, job=None,
-                udp_sport=qp_module.UDP_SPORT_PER_QP, start_at_ns=None):
+                udp_sport=qp_module.UDP_SPORT_PER_QP, start_at_ns=None, start_gate=None):
     """Run RoCEv2 streams between host pairs and return the combined report.
 
     Args:
@@ -98,6 +98,10 @@ def run_streams(hosts, duration=2.0, size=1 << 20, qps=1, qp_scaling="roundrobin
         start_at_ns: wall-clock time (ns) the senders start sending: the processes start at once
             and wait for it, so a run's schedule does not depend on how long they take to start
             (a sender ready only later starts when ready; ``start_ns`` in the report is then late).
+        start_gate: instead of ``start_at_ns``, a callable run once every receiver listens and
+            every sender is ready to send; it may block (an experiment waits for all its traffic
+            entries) and returns the wall-clock time (ns) the senders start, which they are told
+            then (on their stdin).
 
     Returns:
         dict with ``pairs`` (sender, receiver, reconcile per pair) and totals:
@@ -143,14 +147,21 @@ def run_streams(hosts, duration=2.0, size=1 << 20, qps=1, qp_scaling="roundrobin
                     "--qp-scaling", qp_scaling, "--rate-mbps", str(rate_mbps), "--duration", str(duration),
                     "--mtu", str(mtu), "--on-ms", str(on_ms), "--off-ms", str(off_ms), "--bin-ms", str(bin_ms),
                     "--job", str(job), "--udp-sport", udp_sport, "--ready-file", os.path.join(workdir, f"sending-{index}"), "--json", report]
-            if start_at_ns is not None:
+            if start_gate is not None:
+                argv += ["--start-at-stdin"]
+            elif start_at_ns is not None:
                 argv += ["--start-at-ns", str(int(start_at_ns))]
-            process = src.popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+            process = src.popen(argv, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
             processes.append(process)
             senders.append((process, report))
         # time zero is when every sender is about to send (process start-up can take long)
         _wait_files([os.path.join(workdir, f"sending-{index}") for index in range(len(pairs))],
                     [p for p, _ in senders], time.monotonic() + 120, what="senders")
+        if start_gate is not None:
+            start_at_ns = start_gate()
+            for process, _ in senders:
+                process.stdin.write(f"{int(start_at_ns)}\n".encode())
+                process.stdin.close()
         start_ns = time.time_ns() if start_at_ns is None else max(time.time_ns(), start_at_ns)
         if on_start is not None:
             returned = on_start(start_ns)

@@ -16,6 +16,13 @@ cannot do alone:
   one of its ports after it, which gives the detection time
   (:attr:`F10Controller.detections`).  The controller does not reroute: a
   failure it is told of changes nothing in the switches.
+
+Detection time is measured on the switch's own clock where the target tells
+its origin (the embedded target, on CLOCK_MONOTONIC like the failure's
+``applied_monotonic_ns``): the instant the detector declared the port down,
+free of the time its report took to reach the controller (also kept, as
+``reported_s``).  On BMv2, whose timestamps count from an unknown start, the
+report's arrival is all there is.
 """
 import threading
 import time
@@ -59,6 +66,7 @@ class F10Controller(StaticController):
         self._stop = threading.Event()
         self._listeners = []
         self._lock = threading.Lock()
+        self._clock_origins = {}  # switch -> CLOCK_MONOTONIC ns of its timestamps' zero (known ones)
 
     def start(self, network, pipeline, mode_params, required_params=(), **options):
         """Program everything, start the listeners and the triggers.
@@ -86,6 +94,10 @@ class F10Controller(StaticController):
                 plan.fabric_ports = [port for port in plan.fabric_ports
                                      if name in monitored and _neighbor(graph, name, port) in monitored]
         cpu_ports = {switch.name: switch.cpu_port for switch in network.switches}
+        for switch in network.switches:
+            origin = switch.clock_origin_ns()
+            if origin is not None:
+                self._clock_origins[switch.name] = origin
         self.f10_entries_written = program_fabric(self.programmer, cpu_ports, plans)
         self.entries_written += self.f10_entries_written
         for name, client in sorted(self.programmer.clients.items()):
@@ -106,10 +118,13 @@ class F10Controller(StaticController):
                 continue
             received_ns = time.time_ns()
             meta = packet.metadata
+            origin = self._clock_origins.get(switch)
             row = {"switch": switch, "port": meta["port"], "status": "up" if meta["status"] else "down",
                    "switch_time_us": meta["timestamp_us"], "frames": meta["frames"],
                    "holddown_us": meta["holddown_us"], "backoff_level": meta["backoff_level"],
                    "received_ns": received_ns,
+                   # the transition on CLOCK_MONOTONIC (None when the target does not tell its origin)
+                   "event_monotonic_ns": None if origin is None else origin + meta["timestamp_us"] * 1000,
                    "link": sorted(self._port_links.get((switch, meta["port"]), ()))}
             with self._lock:
                 self.transitions.append(row)
@@ -136,9 +151,14 @@ class F10Controller(StaticController):
                 if id(failure) in self._detected:
                     return
                 self._detected.add(id(failure))
+                reported_s = (row["received_ns"] - failure.applied_ns) / 1e9
+                on_switch_clock = row["event_monotonic_ns"] is not None and bool(failure.applied_monotonic_ns)
+                detected_s = ((row["event_monotonic_ns"] - failure.applied_monotonic_ns) / 1e9
+                              if on_switch_clock else reported_s)
                 self.detections.append({"failure_index": failure.index,
                                         "action": failure.action, "switch": row["switch"], "port": row["port"],
-                                        "detection_s": (row["received_ns"] - failure.applied_ns) / 1e9})
+                                        "detection_s": detected_s, "reported_s": reported_s,
+                                        "clock": "switch" if on_switch_clock else "controller"})
                 return
 
     def stop(self):

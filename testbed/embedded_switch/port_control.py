@@ -13,7 +13,9 @@ request is one JSON object, each answer one JSON object:
   "delay_ms": .., "drops": .., "tx_errors": ..}, ...}, "packet_generator": {...}}``
   (``drops``: frames dropped by the impairment since the start; ``tx_errors``:
   frames the port could not send, e.g. into a link that is down; the packet
-  generator's applications with their counters).
+  generator's applications with their counters; ``clock_origin_ns``: the
+  CLOCK_MONOTONIC time at which the pipeline's timestamps are 0, so the
+  switch's own timestamps can be put on the host's clock).
 * ``{"command": "pktgen", "app": 0, "port": 510, "period_us": 10000,
   "template": "<hex of an Ethernet frame>"}`` starts (or changes) application
   ``app`` of the switch's packet generator
@@ -249,8 +251,8 @@ def set_port_impairment(control_path, port, loss=0.0, delay_ms=0.0, timeout=2.0)
     return answer
 
 
-def port_status(control_path, timeout=2.0):
-    """Return ``{port: {"loss", "delay_ms", "drops"}}`` of a running switch (ports as ints).
+def switch_status(control_path, timeout=2.0):
+    """The whole ``status`` answer of a running switch (see the module docstring).
 
     Raises:
         EmulationError: the switch could not be reached or answered an error.
@@ -258,6 +260,16 @@ def port_status(control_path, timeout=2.0):
     answer = request(control_path, {"command": "status"}, timeout=timeout)
     if "error" in answer:
         raise EmulationError(f"switch control socket {control_path}: {answer['error']}")
+    return answer
+
+
+def port_status(control_path, timeout=2.0):
+    """Return ``{port: {"loss", "delay_ms", "drops"}}`` of a running switch (ports as ints).
+
+    Raises:
+        EmulationError: the switch could not be reached or answered an error.
+    """
+    answer = switch_status(control_path, timeout)
     return {int(port): entry for port, entry in answer.get("ports", {}).items()}
 
 

@@ -31,7 +31,7 @@ from mininet.net import Mininet
 from testbed.embedded_switch.port_control import check_impairment
 from testbed.emulation.cleanup import mark_owner
 from testbed.emulation.hosts import FabricHost
-from testbed.emulation.links import FabricLink
+from testbed.emulation.links import FabricLink, set_link_ends
 from testbed.emulation.netem import netem_available
 from testbed.emulation.state import DEFAULT_STATE_FILE, write_state
 from testbed.emulation.switches import BridgeSwitch
@@ -246,8 +246,8 @@ class FabricNetwork:
         """
         if status not in ("up", "down"):
             raise ParameterError("status", status, "up or down")
-        self._links_between(a, b)
-        self.net.configLinkStatus(a, b, status)
+        for link in self._links_between(a, b):
+            set_link_ends(link, status == "up")
 
     def impair_link(self, a, b, loss, delay_ms=0.0):
         """Make every link between nodes ``a`` and ``b`` lossy (and slow) inside the switches' ports.

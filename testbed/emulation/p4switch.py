@@ -20,7 +20,7 @@ import time
 from mininet.node import Switch
 
 from testbed.embedded_switch.port_control import (check_impairment, port_status, set_packet_generator,
-                                                  set_port_impairment)
+                                                  set_port_impairment, switch_status)
 from testbed.emulation.logs import log_tail
 from testbed.errors import EmulationError
 
@@ -180,6 +180,14 @@ class P4Switch(Switch):
         """
         raise NotImplementedError
 
+    def clock_origin_ns(self):
+        """CLOCK_MONOTONIC ns at which the pipeline's timestamps are 0, or None if unknown.
+
+        BMv2's timestamps count from its own start, which it does not tell; the
+        embedded target answers on its control socket.
+        """
+        return None
+
     def read_register(self, name, index=None, client=None):
         """A register's cells (list) or one cell (int) (subclasses).
 
@@ -258,6 +266,14 @@ class EmbeddedP4Switch(P4Switch):
     def port_status(self):
         """``{port: {"loss", "delay_ms", "drops", "tx_errors"}}`` from the control socket."""
         return port_status(self.control_path)
+
+    def clock_origin_ns(self):
+        """CLOCK_MONOTONIC ns at which the pipeline's timestamps are 0 (from the control socket)."""
+        return switch_status(self.control_path)["clock_origin_ns"]
+
+    def packet_generator_status(self):
+        """``{app: {"generated", "skipped", "late_max_us", ...}}`` of the packet generator."""
+        return {int(app): state for app, state in switch_status(self.control_path)["packet_generator"].items()}
 
     def read_register(self, name, index=None, client=None):
         """Read a register over P4Runtime (the embedded server implements RegisterEntry reads).

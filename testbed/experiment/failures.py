@@ -7,7 +7,8 @@ controller), and records when it was applied (``applied_at_s``: when applying
 began; ``apply_s``: how long it took).  Actions:
 
 * ``link_down`` / ``link_up``: both interfaces of every link between the two
-  nodes go down / up (Mininet ``configLinkStatus``); ``link_up`` also ends an
+  nodes go down / up (a switch's end first, by one ioctl, so the link fails at
+  the recorded instant: testbed.emulation.links); ``link_up`` also ends an
   earlier ``lossy_link`` on that link (the link is healthy again);
 * ``switch_crash``: the switch process is killed (SIGKILL); all its links count as failed;
 * ``lossy_link``: a ``netem`` loss qdisc on both interfaces where the kernel

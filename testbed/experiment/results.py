@@ -16,6 +16,7 @@ clock values are ISO 8601 UTC::
       "name": str, "seed": int, "mode": str | null, "program": str, "target": "embedded" | "bmv2",
       "status": "ok" | "error" | "interrupted", "error": str | null,
       "started_at": str, "finished_at": str, "wall_s": float, "t0_ns": int | null,
+      "traffic_start_s": float | null,   # how long the traffic processes took to be ready (before t0)
       "spec": {...the validated spec, ExperimentSpec.to_dict()...},
       "topology": {"kind": str, "params": {...}, "hosts": int, "switches": int, "links": int},
       "controller": {"kind": str, "detection_delay_ms": float, "entries_written": int,
@@ -25,9 +26,14 @@ clock values are ISO 8601 UTC::
                                     "compute_s": float | null,   # route computation within the reaction
                                     "entries_written": int | null, "error": str | null}],
                      # data-plane detectors (F10): the first transition of a failed link's port
+                     # detection_s: failure to the port's transition on the switch's clock where the
+                     # target tells its origin (clock "switch"), else to the report's arrival ("controller")
                      "detections": [{"failure_index": int, "action": str, "switch": str, "port": int,
-                                     "detection_s": float}],
+                                     "detection_s": float, "reported_s": float,
+                                     "clock": "switch" | "controller"}],
+                     # at_s: the report's arrival; switch_at_s: the transition on the switch's clock (or null)
                      "transitions": [{"switch": str, "port": int, "status": "up" | "down", "at_s": float,
+                                      "switch_at_s": float | null,
                                       "switch_time_us": int, "frames": int, "holddown_us": int,
                                       "backoff_level": int, "link": [str]}]},
       "dataplane": {"drops": {"tx_errors": int,       # frames a port could not send (link down), probes included
@@ -99,7 +105,7 @@ RESULTS_SCHEMA = {
     "schema_version": int,
     "name": str, "seed": int, "mode": OPT_STR, "program": str, "target": str,
     "status": str, "error": OPT_STR,
-    "started_at": str, "finished_at": str, "wall_s": NUMBER, "t0_ns": OPT_INT,
+    "started_at": str, "finished_at": str, "wall_s": NUMBER, "t0_ns": OPT_INT, "traffic_start_s": OPT_NUMBER,
     "spec": dict,
     "topology": {"kind": str, "params": dict, "hosts": int, "switches": int, "links": int},
     "controller": {"kind": str, "detection_delay_ms": NUMBER, "entries_written": int,
@@ -108,7 +114,7 @@ RESULTS_SCHEMA = {
                                   "reacted_at_s": OPT_NUMBER, "reaction_s": OPT_NUMBER,
                                   "entries_written": OPT_INT, "error": OPT_STR}],
                    "detections": [{"failure_index": OPT_INT, "action": str, "switch": str, "port": int,
-                                   "detection_s": NUMBER}],
+                                   "detection_s": NUMBER, "reported_s": NUMBER, "clock": str}],
                    "transitions": [dict]},
     "dataplane": {"drops": {"tx_errors": int, "no_detour": int, "queue_drops": int, "on_links": int,
                             "connectivity": int, "congestion": int}},

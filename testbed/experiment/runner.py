@@ -20,11 +20,10 @@ from testbed.experiment import analysis, plots, results as results_module
 from testbed.experiment.counters import dataplane_counters, link_loads, read_port_counters, uplink_loads
 from testbed.experiment.failures import FailureScheduler
 from testbed.experiment.spec import ExperimentSpec, check_capabilities, load_spec
-from testbed.experiment.traffic_jobs import TrafficJob
+from testbed.experiment.traffic_jobs import READY_TIMEOUT_S, TimeZero, TrafficJob
 from testbed.fabrics import spec_fabric
 from testbed.targets import resolve_target
 
-START_MARGIN_S = 2.0  # time zero this long after the traffic processes are launched: they start meanwhile
 PROGRESS_EVERY_S = 1.0
 DRAIN_TIMEOUT_S = 120.0
 
@@ -50,7 +49,7 @@ def _base_record(spec, target):
     return {
         "schema_version": 1, "name": spec.name, "seed": spec.seed, "mode": spec.mode,
         "program": spec.program, "target": target, "status": "error", "error": None,
-        "started_at": _now_iso(), "finished_at": "", "wall_s": 0.0, "t0_ns": None,
+        "started_at": _now_iso(), "finished_at": "", "wall_s": 0.0, "t0_ns": None, "traffic_start_s": None,
         "spec": spec.to_dict(),
         "topology": {"kind": spec.topology.kind, "params": dict(spec.topology.params),
                      "hosts": 0, "switches": 0, "links": 0},
@@ -118,17 +117,20 @@ def run_experiment(spec, out_dir=None, target=None, progress=print, state_file=N
                 readers = _open_readers(fabric)
                 before = read_port_counters(readers, pipeline.p4info)
                 handles = fabric.host_handles()
-                t0_ns = time.time_ns() + int(START_MARGIN_S * 1e9)
-                record["t0_ns"] = t0_ns
-                fabric.controller.set_time_zero(t0_ns)
-                jobs = [TrafficJob(index, entry, handles, t0_ns, spec.duration_s,
+                time_zero = TimeZero(sum(entry.pattern == "stream" for entry in spec.traffic))
+                jobs = [TrafficJob(index, entry, handles, time_zero, spec.duration_s,
                                    os.path.join(out_dir, "traffic", f"entry-{index}"))
                         for index, entry in enumerate(spec.traffic)]
-                scheduler = FailureScheduler(fabric, spec.failures, t0_ns, progress)
-                progress(f"[{spec.name}] running {len(jobs)} traffic entries and {len(spec.failures)} failures "
-                         f"for {spec.duration_s:g} s")
+                progress(f"[{spec.name}] starting {len(jobs)} traffic entries")
                 for job in jobs:
                     job.start()
+                t0_ns = _wait_for_time_zero(fabric, jobs, time_zero)
+                record["t0_ns"] = t0_ns
+                record["traffic_start_s"] = (t0_ns - time_zero.created_ns) / 1e9
+                fabric.controller.set_time_zero(t0_ns)
+                scheduler = FailureScheduler(fabric, spec.failures, t0_ns, progress)
+                progress(f"[{spec.name}] running {len(jobs)} traffic entries and {len(spec.failures)} failures "
+                         f"for {spec.duration_s:g} s (traffic ready after {record['traffic_start_s']:.1f} s)")
                 scheduler.start()
                 _wait_for_run(spec, fabric, jobs, t0_ns, progress)
                 end_ns = time.time_ns()
@@ -171,6 +173,29 @@ def run_experiment(spec, out_dir=None, target=None, progress=print, state_file=N
     if failure is not None:
         raise ExperimentFailed(record["error"], record) from failure
     return record
+
+
+def _wait_for_time_zero(fabric, jobs, time_zero):
+    """Block until every traffic entry is ready and time zero is set; watch the switches meanwhile."""
+    deadline = time.monotonic() + READY_TIMEOUT_S
+    try:
+        while True:
+            failed = [job for job in jobs if job.error and not job.is_alive()]
+            if failed:
+                raise ExperimentFailed(f"traffic[{failed[0].index}]: {failed[0].error}")
+            try:
+                t0_ns = time_zero.wait(0.1)
+            except RuntimeError:
+                t0_ns = None  # a job aborted it: its error is reported on a next pass
+                time.sleep(0.1)
+            if t0_ns is not None:
+                return t0_ns
+            if time.monotonic() >= deadline:
+                raise EmulationError(f"the traffic processes were not ready to send after {READY_TIMEOUT_S:.0f} s")
+            fabric.check_switches()
+    except BaseException:
+        time_zero.abort("the run stopped")
+        raise
 
 
 def _wait_for_run(spec, fabric, jobs, t0_ns, progress):
@@ -227,9 +252,12 @@ def _fill_results(record, spec, fabric, scheduler, controller, jobs, before, aft
                                     mode_params_written=dict(controller.mode_params_written),
                                     notes=list(controller.notes), reactions=list(controller.reactions))
         record["controller"]["detections"] = list(getattr(controller, "detections", []))
+        wall_minus_monotonic_ns = time.time_ns() - time.monotonic_ns()
         record["controller"]["transitions"] = [
-            dict({key: value for key, value in row.items() if key != "received_ns"},
-                 at_s=(row["received_ns"] - t0_ns) / 1e9 if t0_ns else None)
+            dict({key: value for key, value in row.items() if key not in ("received_ns", "event_monotonic_ns")},
+                 at_s=(row["received_ns"] - t0_ns) / 1e9 if t0_ns else None,
+                 switch_at_s=(row["event_monotonic_ns"] + wall_minus_monotonic_ns - t0_ns) / 1e9
+                 if t0_ns and row.get("event_monotonic_ns") is not None else None)
             for row in getattr(controller, "transitions", [])]
     by_index = {job.index: job for job in jobs}
     reports = []

@@ -3,10 +3,16 @@
 A :class:`TrafficJob` runs the entry so that it starts at ``t0 + start_s``
 with the traffic package (:func:`testbed.traffic.streams.run_streams` for
 ``stream``, :func:`testbed.traffic.collectives.run_collective` for
-collectives), keeping the raw reports in ``<out>/traffic/entry-<i>/``.  A
-stream's processes start at once and send from ``t0 + start_s`` on, so the
-failure schedule (keyed to the same ``t0``) hits flowing traffic however long
-the processes took to start; a collective starts its agents at ``t0 + start_s``.
+collectives), keeping the raw reports in ``<out>/traffic/entry-<i>/``.
+
+Time zero is not fixed in advance: starting the receivers and senders of
+many streams takes seconds on a busy machine.  A stream's processes start at
+once; when all of them are ready the job arrives at the run's
+:class:`TimeZero`, and when every stream entry has arrived, time zero is set
+(:data:`READY_MARGIN_S` later) and the senders are told to send from
+``t0 + start_s`` on.  The failure schedule is keyed to the same ``t0``, so
+failures hit flowing traffic however long the start took.  A collective
+starts its agents at ``t0 + start_s``.
 
 Every process a job starts inside a host goes through a
 :class:`~testbed.traffic.hosts.ProcessRegistry`, so an aborted run (error, Ctrl-C, SIGTERM) can kill
@@ -19,6 +25,8 @@ import time
 
 from testbed.traffic.hosts import from_mininet
 
+READY_MARGIN_S = 0.3  # time zero this long after the last traffic process is ready (telling them takes a moment)
+READY_TIMEOUT_S = 180.0  # traffic processes not all ready after this long: the run fails
 DEFAULT_BIN_MS = 10.0
 GAP_MS = 5.0
 STREAM_LINGER_S = 0.5
@@ -30,6 +38,69 @@ def host_handles(fabric, registry):
     return {host.name: registry.wrap(from_mininet(host)) for host in fabric.hosts}
 
 
+class TimeZero:
+    """A run's time zero, set once every stream entry's processes are ready to send.
+
+    Args:
+        parties: how many jobs arrive (the stream entries); with none, time zero is set at once.
+        margin_s: time zero is this long after the last arrival.
+    """
+
+    def __init__(self, parties, margin_s=READY_MARGIN_S):
+        self.created_ns = time.time_ns()
+        self.margin_s = margin_s
+        self.t0_ns = None
+        self._waiting = parties
+        self._aborted = None
+        self._condition = threading.Condition()
+        if parties == 0:
+            with self._condition:
+                self._set()
+
+    def _set(self):
+        self.t0_ns = time.time_ns() + int(self.margin_s * 1e9)
+        self._condition.notify_all()
+
+    def arrive(self):
+        """A job is ready: block until time zero is set and return it (ns).
+
+        Raises:
+            RuntimeError: the run was aborted before time zero.
+        """
+        with self._condition:
+            self._waiting -= 1
+            if self._waiting == 0 and self.t0_ns is None:
+                self._set()
+            return self._wait()
+
+    def _wait(self, timeout=None):
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while self.t0_ns is None and self._aborted is None:
+            remaining = None if deadline is None else deadline - time.monotonic()
+            if remaining is not None and remaining <= 0:
+                return None
+            self._condition.wait(remaining)
+        if self.t0_ns is None:
+            raise RuntimeError(f"no time zero: {self._aborted}")
+        return self.t0_ns
+
+    def wait(self, timeout):
+        """Time zero (ns), or None if not set within ``timeout`` seconds.
+
+        Raises:
+            RuntimeError: aborted.
+        """
+        with self._condition:
+            return self._wait(timeout)
+
+    def abort(self, reason):
+        """Release every waiter with an error (a job failed, or the run is stopping)."""
+        with self._condition:
+            if self.t0_ns is None:
+                self._aborted = reason
+            self._condition.notify_all()
+
+
 class TrafficJob(threading.Thread):
     """One traffic entry of a spec, run in a thread.
 
@@ -37,7 +108,7 @@ class TrafficJob(threading.Thread):
         index: the entry's position in the spec.
         entry: the :class:`~testbed.experiment.spec.TrafficSpec`.
         handles: ``{host name: HostHandle}``.
-        t0_ns: the run's time zero (wall clock).
+        time_zero: the run's :class:`TimeZero` (a stream entry arrives there when ready).
         run_duration_s: the spec's ``duration_s`` (bounds entries without their own duration).
         workdir: folder for the entry's raw reports (created).
         bin_ms: receiver timeline bin width.
@@ -47,12 +118,12 @@ class TrafficJob(threading.Thread):
         error: error text, or None.
     """
 
-    def __init__(self, index, entry, handles, t0_ns, run_duration_s, workdir, bin_ms=DEFAULT_BIN_MS):
+    def __init__(self, index, entry, handles, time_zero, run_duration_s, workdir, bin_ms=DEFAULT_BIN_MS):
         super().__init__(name=f"traffic-{index}", daemon=True)
         self.index = index
         self.entry = entry
         self.hosts = [handles[name] for name in entry.hosts]
-        self.t0_ns = t0_ns
+        self.time_zero = time_zero
         self.run_duration_s = run_duration_s
         self.workdir = workdir
         self.bin_ms = bin_ms
@@ -76,23 +147,26 @@ class TrafficJob(threading.Thread):
 
         os.makedirs(self.workdir, exist_ok=True)
         entry = self.entry
-        start_ns = self.t0_ns + int(entry.start_s * 1e9)
-        # streams start their processes now and send from start_ns on; collectives start at start_ns
-        wait_s = 0.0 if entry.pattern == "stream" else (start_ns - time.time_ns()) / 1e9
-        if wait_s > 0 and self._cancel.wait(wait_s):
-            self.error = "cancelled before it started"
-            return
-        if self._cancel.is_set():
-            self.error = "cancelled before it started"
-            return
+        offset_ns = int(entry.start_s * 1e9)
         try:
             if entry.pattern == "stream":
+                # the processes start now; once all are ready, time zero is set and they send from start_s
+                def start_gate():
+                    if self._cancel.is_set():
+                        raise RuntimeError("cancelled before it started")
+                    return self.time_zero.arrive() + offset_ns
+
                 self.report = run_streams(self.hosts, duration=self._stream_duration(), size=entry.size_bytes,
                                           qps=entry.qps, qp_scaling=entry.qp_scaling, rate_mbps=entry.rate_mbps,
                                           mtu=entry.mtu, bin_ms=self.bin_ms, gap_ms=GAP_MS,
                                           linger=STREAM_LINGER_S, workdir=self.workdir, job=entry.job,
-                                          udp_sport=entry.udp_sport, start_at_ns=start_ns)
+                                          udp_sport=entry.udp_sport, start_gate=start_gate)
             else:
+                t0_ns = self.time_zero.wait(READY_TIMEOUT_S)
+                wait_s = 0.0 if t0_ns is None else (t0_ns + offset_ns - time.time_ns()) / 1e9
+                if t0_ns is None or (wait_s > 0 and self._cancel.wait(wait_s)) or self._cancel.is_set():
+                    self.error = "cancelled before it started"
+                    return
                 timeout = entry.duration_s or max(5.0, self.run_duration_s - entry.start_s)
                 self.report = run_collective(self.hosts, entry.pattern, entry.size_bytes, qps=entry.qps,
                                              qp_scaling=entry.qp_scaling, rate_mbps=entry.rate_mbps, mtu=entry.mtu,
@@ -100,6 +174,7 @@ class TrafficJob(threading.Thread):
                                              workdir=self.workdir, job=entry.job, udp_sport=entry.udp_sport)
         except BaseException as error:  # noqa: BLE001 - reported to the runner, which decides
             self.error = f"{type(error).__name__}: {error}"
+            self.time_zero.abort(f"traffic[{self.index}] failed")  # the other entries must not wait for it
             return
         with open(os.path.join(self.workdir, "report.json"), "w") as handle:
             json.dump(self.report, handle, indent=1)

@@ -101,7 +101,7 @@ class Device:
         self._new_metadata = namespace["new_metadata"]
         self._new_sm = namespace["new_standard_metadata"]
         self._preserve = namespace["preserve_fields"]
-        self._start_ns = clock_ns()
+        self._start_ns = clock_ns()  # time zero of the pipeline's timestamps (as BMv2: since start)
         self.tm = TrafficManager(clock_ns=clock_ns)
         self.packet_generator = packet_generator or PacketGenerator(clock_ns)
         self._stats = {}
@@ -111,6 +111,12 @@ class Device:
         self.halted = None  # why the switch stopped, as simple_switch would (RT.TargetAbort), else None
 
     # ------------------------------------------------------------------ public API
+
+    @property
+    def clock_origin_ns(self):
+        """The ``clock_ns`` value at which the pipeline's timestamps (``*_global_timestamp``, in us) are 0."""
+        return self._start_ns
+
     def process(self, ingress_port, frame):
         """Run ``frame`` through the whole pipeline without queueing.
 

@@ -20,7 +20,8 @@ frames from an injector on a dedicated port and one P4 program serves both
 targets); one frame per period (no batches).  When the switch process fell
 behind (a loaded machine) and several periods passed, one frame is generated
 and the missed periods are counted in ``skipped`` rather than sent in a burst,
-so timers stay periodic and the lag is visible in :meth:`status`.
+so timers stay periodic and the lag is visible in :meth:`status` (with
+``late_max_us``, the longest a frame went out after its due time).
 """
 import threading
 from dataclasses import dataclass
@@ -42,11 +43,12 @@ class GeneratorApp:
     next_ns: int
     generated: int = 0
     skipped: int = 0
+    late_max_ns: int = 0   # the latest a frame went out after its due time (the switch was busy)
 
     def describe(self):
         """JSON-able state."""
         return {"port": self.port, "period_us": self.period_ns / 1000.0, "template_bytes": len(self.template),
-                "generated": self.generated, "skipped": self.skipped}
+                "generated": self.generated, "skipped": self.skipped, "late_max_us": self.late_max_ns / 1000.0}
 
 
 class PacketGenerator:
@@ -104,12 +106,13 @@ class PacketGenerator:
                     continue
                 periods = (now - app.next_ns) // app.period_ns + 1
                 app.skipped += periods - 1
+                app.late_max_ns = max(app.late_max_ns, now - (app.next_ns + (periods - 1) * app.period_ns))
                 app.generated += 1
                 app.next_ns += periods * app.period_ns
                 frames.append((app.port, app.template))
         return frames
 
     def status(self):
-        """``{app: {"port", "period_us", "template_bytes", "generated", "skipped"}}``."""
+        """``{app: {"port", "period_us", "template_bytes", "generated", "skipped", "late_max_us"}}``."""
         with self._lock:
             return {number: app.describe() for number, app in sorted(self._apps.items())}
