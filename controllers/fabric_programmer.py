@@ -83,6 +83,7 @@ class FabricProgrammer:
         self._installed = {}  # switch -> {ip: (kind, value)} as written
         self._groups = {}  # switch -> {ports tuple: group id, "_members": {port: member id}}
         self._neighbors = {}  # switch -> {port: neighbour}
+        self._exclusions = {}  # switch -> {ip: ports the routes must not use} (exclude_next_hops)
         self.unreachable = {}
 
     # -- concurrency --------------------------------------------------------------------
@@ -202,11 +203,18 @@ class FabricProgrammer:
         return ("port", ports[0]) if len(ports) == 1 else ("group", tuple(ports))
 
     def _desired(self, switch, ips=None):
-        """``{ip: route}`` of ``switch`` for ``ips`` (all its routes when None)."""
+        """``{ip: route}`` of ``switch`` for ``ips`` (all its routes when None), exclusions applied."""
         by_ip = self._routes.routes.get(switch, {})
+        excluded = self._exclusions.get(switch, {})
+
+        def route(ip):
+            ports = by_ip[ip]
+            kept = [port for port in ports if port not in excluded.get(ip, ())]
+            return self._route(kept or ports)  # never exclude every next hop: that is a black hole
+
         if ips is None:
-            return {ip: self._route(ports) for ip, ports in by_ip.items()}
-        return {ip: self._route(by_ip[ip]) for ip in ips if ip in by_ip}
+            return {ip: route(ip) for ip in by_ip}
+        return {ip: route(ip) for ip in ips if ip in by_ip}
 
     def _plan(self, switch, desired, ips):
         """The updates that make ``switch``'s routes for ``ips`` equal ``desired``.
@@ -373,6 +381,32 @@ class FabricProgrammer:
         done = time.monotonic()
         return {"entries_written": written, "seconds": done - started,
                 "compute_s": computed - started, "write_s": done - computed}
+
+    def exclude_next_hops(self, exclusions):
+        """Keep the computed routes but without some next hops, and write what changed.
+
+        F10's pushback (:mod:`testbed.controllers.f10.pushback`) tells a switch
+        not to send some destinations to some neighbours; this is how that
+        state reaches the switches' ECMP groups.  Exclusions replace the
+        previous ones (an exclusion not repeated is lifted); a route whose next
+        hops would all be excluded keeps them all.
+
+        Args:
+            exclusions: ``{switch: {host ip: ports}}`` (host ips as in the routes).
+
+        Returns:
+            int: table entries written.
+        """
+        previous, self._exclusions = self._exclusions, {switch: {ip: set(ports) for ip, ports in per.items()}
+                                                        for switch, per in exclusions.items()}
+        touched = {}
+        for switch in set(previous) | set(self._exclusions):
+            touched[switch] = set(previous.get(switch, {})) | set(self._exclusions.get(switch, {}))
+        return self._apply(touched) if touched else 0
+
+    def routes_of(self, switch):
+        """``{host ip: [ports]}``: the routes computed for ``switch`` (before exclusions)."""
+        return dict(self._routes.routes.get(switch, {})) if self._routes is not None else {}
 
     def program(self):
         """Push the pipeline and install routes on every switch; returns entries written."""

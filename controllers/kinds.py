@@ -305,9 +305,10 @@ def make_controller(kind, detection_delay_ms=DEFAULT_DETECTION_DELAY_MS, **optio
     """The controller object of a kind (:data:`CONTROLLER_KINDS`).
 
     Args:
-        kind: ``static``, ``none`` or ``osken``.
+        kind: ``static``, ``none``, ``osken`` or ``f10``.
         detection_delay_ms: reaction delay after a failure.
-        **options: the os-ken app's ``[fabric]`` options (``osken`` only).
+        **options: the os-ken app's ``[fabric]`` options (``osken``), or the F10 controller's
+            (:attr:`testbed.controllers.f10.controller.F10Controller.OPTIONS`).
 
     Raises:
         ParameterError: unknown kind, or options for a kind that takes none.
@@ -320,9 +321,10 @@ def make_controller(kind, detection_delay_ms=DEFAULT_DETECTION_DELAY_MS, **optio
         # imported here: the F10 controller builds on StaticController of this module
         from testbed.controllers.f10.controller import F10Controller
 
-        extra = sorted(set(options) - {"monitored_switches"})
+        extra = sorted(set(options) - set(F10Controller.OPTIONS))
         if extra:
-            raise ParameterError("controller_options", extra, "monitored_switches for the f10 controller")
+            raise ParameterError("controller_options", extra,
+                                 ", ".join(F10Controller.OPTIONS) + " for the f10 controller")
         return F10Controller(detection_delay_ms, **options)
     if options:
         raise ParameterError("controller_options", sorted(options), "none for the static and none controllers")

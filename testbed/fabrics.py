@@ -73,8 +73,9 @@ class Fabric:
             default: those of ``mode_params`` that the program's mode takes.
         seed: the seed of the switches' random choices (``random`` extern, per-port loss draws).
         detection_delay_ms: the static and os-ken controllers' reaction delay.
-        controller_options: more options of the os-ken controller (its ``[fabric]`` options:
-            ``mode="te"``, ``port_poll_ms=20``...).
+        controller_options: more options of the controller: the os-ken controller's ``[fabric]``
+            options (``mode="te"``, ``port_poll_ms=20``...) or the f10 controller's
+            (``monitored_switches``, ``pushback``).
         shape_links: shape every link to its capacity with tc htb.
         pcap: per-port pcaps in ``log_dir``.
         packet_log: BMv2's per-packet log (slow; off by default).
@@ -633,12 +634,14 @@ def spec_fabric(spec, target=None, **options):
         target: overrides the spec's target.
         **options: more :class:`Fabric` options (``log_dir``, ``state_file``, ``progress``...).
     """
-    required = [name for name in (MODES[spec.mode].parameters if spec.mode else ())
+    mode = MODES[spec.mode] if spec.mode else None
+    required = [name for name in (mode.parameters if mode else ())
                 if name != "hash_seed" and name in spec.mode_params]
+    options_of_mode = dict(mode.controller_options) if mode and mode.controller == spec.controller.kind else {}
     return Fabric(spec.build_topology(), program=spec.program, target=target or spec.target,
                   controller=spec.controller.kind, mode_params=spec.mode_params, required_params=required,
                   seed=spec.seed, detection_delay_ms=spec.controller.detection_delay_ms,
-                  controller_options=spec.controller.options(),
+                  controller_options=dict(options_of_mode, **spec.controller.options()),
                   shape_links=spec.topology.shape_links, **options)
 
 

@@ -51,6 +51,8 @@ class Mode:
         controller: the controller kind the mode needs, or None for the spec's.
         detection_delay_ms: the controller's reaction delay when the spec gives none, or None
             for the general default.
+        controller_options: ``((option, value), ...)`` given to the mode's controller (the spec's
+            own controller options come on top): f10 runs pushback, fattree-local does not.
     """
 
     name: str
@@ -61,6 +63,7 @@ class Mode:
     topology: Optional[str] = None
     controller: Optional[str] = None
     detection_delay_ms: Optional[float] = None
+    controller_options: tuple = field(default=())
 
 
 @dataclass(frozen=True)
@@ -154,10 +157,12 @@ MODES = {
     "pinning": Mode("pinning", "pinning.p4", "path pinning by destination slice"),
     # F10 and its baselines (seed 002, section 7.4): the same failure trace and traffic on each
     "f10": Mode("f10", "f10.p4", "F10: AB FatTree, data-plane failure detector, probes and local rerouting",
-                _F10_PARAMETERS, packet_generator=True, topology="abfattree", controller="f10"),
+                _F10_PARAMETERS, packet_generator=True, topology="abfattree", controller="f10",
+                controller_options=(("pushback", True),)),
     "fattree-local": Mode("fattree-local", "f10.p4",
                           "standard FatTree with F10's detector and local rerouting (longer detours)",
-                          _F10_PARAMETERS, packet_generator=True, topology="fattree", controller="f10"),
+                          _F10_PARAMETERS, packet_generator=True, topology="fattree", controller="f10",
+                          controller_options=(("pushback", False),)),
     "portland": Mode("portland", "ecmp.p4",
                      "PortLand-like: standard FatTree, ECMP, the controller reroutes after its keepalive "
                      "timeout (65 ms, seed 002 section 7.4)", ("hash_seed",), topology="fattree",

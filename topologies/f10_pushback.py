@@ -607,12 +607,18 @@ def avoid_ports(graph, state):
     """
     result = {}
     for switch, per_prefix in state.avoid.items():
-        result[switch] = {prefix: sorted(_ports_toward(graph, switch, neighbours))
+        result[switch] = {prefix: sorted(ports_toward(graph, switch, neighbours))
                           for prefix, neighbours in per_prefix.items()}
     return result
 
 
-def _ports_toward(graph, switch, neighbours):
+def ports_toward(graph, switch, neighbours):
+    """``switch``'s port numbers on every link to any of ``neighbours`` (parallel links included).
+
+    >>> from testbed.topologies.ab_fattree import ABFatTree
+    >>> ports_toward(ABFatTree(k=4).graph(), "e0_1", ["a0_0", "a0_1"])
+    [3, 4]
+    """
     ports = []
     for neighbour in neighbours:
         for data in graph[switch][neighbour].values():

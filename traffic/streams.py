@@ -49,6 +49,15 @@ def _wait_files(paths, processes, deadline, what="receivers"):
         time.sleep(0.01)
 
 
+def packet_spacing_ms(rate_mbps, qps, mtu):
+    """Time between two packets of one QP at its paced rate (``rate_mbps`` shared by ``qps`` QPs).
+
+    >>> round(packet_spacing_ms(1.0, 2, 512), 2)
+    9.12
+    """
+    return (mtu + roce.FRAME_OVERHEAD) * 8 / (rate_mbps * 1e6 / qps) * 1000
+
+
 def flow_gap_threshold_ms(rate_mbps, qps, mtu):
     """The shortest delivery gap of one QP that counts as an interruption (``qp_gaps``).
 
@@ -63,8 +72,7 @@ def flow_gap_threshold_ms(rate_mbps, qps, mtu):
     """
     if not rate_mbps:
         return DEFAULT_FLOW_GAP_MS
-    spacing_ms = (mtu + roce.FRAME_OVERHEAD) * 8 / (rate_mbps * 1e6 / qps) * 1000
-    return max(DEFAULT_FLOW_GAP_MS, 3 * spacing_ms)
+    return max(DEFAULT_FLOW_GAP_MS, 3 * packet_spacing_ms(rate_mbps, qps, mtu))
 
 
 def run_streams(hosts, duration=2.0, size=1 << 20, qps=1, qp_scaling="roundrobin", rate_mbps=100.0,

@@ -15,7 +15,9 @@ cannot do alone:
   the caller reports (:meth:`notify`) is matched with the first transition of
   one of its ports after it, which gives the detection time
   (:attr:`F10Controller.detections`).  The controller does not reroute: a
-  failure it is told of changes nothing in the switches.
+  failure it is told of changes nothing in the switches.  With ``pushback``
+  each link a detector reports down or up sets off F10's pushback
+  (:mod:`testbed.controllers.f10.pushback`), which the controller installs.
 
 Detection time is measured on the switch's own clock where the target tells
 its origin (the embedded target, on CLOCK_MONOTONIC like the failure's
@@ -28,10 +30,11 @@ import threading
 import time
 
 from testbed.controllers.f10.programming import program_fabric
+from testbed.controllers.f10.pushback import PushbackAgent
 from testbed.controllers.f10.routes import plan_fabric
 from testbed.controllers.kinds import DEFAULT_DETECTION_DELAY_MS, StaticController
 from testbed.controllers.routing import port_toward
-from testbed.errors import ParameterError
+from testbed.errors import ParameterError, TestbedError
 from testbed.modes import PARAMETERS
 
 PKTGEN_PORT = 510  # PKTGEN_PORT_ID of p4src/include/f10_headers.p4
@@ -50,13 +53,20 @@ class F10Controller(StaticController):
         monitored_switches: run the detector and probes only on these switches and only on the
             links between two of them (None: every switch and link).  Probing every link costs
             CPU in proportion to links / probe period; a short probe period fits a few links.
+        pushback: run F10's pushback on the detectors' reports
+            (:class:`~testbed.controllers.f10.pushback.PushbackAgent`; its records are
+            :attr:`pushbacks`).
     """
 
     kind = "f10"
+    #: the options :func:`testbed.controllers.kinds.make_controller` accepts for this kind
+    OPTIONS = ("monitored_switches", "pushback")
 
-    def __init__(self, detection_delay_ms=DEFAULT_DETECTION_DELAY_MS, monitored_switches=None):
+    def __init__(self, detection_delay_ms=DEFAULT_DETECTION_DELAY_MS, monitored_switches=None, pushback=False):
         super().__init__(detection_delay_ms, react=False)
         self.monitored_switches = None if monitored_switches is None else set(monitored_switches)
+        self.pushback = bool(pushback)
+        self._pushback_agent = None
         self.transitions = []
         self.detections = []
         self.f10_entries_written = 0
@@ -67,6 +77,10 @@ class F10Controller(StaticController):
         self._listeners = []
         self._lock = threading.Lock()
         self._clock_origins = {}  # switch -> CLOCK_MONOTONIC ns of its timestamps' zero (known ones)
+        self._switches = []
+        #: {switch: the latest its trigger went out after its due time, us} (embedded target, at stop):
+        #: a detector decides on the trigger, so its decisions are late by as much on a busy machine
+        self.trigger_late_max_us = {}
 
     def start(self, network, pipeline, mode_params, required_params=(), **options):
         """Program everything, start the listeners and the triggers.
@@ -94,12 +108,15 @@ class F10Controller(StaticController):
                 plan.fabric_ports = [port for port in plan.fabric_ports
                                      if name in monitored and _neighbor(graph, name, port) in monitored]
         cpu_ports = {switch.name: switch.cpu_port for switch in network.switches}
+        self._switches = list(network.switches)
         for switch in network.switches:
             origin = switch.clock_origin_ns()
             if origin is not None:
                 self._clock_origins[switch.name] = origin
         self.f10_entries_written = program_fabric(self.programmer, cpu_ports, plans)
         self.entries_written += self.f10_entries_written
+        if self.pushback:
+            self._pushback_agent = PushbackAgent(graph, self.programmer)
         for name, client in sorted(self.programmer.clients.items()):
             thread = threading.Thread(target=self._listen, args=(name, client), name=f"f10-reports-{name}",
                                       daemon=True)
@@ -129,6 +146,13 @@ class F10Controller(StaticController):
             with self._lock:
                 self.transitions.append(row)
                 self._match(row)
+            if self._pushback_agent is not None:
+                self._pushback_agent.port_changed(switch, meta["port"], row["link"], down=row["status"] == "down")
+
+    @property
+    def pushbacks(self):
+        """Records of the pushback each link change set off (empty without ``pushback``)."""
+        return list(self._pushback_agent.records) if self._pushback_agent is not None else []
 
     def notify(self, failure):
         """Record a failure (F10 does not reroute on it); its detection is matched with the reports."""
@@ -162,7 +186,15 @@ class F10Controller(StaticController):
                 return
 
     def stop(self):
-        """Stop the listeners, then the sessions (safe to call twice)."""
+        """Keep the triggers' lateness, stop the listeners, then the sessions (safe to call twice)."""
+        for switch in self._switches:
+            try:
+                status = switch.packet_generator_status().get(TRIGGER_APP)
+            except (AttributeError, TestbedError):
+                continue  # BMv2 (an injector, no such status) or a switch that is gone
+            if status is not None:
+                self.trigger_late_max_us[switch.name] = status["late_max_us"]
+        self._switches = []
         self._stop.set()
         for thread in self._listeners:
             thread.join(timeout=5)

@@ -33,6 +33,7 @@ COLUMNS = (
     ("connectivity_drops", "drops: links down", "{}"),
     ("congestion_drops", "drops: queues", "{}"),
     ("rerouted_extra_hops", "extra hops", "{}"),
+    ("pushback_messages", "pushback msgs", "{}"),
 )
 
 
@@ -45,6 +46,7 @@ def comparison_row(mode, results):
                   if row.get("max_recovery_s") is not None]
     drops = results.get("dataplane", {}).get("drops", {})
     dilation = summary.get("path_dilation", {}).get("extra_hops", {})
+    pushbacks = results.get("controller", {}).get("pushbacks", [])
     return {"mode": mode, "status": results.get("status"), "error": results.get("error"),
             "uplink_mmr": summary.get("uplink_mmr"), "uplink_jain": summary.get("uplink_jain"),
             "goodput_mbps": summary.get("goodput_mbps"), "sent_packets": summary.get("sent_packets"),
@@ -58,6 +60,7 @@ def comparison_row(mode, results):
             "flow_recovery_s": max(recoveries) if recoveries else None,
             "connectivity_drops": drops.get("connectivity"), "congestion_drops": drops.get("congestion"),
             "rerouted_extra_hops": ",".join(sorted((k for k in dilation if k != "0"), key=int)) or None,
+            "pushback_messages": sum(row["messages"] for row in pushbacks) if pushbacks else None,
             "uplink_loads": summary.get("uplink_loads", {})}
 
 

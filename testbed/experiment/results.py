@@ -35,7 +35,16 @@ clock values are ISO 8601 UTC::
                      "transitions": [{"switch": str, "port": int, "status": "up" | "down", "at_s": float,
                                       "switch_at_s": float | null,
                                       "switch_time_us": int, "frames": int, "holddown_us": int,
-                                      "backoff_level": int, "link": [str]}]},
+                                      "backoff_level": int, "link": [str]}],
+                     # F10 pushback set off by each link a detector reported down or up: the protocol's
+                     # messages and switches (simulated), what the controller wrote, and when
+                     "pushbacks": [{"link": [str], "status": "down" | "up", "at_s": float,
+                                    "messages": int, "starters": [str], "switches_installed": [str],
+                                    "switches_with_state": [str], "entries_written": int,
+                                    "compute_s": float | null, "write_s": float | null,
+                                    "error": str | null}],
+                     # F10, embedded target: per switch, the latest a trigger went out after its due time
+                     "trigger_late_max_us": {str: float}},
       "dataplane": {"drops": {"tx_errors": int,       # frames a port could not send (link down), probes included
                               "no_detour": int,       # F10: next hop down and no working detour
                               "queue_drops": int,     # tc qdisc drops on shaped links (congestion)
@@ -69,7 +78,9 @@ clock values are ISO 8601 UTC::
                   "flow_recovery": [{"failure_index": int, "flows_interrupted": int, "recovery_s": [float],
                                      "max_recovery_s": float | null, "median_recovery_s": float | null}],
                   # extra switches crossed, from the TTL stream packets arrived with
-                  "path_dilation": {"extra_hops": {"0": packets, "2": packets, ...}, "packets": int}},
+                  "path_dilation": {"extra_hops": {"0": packets, "2": packets, ...}, "packets": int},
+                  # one-way delivery latency of stream packets (worst pair): the emulation's own delay
+                  "latency": {"p50_ms": float, "p99_ms": float, "max_ms": float} | null},
       "timeline": {"bin_s": float, "t_s": [float], "mbps": [float]},
       "files": {"results": "results.json", "link_load_csv": str | null, "plots": [str]}
     }
@@ -115,7 +126,7 @@ RESULTS_SCHEMA = {
                                   "entries_written": OPT_INT, "error": OPT_STR}],
                    "detections": [{"failure_index": OPT_INT, "action": str, "switch": str, "port": int,
                                    "detection_s": NUMBER, "reported_s": NUMBER, "clock": str}],
-                   "transitions": [dict]},
+                   "transitions": [dict], "pushbacks": [dict], "trigger_late_max_us": dict},
     "dataplane": {"drops": {"tx_errors": int, "no_detour": int, "queue_drops": int, "on_links": int,
                             "connectivity": int, "congestion": int}},
     "failures": [{"index": int, "action": str, "target": str, "loss": OPT_NUMBER, "planned_at_s": NUMBER,
@@ -140,7 +151,7 @@ RESULTS_SCHEMA = {
                 "controller_reaction_s": OPT_NUMBER,
                 "flow_recovery": [{"failure_index": int, "flows_interrupted": int, "recovery_s": [NUMBER],
                                    "max_recovery_s": OPT_NUMBER, "median_recovery_s": OPT_NUMBER}],
-                "path_dilation": {"extra_hops": dict, "packets": int}},
+                "path_dilation": {"extra_hops": dict, "packets": int}, "latency": (dict, type(None))},
     "timeline": {"bin_s": NUMBER, "t_s": [NUMBER], "mbps": [NUMBER]},
     "files": {"results": str, "link_load_csv": OPT_STR, "plots": [str]},
 }
@@ -187,7 +198,7 @@ def empty_summary():
             "goodput_mbps": 0.0,
             "uplink_loads": {}, "uplink_mmr": None, "uplink_jain": None, "recovery": [],
             "controller_reaction_s": None, "flow_recovery": [],
-            "path_dilation": {"extra_hops": {}, "packets": 0}}
+            "path_dilation": {"extra_hops": {}, "packets": 0}, "latency": None}
 
 
 def empty_dataplane():

@@ -55,7 +55,7 @@ def _base_record(spec, target):
                      "hosts": 0, "switches": 0, "links": 0},
         "controller": {"kind": spec.controller.kind, "detection_delay_ms": spec.controller.detection_delay_ms,
                        "entries_written": 0, "mode_params_written": {}, "notes": [], "reactions": [],
-                       "detections": [], "transitions": []},
+                       "detections": [], "transitions": [], "pushbacks": [], "trigger_late_max_us": {}},
         "dataplane": results_module.empty_dataplane(),
         "failures": [], "traffic": [], "links": [], "summary": results_module.empty_summary(),
         "timeline": {"bin_s": analysis.DEFAULT_BIN_S, "t_s": [], "mbps": []},
@@ -252,6 +252,11 @@ def _fill_results(record, spec, fabric, scheduler, controller, jobs, before, aft
                                     mode_params_written=dict(controller.mode_params_written),
                                     notes=list(controller.notes), reactions=list(controller.reactions))
         record["controller"]["detections"] = list(getattr(controller, "detections", []))
+        record["controller"]["trigger_late_max_us"] = dict(getattr(controller, "trigger_late_max_us", {}))
+        record["controller"]["pushbacks"] = [
+            dict({key: value for key, value in row.items() if key != "at_ns"},
+                 at_s=(row["at_ns"] - t0_ns) / 1e9 if t0_ns else None)
+            for row in getattr(controller, "pushbacks", [])]
         wall_minus_monotonic_ns = time.time_ns() - time.monotonic_ns()
         record["controller"]["transitions"] = [
             dict({key: value for key, value in row.items() if key not in ("received_ns", "event_monotonic_ns")},
@@ -278,6 +283,7 @@ def _fill_results(record, spec, fabric, scheduler, controller, jobs, before, aft
     record["summary"] = analysis.summarize(rows, uplinks, recovery, record["controller"]["reactions"])
     if t0_ns:
         record["summary"]["flow_recovery"] = analysis.flow_recovery_rows(reports, record["failures"], t0_ns)
+    record["summary"]["latency"] = analysis.latency_summary(reports)
     if fabric is not None:
         record["summary"]["path_dilation"] = analysis.path_dilation(reports, fabric.topo.graph())
     if t0_ns:
