@@ -123,3 +123,23 @@ def test_connect_reports_the_switch_it_cannot_reach_and_keeps_the_others(portles
         assert set(fabric.clients) == set(state["switches"])
     finally:
         fabric.close()
+
+
+@pytest.mark.slow
+def test_excluded_next_hops_are_left_out_until_lifted_and_never_all_of_them(programmer):
+    """FabricProgrammer.exclude_next_hops: what F10's pushback installs (controllers/f10/pushback.py)."""
+    fabric, state, graph = programmer
+    fabric.program()
+    routes = _expected(graph)
+    ip, ports = next((ip, ports) for ip, ports in sorted(routes["leaf0"].items()) if len(ports) == 2)
+    first, second = sorted(ports)
+    assert fabric.exclude_next_hops({"leaf0": {ip: {first}}}) == 1      # one entry changed
+    assert _read_back(state, ["leaf0"])["leaf0"][ip] == {second}
+    assert _read_back(state, ["leaf1"]) == {"leaf1": routes["leaf1"]}   # other switches untouched
+    # excluding every next hop would black-hole the destination: the route keeps them all
+    fabric.exclude_next_hops({"leaf0": {ip: {first, second}}})
+    assert _read_back(state, ["leaf0"])["leaf0"][ip] == {first, second}
+    fabric.exclude_next_hops({"leaf0": {ip: {second}}})
+    assert _read_back(state, ["leaf0"])["leaf0"][ip] == {first}
+    assert fabric.exclude_next_hops({}) == 1                            # lifted: the computed route again
+    assert _read_back(state, fabric.clients) == routes
