@@ -337,8 +337,17 @@ def test_comparison_table_and_plot(tmp_path):
 
 def test_plots_handle_empty_data(tmp_path):
     plots.plot_link_load({"ecmp": {}}, str(tmp_path / "a.png"))
-    plots.plot_timeline({"t_s": [], "mbps": []}, [], str(tmp_path / "b.png"))
+    plots.plot_timeline({"t_s": [], "mbps": []}, {}, str(tmp_path / "b.png"))
     assert (tmp_path / "a.png").exists() and (tmp_path / "b.png").exists()
+
+
+def test_the_timeline_marks_every_kind_of_event_and_refuses_an_unknown_one(tmp_path):
+    timeline = {"bin_s": 0.01, "t_s": [0.01 * i for i in range(300)], "mbps": [5.0] * 300}
+    events = {kind: [(1.0 + 0.1 * index, kind)] for index, kind in enumerate(plots.EVENT_STYLES)}
+    plots.plot_timeline(timeline, events, str(tmp_path / "c.png"))
+    assert (tmp_path / "c.png").read_bytes()[:4] == b"\x89PNG"
+    with pytest.raises(KeyError):
+        plots.plot_timeline(timeline, {"meteor": [(1.0, "?")]}, str(tmp_path / "d.png"))
 
 
 def test_sweep_plot(tmp_path):

@@ -1,7 +1,8 @@
 """PNG plots of experiment results (matplotlib with the Agg backend; no display needed).
 
 * :func:`plot_link_load`: uplink load per link, one bar group per scheme (a single run is one scheme).
-* :func:`plot_timeline`: aggregate receiver throughput over time with failure markers
+* :func:`plot_timeline`: aggregate receiver throughput over time with markers of failures,
+  detections, reroutes, pushback and rescheduling
   (and the controller's reactions).
 * :func:`plot_comparison`: the side-by-side figure of ``testbed compare``: uplink load
   per scheme, and MMR / goodput / out-of-order per scheme.
@@ -65,20 +66,32 @@ def rebin(t_s, values, factor):
     return times, averaged
 
 
-def plot_timeline(timeline, failures, path, reactions=(), title="Aggregate receiver throughput",
-                  plot_bin_s=0.05):
-    """Throughput over time with a dashed line at each failure and a dotted one at each reaction.
+#: how each kind of event is marked on a timeline: (legend label, colour, line style)
+EVENT_STYLES = {
+    "failure": ("failure", "tab:red", "--"),
+    "detection": ("detector: port down (local reroute)", "tab:orange", "-."),
+    "reaction": ("controller reroute", "tab:green", ":"),
+    "pushback": ("pushback installed", "tab:purple", ":"),
+    "reschedule": ("rescheduler: new weights", "tab:brown", (0, (1, 3))),
+}
+
+
+def plot_timeline(timeline, events, path, title="Aggregate receiver throughput", plot_bin_s=0.05):
+    """Throughput over time with a vertical line at each event (failure, detection, reroute...).
 
     Args:
         timeline: ``{"bin_s", "t_s": [...], "mbps": [...]}``.
-        failures: ``[(time_s, label)]``.
+        events: ``{kind: [(time_s, label)]}`` with kinds of :data:`EVENT_STYLES`; failures are
+            also annotated with their label.
         path: PNG file to write.
-        reactions: ``[(time_s, label)]`` of controller reactions.
         title: figure title.
         plot_bin_s: bins are averaged to about this width for the plot (results keep the raw bins).
 
     Returns:
         str: ``path``.
+
+    Raises:
+        KeyError: an event kind without a style.
     """
     figure, axis = plt.subplots(figsize=(8, 4))
     try:
@@ -90,19 +103,20 @@ def plot_timeline(timeline, failures, path, reactions=(), title="Aggregate recei
                       label=f"throughput ({factor * bin_s * 1000:.0f} ms bins)")
         else:
             axis.text(0.5, 0.5, "no receiver timeline", ha="center", va="center", transform=axis.transAxes)
-        for index, (time_s, label) in enumerate(failures):
-            axis.axvline(time_s, color="tab:red", linestyle="--", linewidth=1,
-                         label="failure" if index == 0 else None)
-            axis.annotate(label, (time_s, 1.0), xycoords=("data", "axes fraction"), rotation=90,
-                          va="top", ha="right", fontsize=7, color="tab:red")
-        for index, (time_s, label) in enumerate(reactions):
-            axis.axvline(time_s, color="tab:green", linestyle=":", linewidth=1,
-                         label="controller reaction" if index == 0 else None)
+        marked = False
+        for kind, rows in events.items():
+            legend, color, style = EVENT_STYLES[kind]
+            for index, (time_s, label) in enumerate(rows):
+                axis.axvline(time_s, color=color, linestyle=style, linewidth=1, label=legend if index == 0 else None)
+                marked = True
+                if kind == "failure":
+                    axis.annotate(label, (time_s, 1.0), xycoords=("data", "axes fraction"), rotation=90,
+                                  va="top", ha="right", fontsize=7, color=color)
         axis.set_xlabel("time since start (s)")
         axis.set_ylabel("Mbit/s")
         axis.set_ylim(bottom=0)  # a dip must not look like an outage
         axis.set_title(title)
-        if failures or reactions:
+        if marked:
             axis.legend(fontsize=8, loc="lower right")
         figure.tight_layout()
         figure.savefig(path, dpi=110)

@@ -290,6 +290,26 @@ def _fill_results(record, spec, fabric, scheduler, controller, jobs, before, aft
         record["timeline"] = analysis.throughput_timeline(reports, t0_ns)
 
 
+def _timeline_events(record):
+    """``{kind: [(time_s, label)]}`` of a run for :func:`testbed.experiment.plots.plot_timeline`."""
+    controller = record["controller"]
+    applied = {row["index"]: row["applied_at_s"] for row in record["failures"]}
+    events = {
+        "failure": [(row["applied_at_s"], f"{row['action']} {row['target']}") for row in record["failures"]
+                    if row.get("applied_at_s") is not None],
+        "detection": [(applied[row["failure_index"]] + row["detection_s"], row["switch"])
+                      for row in controller.get("detections", [])
+                      if applied.get(row["failure_index"]) is not None],
+        "reaction": [(row["reacted_at_s"], "reaction") for row in controller["reactions"]
+                     if row.get("reacted_at_s") is not None],
+        "pushback": [(row["at_s"] + (row["compute_s"] or 0) + (row["write_s"] or 0), "-".join(row["link"]))
+                     for row in controller.get("pushbacks", []) if row.get("at_s") is not None and not row["error"]],
+        "reschedule": [(row["at_s"], "epoch") for row in controller.get("reschedules", [])
+                       if row.get("at_s") is not None],
+    }
+    return {kind: rows for kind, rows in events.items() if rows}
+
+
 def write_outputs(record, out_dir):
     """Write results.json and, as the spec's ``metrics`` ask, link_load.csv/.png and throughput.png.
 
@@ -310,11 +330,7 @@ def write_outputs(record, out_dir):
                                  title=f"{record['name']}: uplink load ({label})")
             plot_files.append("link_load.png")
         if "timeline" in wanted:
-            failures = [(row["applied_at_s"], f"{row['action']} {row['target']}") for row in record["failures"]
-                        if row.get("applied_at_s") is not None]
-            reactions = [(row["reacted_at_s"], "reaction") for row in record["controller"]["reactions"]
-                         if row.get("reacted_at_s") is not None]
-            plots.plot_timeline(record["timeline"], failures, os.path.join(out_dir, "throughput.png"), reactions,
+            plots.plot_timeline(record["timeline"], _timeline_events(record), os.path.join(out_dir, "throughput.png"),
                                 title=f"{record['name']}: aggregate throughput ({label})")
             plot_files.append("throughput.png")
     except Exception as error:  # noqa: BLE001 - results.json matters more than a plot
