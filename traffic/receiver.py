@@ -53,6 +53,7 @@ import sys
 import time
 from array import array
 
+from testbed.packet_sockets import SocketDrops, open_packet_socket
 from testbed.traffic import roce
 from testbed.traffic.json_report import emit_report
 from testbed.traffic.qp import psn_delta
@@ -460,7 +461,9 @@ class Capture:
         else:
             if not intf:
                 raise ValueError("raw capture needs an interface")
-            self.sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(0x0800))
+            self.sock = open_packet_socket(0x0800)
+        # frames the kernel dropped at the socket because this process was too slow (raw capture)
+        self.socket_drops = SocketDrops(self.sock) if mode == "raw" else None
         try:
             try:
                 self.sock.setsockopt(socket.SOL_SOCKET, 33, rcvbuf)  # SO_RCVBUFFORCE
@@ -566,7 +569,10 @@ def run_receiver(receiver, capture, duration=None, idle_timeout=None, until=None
         if until is not None and until():
             break
     receiver.finish()
-    return receiver.report()
+    report = receiver.report()
+    # the receiving process's own loss (the emulator's, not the network's); None: not measurable
+    report["socket_drops"] = capture.socket_drops.read() if capture.socket_drops is not None else None
+    return report
 
 
 def reconcile(sender_report, receiver_report):

@@ -167,6 +167,7 @@ class Pacer:
         self.slack_ns = burst_bytes * self.ns_per_byte
         self.origin = time.perf_counter_ns()
         self.next_ns = self.origin
+        self.lag_max_ns = 0  # the furthest behind its schedule the sender fell (a busy machine)
 
     def wait(self, frame_bytes):
         """Block until a frame of ``frame_bytes`` may go out."""
@@ -180,6 +181,8 @@ class Pacer:
                 now = time.perf_counter_ns()
                 self.next_ns = now
         if self.ns_per_byte:
+            if now > self.next_ns:
+                self.lag_max_ns = max(self.lag_max_ns, now - self.next_ns)
             if self.next_ns < now - self.slack_ns:
                 self.next_ns = now
             if self.next_ns > now:
@@ -398,7 +401,6 @@ def run_sender(config, on_ready=None, start_time=None):
                                                  start_psn=config.start_psn, job=config.job,
                                                  udp_sport=config.udp_sport)
         factory = FrameFactory(src_mac, src_ip)
-        pacer = Pacer(config.rate_mbps, config.on_ms, config.off_ms)
         stats = SendStats(bin_ns=int(config.bin_ms * 1e6))
         count = config.messages or config.qps
         if on_ready is not None:
@@ -408,6 +410,7 @@ def run_sender(config, on_ready=None, start_time=None):
             wait_s = (start_at_ns - time.time_ns()) / 1e9
             if wait_s > 0:
                 time.sleep(wait_s)
+        pacer = Pacer(config.rate_mbps, config.on_ms, config.off_ms)  # its schedule starts now
         deadline = None if config.duration is None else time.time_ns() + int(config.duration * 1e9)
         rounds = 0
         rr_next = 0
@@ -422,7 +425,9 @@ def run_sender(config, on_ready=None, start_time=None):
         report = {"role": "sender", "job": config.job, "src_ip": src_ip, "src_mac": src_mac, "dst_ip": config.dst_ip,
                   "intf": config.intf, "qps": config.qps, "qp_scaling": config.qp_scaling,
                   "udp_sport": config.udp_sport, "message_bytes": config.size, "rounds": rounds,
-                  "templates_built": factory.templates_built}
+                  "templates_built": factory.templates_built,
+                  # how far behind its schedule the sender fell at worst (it was starved of CPU)
+                  "pacing_lag_max_ms": pacer.lag_max_ns / 1e6}
         report.update(stats.as_dict())
         return report
     finally:

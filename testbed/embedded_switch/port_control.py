@@ -10,9 +10,11 @@ request is one JSON object, each answer one JSON object:
   back ``delay_ms``); ``loss`` and ``delay_ms`` default to 0, so
   ``{"port": 1}`` clears it.  Answer: ``{"ok": true}``.
 * ``{"command": "status"}`` answers ``{"ok": true, "ports": {"1": {"loss": ..,
-  "delay_ms": .., "drops": .., "tx_errors": ..}, ...}, "packet_generator": {...}}``
-  (``drops``: frames dropped by the impairment since the start; ``tx_errors``:
-  frames the port could not send, e.g. into a link that is down; the packet
+  "delay_ms": .., "drops": .., "tx_errors": .., "socket_drops": ..}, ...},
+  "packet_generator": {...}}`` (``drops``: frames dropped by the impairment
+  since the start; ``tx_errors``: frames the port could not send, e.g. into a
+  link that is down; ``socket_drops``: frames the kernel dropped because the
+  switch process did not read its socket fast enough (an emulator loss); the packet
   generator's applications with their counters; ``clock_origin_ns``: the
   CLOCK_MONOTONIC time at which the pipeline's timestamps are 0, so the
   switch's own timestamps can be put on the host's clock).

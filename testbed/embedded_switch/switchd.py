@@ -36,11 +36,9 @@ import time
 from testbed.embedded_switch.p4runtime_target import EmbeddedTarget
 from testbed.embedded_switch.port_control import ControlRequestError, ControlSocket, parse_request
 from testbed.errors import TestbedError
+from testbed.packet_sockets import PACKET_IGNORE_OUTGOING, SOL_PACKET, SocketDrops, open_packet_socket
 from testbed.p4runtime.server import P4RuntimeServer
 
-ETH_P_ALL = 0x0003
-SOL_PACKET = 263
-PACKET_IGNORE_OUTGOING = 23  # Linux >= 4.20: do not read back what we send
 MAX_FRAME = 65535
 RX_BATCH = 64  # frames read from one socket before looking at the others
 
@@ -51,7 +49,8 @@ class PortSocket:
     def __init__(self, port, interface):
         self.port = port
         self.interface = interface
-        self.sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
+        self.sock = open_packet_socket()
+        self.socket_drops = SocketDrops(self.sock)  # frames the kernel dropped: this process was too slow
         try:
             self.sock.setsockopt(SOL_PACKET, PACKET_IGNORE_OUTGOING, 1)
             self.filters_outgoing = True
@@ -268,7 +267,8 @@ class SwitchDaemon:
         if request["command"] == "status":
             ports = {}
             for port, state in sorted(self.impairment_state.items()):
-                ports[str(port)] = dict(state.describe(), tx_errors=self.sockets[port].tx_errors)
+                ports[str(port)] = dict(state.describe(), tx_errors=self.sockets[port].tx_errors,
+                                        socket_drops=self.sockets[port].socket_drops.read())
             device = self.target.device
             return {"ok": True, "ports": ports,
                     "packet_generator": {str(app): state for app, state in generator.status().items()},

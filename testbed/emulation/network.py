@@ -336,12 +336,14 @@ class FabricNetwork:
         return [frozenset((a, b)) for a, b in self.topo.graph().edges(name)]
 
     def drop_counters(self):
-        """Frames each switch port lost, by cause: ``{switch: {port: {"tx_errors", "queue_drops"}}}``.
+        """Frames each switch port lost, by cause: ``{switch: {port: {"tx_errors", "queue_drops", "socket_drops"}}}``.
 
         ``tx_errors``: frames the switch could not send because the port's link was down
         (lost connectivity; the embedded target counts them, read over its control socket).
         ``queue_drops``: frames the port's tc qdisc dropped (congestion), when links are
         shaped (``shape_links``); 0 otherwise, since unshaped veths do not queue.
+        ``socket_drops``: frames the kernel dropped at the embedded switch's socket because
+        the switch process fell behind (the emulator's loss, not the network's).
         Ports of a crashed switch are left out.
         """
         counters = {}
@@ -354,7 +356,8 @@ class FabricNetwork:
                 if intf.name == "lo":
                     continue
                 ports[port] = {"tx_errors": int(status.get(port, {}).get("tx_errors", 0)),
-                               "queue_drops": qdisc_drops(intf.name) if self.shape_links else 0}
+                               "queue_drops": qdisc_drops(intf.name) if self.shape_links else 0,
+                               "socket_drops": int(status.get(port, {}).get("socket_drops", 0))}
             counters[switch.name] = ports
         return counters
 

@@ -280,7 +280,7 @@ def latency_summary(reports):
 
 def drop_totals(counters):
     """Total frames lost at switch ports by cause, from :meth:`FabricNetwork.drop_counters` output."""
-    totals = {"tx_errors": 0, "queue_drops": 0}
+    totals = {"tx_errors": 0, "queue_drops": 0, "socket_drops": 0}
     for ports in (counters or {}).values():
         for values in ports.values():
             for key in totals:

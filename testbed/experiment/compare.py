@@ -34,6 +34,7 @@ COLUMNS = (
     ("congestion_drops", "drops: queues", "{}"),
     ("rerouted_extra_hops", "extra hops", "{}"),
     ("pushback_messages", "pushback msgs", "{}"),
+    ("overloaded", "emulator overloaded", "{}"),
 )
 
 
@@ -61,6 +62,8 @@ def comparison_row(mode, results):
             "connectivity_drops": drops.get("connectivity"), "congestion_drops": drops.get("congestion"),
             "rerouted_extra_hops": ",".join(sorted((k for k in dilation if k != "0"), key=int)) or None,
             "pushback_messages": sum(row["messages"] for row in pushbacks) if pushbacks else None,
+            "overloaded": "YES" if results.get("overload", {}).get("overloaded") else "no",
+            "overload_reasons": list(results.get("overload", {}).get("reasons", [])),
             "uplink_loads": summary.get("uplink_loads", {})}
 
 
@@ -79,6 +82,10 @@ def format_table(rows):
     out = ["  ".join(h.ljust(w) for h, w in zip(headers, widths))]
     out.append("  ".join("-" * w for w in widths))
     out += ["  ".join(c.ljust(w) for c, w in zip(line, widths)) for line in lines]
+    for row in rows:
+        if row.get("overload_reasons"):
+            out.append(f"WARNING {row['mode']}: the emulator did not keep up, its timings and losses are not "
+                       f"the network's: {'; '.join(row['overload_reasons'])}")
     return "\n".join(out)
 
 

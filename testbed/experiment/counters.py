@@ -102,7 +102,10 @@ def dataplane_counters(fabric, clients, p4info, before=None, after=None):
     egress count minus the other end's ingress count, :func:`link_losses`) that
     the links' queues did not drop, and, with p4src/f10.p4, packets whose next
     hop was declared down with no working detour (``no_detour``, its counter);
-    congestion: drops of the shaped links' queues (``queue_drops``, tc).
+    congestion: drops of the shaped links' queues (``queue_drops``, tc); the
+    emulator's own losses (``emulator``: frames the kernel dropped at a switch's
+    socket because the switch process fell behind) are counted apart and not
+    as the network's.
     ``tx_errors`` (every frame a port could not send, probes included) is
     reported as measured.  Counters that cannot be read (a crashed switch) count 0.
 
@@ -123,8 +126,10 @@ def dataplane_counters(fabric, clients, p4info, before=None, after=None):
             except Exception:  # noqa: BLE001 - a dead switch must not lose the other counters
                 continue
     on_links = link_losses(fabric.topo.graph(), before, after) if before and after else 0
-    drops.update(no_detour=no_detour, on_links=on_links,
-                 connectivity=max(0, on_links - drops["queue_drops"]) + no_detour, congestion=drops["queue_drops"])
+    emulator = drops.pop("socket_drops")
+    drops.update(no_detour=no_detour, on_links=on_links, emulator=emulator,
+                 connectivity=max(0, on_links - drops["queue_drops"] - emulator) + no_detour,
+                 congestion=drops["queue_drops"])
     return {"drops": drops}
 
 

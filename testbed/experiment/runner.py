@@ -16,7 +16,7 @@ import time
 
 from testbed.emulation.network import signals_deferred, termination_as_interrupt
 from testbed.errors import EmulationError, TestbedError
-from testbed.experiment import analysis, plots, results as results_module
+from testbed.experiment import analysis, overload, plots, results as results_module
 from testbed.experiment.counters import dataplane_counters, link_loads, read_port_counters, uplink_loads
 from testbed.experiment.failures import FailureScheduler
 from testbed.experiment.spec import ExperimentSpec, check_capabilities, load_spec
@@ -50,6 +50,8 @@ def _base_record(spec, target):
         "schema_version": 1, "name": spec.name, "seed": spec.seed, "mode": spec.mode,
         "program": spec.program, "target": target, "status": "error", "error": None,
         "started_at": _now_iso(), "finished_at": "", "wall_s": 0.0, "t0_ns": None, "traffic_start_s": None,
+        "overload": {"overloaded": False, "reasons": [], "switch_socket_drops": 0, "receiver_socket_drops": 0,
+                     "sender_lag_max_ms": None, "latency_p99_ms": None, "trigger_late_max_ms": None},
         "spec": spec.to_dict(),
         "topology": {"kind": spec.topology.kind, "params": dict(spec.topology.params),
                      "hosts": 0, "switches": 0, "links": 0},
@@ -167,6 +169,9 @@ def run_experiment(spec, out_dir=None, target=None, progress=print, state_file=N
                 record["finished_at"] = _now_iso()
                 record["wall_s"] = time.monotonic() - wall_start
                 write_outputs(record, out_dir)
+                if record.get("overload", {}).get("overloaded"):
+                    progress(f"[{spec.name}] WARNING: the emulator did not keep up, timings and losses are "
+                             f"not the network's: {'; '.join(record['overload']['reasons'])}")
                 progress(f"[{spec.name}] {record['status']}: results in {out_dir}")
     if isinstance(failure, KeyboardInterrupt):
         raise failure
@@ -288,6 +293,7 @@ def _fill_results(record, spec, fabric, scheduler, controller, jobs, before, aft
         record["summary"]["path_dilation"] = analysis.path_dilation(reports, fabric.topo.graph())
     if t0_ns:
         record["timeline"] = analysis.throughput_timeline(reports, t0_ns)
+    record["overload"] = overload.assess(record, reports)
 
 
 def _timeline_events(record):
