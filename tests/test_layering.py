@@ -3,7 +3,8 @@
 Lowest first: the P4 target (testbed/p4) knows nothing of P4Runtime; the
 P4Runtime server and client (testbed/p4runtime) serve any target object; the
 embedded switch process (testbed/embedded_switch) joins the two; controllers
-never reach into the experiment runner or the CLI.
+never reach into the experiment runner or the CLI.  testbed.errors and
+testbed.packet_sockets import nothing of the testbed: any layer may use them.
 """
 import ast
 import os
@@ -16,9 +17,12 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ALLOWED = {
     "testbed/p4": ("testbed.p4", "testbed.errors"),
     "testbed/p4runtime": ("testbed.p4runtime", "testbed.p4", "testbed.errors"),
-    "testbed/embedded_switch": ("testbed.embedded_switch", "testbed.p4runtime", "testbed.p4", "testbed.errors"),
+    "testbed/embedded_switch": ("testbed.embedded_switch", "testbed.p4runtime", "testbed.p4", "testbed.errors",
+                                "testbed.packet_sockets"),
     "topologies": ("testbed.topologies", "testbed.errors"),
 }
+#: leaf modules: they import nothing of the testbed
+LEAVES = ("testbed/errors.py", "testbed/packet_sockets.py")
 #: folder -> testbed modules its files must not import (prefixes)
 FORBIDDEN = {
     "controllers": ("testbed.experiment", "testbed.commands", "testbed.cli"),
@@ -63,3 +67,8 @@ def test_layer_does_not_import_what_is_above_it(folder):
     wrong = [(os.path.relpath(path, REPO), name) for path in python_files(folder)
              for name in imported_modules(path) if _within(name, FORBIDDEN[folder])]
     assert not wrong, wrong
+
+
+@pytest.mark.parametrize("leaf", LEAVES)
+def test_leaf_modules_import_nothing_of_the_testbed(leaf):
+    assert [name for name in imported_modules(os.path.join(REPO, leaf)) if name.startswith("testbed")] == []
