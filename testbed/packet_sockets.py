@@ -5,7 +5,10 @@ sockets.  When a process does not read fast enough, the kernel drops frames
 at the socket's receive buffer: losses of the emulator, not of the emulated
 network, which a trustworthy result must tell apart.  The kernel counts them
 (``PACKET_STATISTICS``, packet(7)); :class:`SocketDrops` keeps the running
-total (reading the statistics resets the kernel's counters).
+total (reading the statistics resets the kernel's counters).  Before it
+drops, a process falling behind makes frames wait: the kernel's receive
+timestamps (``SO_TIMESTAMPNS``) against the time a frame is read give that
+wait, kept as a histogram by :class:`ReceiveLag`.
 """
 import socket
 import struct
@@ -42,3 +45,56 @@ class SocketDrops:
 def open_packet_socket(protocol=ETH_P_ALL):
     """A raw AF_PACKET socket for ``protocol`` (an EtherType; all frames by default)."""
     return socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(protocol))
+
+
+SO_TIMESTAMPNS = 35            # socket(7): receive timestamps as struct timespec (SCM_TIMESTAMPNS)
+_TIMESPEC = struct.Struct("qq")
+#: lag thresholds (ms) of :class:`ReceiveLag`'s histogram
+LAG_BUCKETS_MS = (1, 10, 50, 200)
+
+
+def enable_timestamps(sock):
+    """Ask the kernel to stamp every frame it queues on ``sock`` (read with :func:`receive_stamped`)."""
+    sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
+
+
+def receive_stamped(sock, bufsize):
+    """One frame and the wall-clock ns at which the kernel queued it (None without a stamp).
+
+    Returns:
+        tuple: ``(frame, address, kernel_ns)``; raises BlockingIOError when nothing waits.
+    """
+    frame, ancillary, _flags, address = sock.recvmsg(bufsize, 64)
+    for level, kind, data in ancillary:
+        if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS and len(data) >= _TIMESPEC.size:
+            seconds, nanoseconds = _TIMESPEC.unpack(data[:_TIMESPEC.size])
+            return frame, address, seconds * 1_000_000_000 + nanoseconds
+    return frame, address, None
+
+
+class ReceiveLag:
+    """How long frames waited in a socket before the process read them: a cumulative histogram.
+
+    A process that keeps up reads a frame within a fraction of a millisecond;
+    one starved of CPU lets frames wait (and, when the buffer fills, the kernel
+    drops them: :class:`SocketDrops`).  ``counts[i]`` is the number of samples
+    that waited at least ``LAG_BUCKETS_MS[i]``; counts only grow, so two
+    snapshots give what happened between them.
+    """
+
+    def __init__(self):
+        self.samples = 0
+        self.counts = [0] * len(LAG_BUCKETS_MS)
+
+    def record(self, lag_ns):
+        """Count one sample that waited ``lag_ns``."""
+        self.samples += 1
+        lag_ms = lag_ns / 1e6
+        for index, threshold in enumerate(LAG_BUCKETS_MS):
+            if lag_ms >= threshold:
+                self.counts[index] += 1
+
+    def describe(self):
+        """``{"samples": n, "at_least_ms": {"1": n1, "10": n10, ...}}``."""
+        return {"samples": self.samples,
+                "at_least_ms": {str(threshold): count for threshold, count in zip(LAG_BUCKETS_MS, self.counts)}}

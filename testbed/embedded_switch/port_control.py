@@ -14,7 +14,9 @@ request is one JSON object, each answer one JSON object:
   "packet_generator": {...}}`` (``drops``: frames dropped by the impairment
   since the start; ``tx_errors``: frames the port could not send, e.g. into a
   link that is down; ``socket_drops``: frames the kernel dropped because the
-  switch process did not read its socket fast enough (an emulator loss); the packet
+  switch process did not read its socket fast enough (an emulator loss);
+  ``receive_lag``: how long the oldest frame of each read batch had waited in
+  the socket, as a cumulative histogram, testbed.packet_sockets.ReceiveLag); the packet
   generator's applications with their counters; ``clock_origin_ns``: the
   CLOCK_MONOTONIC time at which the pipeline's timestamps are 0, so the
   switch's own timestamps can be put on the host's clock).

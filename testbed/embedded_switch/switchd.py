@@ -36,7 +36,8 @@ import time
 from testbed.embedded_switch.p4runtime_target import EmbeddedTarget
 from testbed.embedded_switch.port_control import ControlRequestError, ControlSocket, parse_request
 from testbed.errors import TestbedError
-from testbed.packet_sockets import PACKET_IGNORE_OUTGOING, SOL_PACKET, SocketDrops, open_packet_socket
+from testbed.packet_sockets import (PACKET_IGNORE_OUTGOING, SOL_PACKET, ReceiveLag, SocketDrops, enable_timestamps,
+                                    open_packet_socket, receive_stamped)
 from testbed.p4runtime.server import P4RuntimeServer
 
 MAX_FRAME = 65535
@@ -58,15 +59,26 @@ class PortSocket:
             self.filters_outgoing = False
         self.sock.bind((interface, 0))
         self.sock.setblocking(False)
+        enable_timestamps(self.sock)
+        self.receive_lag = ReceiveLag()  # how long the oldest frame of each batch waited to be read
         self.tx_errors = 0
 
     def receive_batch(self):
-        """Return up to RX_BATCH frames that arrived on the port (never blocks)."""
+        """Return up to RX_BATCH frames that arrived on the port (never blocks).
+
+        The first frame of a batch, the one that waited longest, is read with its
+        kernel timestamp: its wait goes into :attr:`receive_lag`.
+        """
         frames = []
         sock = self.sock
-        for _ in range(RX_BATCH):
+        for index in range(RX_BATCH):
             try:
-                frame, address = sock.recvfrom(MAX_FRAME)
+                if index == 0:
+                    frame, address, queued_ns = receive_stamped(sock, MAX_FRAME)
+                    if queued_ns is not None:
+                        self.receive_lag.record(max(0, time.time_ns() - queued_ns))
+                else:
+                    frame, address = sock.recvfrom(MAX_FRAME)
             except BlockingIOError:
                 break
             except OSError as error:
@@ -268,7 +280,8 @@ class SwitchDaemon:
             ports = {}
             for port, state in sorted(self.impairment_state.items()):
                 ports[str(port)] = dict(state.describe(), tx_errors=self.sockets[port].tx_errors,
-                                        socket_drops=self.sockets[port].socket_drops.read())
+                                        socket_drops=self.sockets[port].socket_drops.read(),
+                                        receive_lag=self.sockets[port].receive_lag.describe())
             device = self.target.device
             return {"ok": True, "ports": ports,
                     "packet_generator": {str(app): state for app, state in generator.status().items()},

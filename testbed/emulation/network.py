@@ -361,6 +361,20 @@ class FabricNetwork:
             counters[switch.name] = ports
         return counters
 
+    def receive_lag(self):
+        """``{switch: {port: {"samples", "at_least_ms": {...}}}}``: how long frames waited in the
+        embedded switches' sockets (cumulative; testbed.packet_sockets.ReceiveLag).  Switches
+        that do not measure it (BMv2) and crashed ones are left out."""
+        lags = {}
+        for switch in self.net.switches:
+            if getattr(switch, "process", None) is None or switch.process.poll() is not None:
+                continue
+            if not hasattr(switch, "port_status"):
+                continue
+            lags[switch.name] = {port: entry["receive_lag"] for port, entry in switch.port_status().items()
+                                 if "receive_lag" in entry}
+        return lags
+
     def _links_between(self, a, b):
         names = {node.name for node in self.net.hosts + self.net.switches}
         for name in (a, b):

@@ -221,3 +221,28 @@ def uplink_loads(graph, rows, unit="bytes"):
                   and not is_host(graph, row["a"]) and row[key] is not None]
     sending = {row["a"] for row in candidates if row[key] > 0}
     return {row["link"]: row[key] for row in candidates if row["a"] in sending}
+
+
+def receive_lag_delta(before, after):
+    """How long frames waited in the switches' sockets between two snapshots, summed over every port.
+
+    Args:
+        before, after: :meth:`testbed.emulation.network.FabricNetwork.receive_lag` snapshots.
+
+    Returns:
+        dict: ``{"samples": n, "at_least_ms": {"1": n1, "10": n10, ...}}`` (the histogram of
+        testbed.packet_sockets.ReceiveLag); ports missing from ``before`` count from 0.
+
+    >>> receive_lag_delta({"s1": {1: {"samples": 5, "at_least_ms": {"1": 2, "50": 0}}}},
+    ...                   {"s1": {1: {"samples": 9, "at_least_ms": {"1": 3, "50": 1}}}})
+    {'samples': 4, 'at_least_ms': {'1': 1, '50': 1}}
+    """
+    total = {"samples": 0, "at_least_ms": {}}
+    for switch, ports in after.items():
+        for port, now in ports.items():
+            then = before.get(switch, {}).get(port, {"samples": 0, "at_least_ms": {}})
+            total["samples"] += now["samples"] - then["samples"]
+            for bucket, count in now["at_least_ms"].items():
+                total["at_least_ms"][bucket] = (total["at_least_ms"].get(bucket, 0) + count
+                                                - then["at_least_ms"].get(bucket, 0))
+    return total

@@ -8,19 +8,21 @@ at what the components measured about themselves and marks the run:
 
 * frames the kernel dropped at a switch's or a receiver's packet socket because
   the process did not read in time (``PACKET_STATISTICS``; any is too many);
+* frames that waited in a switch's socket for :data:`SWITCH_WAIT_MS` or more
+  before the switch read them (kernel receive timestamps; a switch that keeps
+  up reads within a fraction of a millisecond);
 * senders that fell behind their pacing schedule (``pacing_lag_max_ms``);
-* the one-way delivery latency of the stream packets (p99 of the worst pair):
-  a few tenths of a millisecond per emulated switch when the machine keeps up;
 * F10's triggers leaving the packet generator late (its detectors decide on
   them, ``trigger_late_max_us``).
 
-The thresholds are deliberately loose (a busy but coping machine passes): a
-run marked overloaded is one whose timings and losses must not be read as
-the network's.
+The one-way delivery latency of the stream packets (p99 of the worst pair) is
+reported too but is no criterion: it includes queueing in shaped links, which
+is the network's.  The thresholds are deliberately loose (a busy but coping
+machine passes): a run marked overloaded is one whose timings and losses must
+not be read as the network's.
 """
-
 #: the limits beyond which a run is marked overloaded
-LATENCY_P99_MS = 100.0
+SWITCH_WAIT_MS = 50              # one of testbed.packet_sockets.LAG_BUCKETS_MS (switches count per bucket)
 SENDER_LAG_MS = 100.0
 TRIGGER_LATE_MS = 50.0
 
@@ -29,14 +31,14 @@ def assess(record, reports):
     """The ``overload`` section of results.json.
 
     Args:
-        record: the run's results so far (``dataplane``, ``summary.latency`` and
+        record: the run's results so far (``dataplane`` drops and receive lag, ``summary.latency`` and
             ``controller.trigger_late_max_us`` are read).
         reports: the traffic entries' reports (stream pairs carry the senders' and
             receivers' own figures; others are skipped).
 
     Returns:
         dict: ``{"overloaded": bool, "reasons": [str], "switch_socket_drops": int,
-        "receiver_socket_drops": int, "sender_lag_max_ms": float | None,
+        "switch_waits_over_limit": int, "receiver_socket_drops": int, "sender_lag_max_ms": float | None,
         "latency_p99_ms": float | None, "trigger_late_max_ms": float | None}``.
 
     >>> assess({"dataplane": {"drops": {"emulator": 0}}, "summary": {"latency": {"p99_ms": 3.0}},
@@ -44,13 +46,16 @@ def assess(record, reports):
     False
     """
     pairs = [pair for report in reports if report for pair in report.get("pairs", [])]
-    switch_drops = int(record.get("dataplane", {}).get("drops", {}).get("emulator", 0))
+    dataplane = record.get("dataplane", {})
+    switch_drops = int(dataplane.get("drops", {}).get("emulator", 0))
+    waits = int(dataplane.get("switch_receive_lag", {}).get("at_least_ms", {}).get(str(SWITCH_WAIT_MS), 0))
     receiver_drops = sum(pair["receiver"].get("socket_drops") or 0 for pair in pairs)
     lags = [pair["sender"]["pacing_lag_max_ms"] for pair in pairs
             if pair["sender"].get("pacing_lag_max_ms") is not None]
     latency = (record.get("summary", {}).get("latency") or {}).get("p99_ms")
     late = list(record.get("controller", {}).get("trigger_late_max_us", {}).values())
-    result = {"switch_socket_drops": switch_drops, "receiver_socket_drops": receiver_drops,
+    result = {"switch_socket_drops": switch_drops, "switch_waits_over_limit": waits,
+              "receiver_socket_drops": receiver_drops,
               "sender_lag_max_ms": max(lags) if lags else None, "latency_p99_ms": latency,
               "trigger_late_max_ms": max(late) / 1000.0 if late else None}
     reasons = []
@@ -61,8 +66,9 @@ def assess(record, reports):
     if result["sender_lag_max_ms"] is not None and result["sender_lag_max_ms"] > SENDER_LAG_MS:
         reasons.append(f"a sender fell {result['sender_lag_max_ms']:.0f} ms behind its schedule "
                        f"(limit {SENDER_LAG_MS:g} ms)")
-    if latency is not None and latency > LATENCY_P99_MS:
-        reasons.append(f"p99 delivery latency {latency:.0f} ms (limit {LATENCY_P99_MS:g} ms)")
+    if waits:
+        reasons.append(f"{waits} frame batches waited {SWITCH_WAIT_MS} ms or more in switch sockets "
+                       f"(a switch process was starved of CPU)")
     if result["trigger_late_max_ms"] is not None and result["trigger_late_max_ms"] > TRIGGER_LATE_MS:
         reasons.append(f"a failure detector's trigger was {result['trigger_late_max_ms']:.0f} ms late "
                        f"(limit {TRIGGER_LATE_MS:g} ms)")

@@ -19,8 +19,9 @@ clock values are ISO 8601 UTC::
       "traffic_start_s": float | null,   # how long the traffic processes took to be ready (before t0)
       # did the emulator keep up (testbed.experiment.overload)?  If not, say why
       "overload": {"overloaded": bool, "reasons": [str], "switch_socket_drops": int,
-                   "receiver_socket_drops": int, "sender_lag_max_ms": float | null,
-                   "latency_p99_ms": float | null, "trigger_late_max_ms": float | null},
+                   "switch_waits_over_limit": int, "receiver_socket_drops": int,
+                   "sender_lag_max_ms": float | null, "latency_p99_ms": float | null,
+                   "trigger_late_max_ms": float | null},
       "spec": {...the validated spec, ExperimentSpec.to_dict()...},
       "topology": {"kind": str, "params": {...}, "hosts": int, "switches": int, "links": int},
       "controller": {"kind": str, "detection_delay_ms": float, "entries_written": int,
@@ -49,7 +50,10 @@ clock values are ISO 8601 UTC::
                                     "error": str | null}],
                      # F10, embedded target: per switch, the latest a trigger went out after its due time
                      "trigger_late_max_us": {str: float}},
-      "dataplane": {"drops": {"tx_errors": int,       # frames a port could not send (link down), probes included
+      "dataplane": {# how long frames waited in the embedded switches' sockets during the run (read batches)
+                    "switch_receive_lag": {"samples": int, "at_least_ms": {"1": int, "10": int, "50": int,
+                                                                           "200": int}},
+                    "drops": {"tx_errors": int,       # frames a port could not send (link down), probes included
                               "no_detour": int,       # F10: next hop down and no working detour
                               "queue_drops": int,     # tc qdisc drops on shaped links (congestion)
                               "on_links": int,        # data frames sent on switch links and not received
@@ -122,7 +126,8 @@ RESULTS_SCHEMA = {
     "name": str, "seed": int, "mode": OPT_STR, "program": str, "target": str,
     "status": str, "error": OPT_STR,
     "started_at": str, "finished_at": str, "wall_s": NUMBER, "t0_ns": OPT_INT, "traffic_start_s": OPT_NUMBER,
-    "overload": {"overloaded": bool, "reasons": [str], "switch_socket_drops": int, "receiver_socket_drops": int,
+    "overload": {"overloaded": bool, "reasons": [str], "switch_socket_drops": int, "switch_waits_over_limit": int,
+                 "receiver_socket_drops": int,
                  "sender_lag_max_ms": OPT_NUMBER, "latency_p99_ms": OPT_NUMBER, "trigger_late_max_ms": OPT_NUMBER},
     "spec": dict,
     "topology": {"kind": str, "params": dict, "hosts": int, "switches": int, "links": int},
@@ -134,7 +139,8 @@ RESULTS_SCHEMA = {
                    "detections": [{"failure_index": OPT_INT, "action": str, "switch": str, "port": int,
                                    "detection_s": NUMBER, "reported_s": NUMBER, "clock": str}],
                    "transitions": [dict], "pushbacks": [dict], "trigger_late_max_us": dict},
-    "dataplane": {"drops": {"tx_errors": int, "no_detour": int, "queue_drops": int, "on_links": int, "emulator": int,
+    "dataplane": {"switch_receive_lag": {"samples": int, "at_least_ms": dict},
+                  "drops": {"tx_errors": int, "no_detour": int, "queue_drops": int, "on_links": int, "emulator": int,
                             "connectivity": int, "congestion": int}},
     "failures": [{"index": int, "action": str, "target": str, "loss": OPT_NUMBER, "planned_at_s": NUMBER,
                   "applied_at_s": OPT_NUMBER, "apply_s": OPT_NUMBER, "error": OPT_STR}],
@@ -210,7 +216,8 @@ def empty_summary():
 
 def empty_dataplane():
     """The ``dataplane`` section of a run that read no switch counters."""
-    return {"drops": {"tx_errors": 0, "no_detour": 0, "queue_drops": 0, "on_links": 0, "emulator": 0,
+    return {"switch_receive_lag": {"samples": 0, "at_least_ms": {}},
+            "drops": {"tx_errors": 0, "no_detour": 0, "queue_drops": 0, "on_links": 0, "emulator": 0,
                       "connectivity": 0, "congestion": 0}}
 
 

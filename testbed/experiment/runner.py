@@ -17,7 +17,8 @@ import time
 from testbed.emulation.network import signals_deferred, termination_as_interrupt
 from testbed.errors import EmulationError, TestbedError
 from testbed.experiment import analysis, overload, plots, results as results_module
-from testbed.experiment.counters import dataplane_counters, link_loads, read_port_counters, uplink_loads
+from testbed.experiment.counters import (dataplane_counters, link_loads, read_port_counters, receive_lag_delta,
+                                        uplink_loads)
 from testbed.experiment.failures import FailureScheduler
 from testbed.experiment.spec import ExperimentSpec, check_capabilities, load_spec
 from testbed.experiment.traffic_jobs import READY_TIMEOUT_S, TimeZero, TrafficJob
@@ -50,7 +51,8 @@ def _base_record(spec, target):
         "schema_version": 1, "name": spec.name, "seed": spec.seed, "mode": spec.mode,
         "program": spec.program, "target": target, "status": "error", "error": None,
         "started_at": _now_iso(), "finished_at": "", "wall_s": 0.0, "t0_ns": None, "traffic_start_s": None,
-        "overload": {"overloaded": False, "reasons": [], "switch_socket_drops": 0, "receiver_socket_drops": 0,
+        "overload": {"overloaded": False, "reasons": [], "switch_socket_drops": 0, "switch_waits_over_limit": 0,
+                     "receiver_socket_drops": 0,
                      "sender_lag_max_ms": None, "latency_p99_ms": None, "trigger_late_max_ms": None},
         "spec": spec.to_dict(),
         "topology": {"kind": spec.topology.kind, "params": dict(spec.topology.params),
@@ -127,6 +129,7 @@ def run_experiment(spec, out_dir=None, target=None, progress=print, state_file=N
                 for job in jobs:
                     job.start()
                 t0_ns = _wait_for_time_zero(fabric, jobs, time_zero)
+                lag_before = fabric.network.receive_lag()  # after the traffic processes' start-up burst
                 record["t0_ns"] = t0_ns
                 record["traffic_start_s"] = (t0_ns - time_zero.created_ns) / 1e9
                 fabric.controller.set_time_zero(t0_ns)
@@ -138,6 +141,8 @@ def run_experiment(spec, out_dir=None, target=None, progress=print, state_file=N
                 end_ns = time.time_ns()
                 after = read_port_counters(readers, pipeline.p4info, skip=fabric.crashed)
                 record["dataplane"] = dataplane_counters(fabric, readers, pipeline.p4info, before, after)
+                record["dataplane"]["switch_receive_lag"] = receive_lag_delta(lag_before,
+                                                                              fabric.network.receive_lag())
                 errors = [f"traffic[{job.index}]: {job.error}" for job in jobs if job.error]
                 if errors:
                     raise ExperimentFailed("; ".join(errors))

@@ -1,0 +1,42 @@
+"""testbed.experiment.overload and testbed.packet_sockets: what marks a run as overloaded."""
+from testbed.experiment import overload
+from testbed.packet_sockets import LAG_BUCKETS_MS, ReceiveLag
+
+
+def _record(emulator=0, waits=0, late_us=None):
+    return {"dataplane": {"drops": {"emulator": emulator},
+                          "switch_receive_lag": {"samples": 100, "at_least_ms": {"50": waits}}},
+            "summary": {"latency": {"p50_ms": 1.0, "p99_ms": 400.0, "max_ms": 500.0}},
+            "controller": {"trigger_late_max_us": {"s1": late_us}} if late_us is not None else {}}
+
+
+def _stream(socket_drops=0, lag_ms=1.0):
+    return {"pairs": [{"sender": {"pacing_lag_max_ms": lag_ms}, "receiver": {"socket_drops": socket_drops}}]}
+
+
+def test_a_run_that_kept_up_is_not_marked_even_with_long_queueing_in_the_network():
+    result = overload.assess(_record(), [_stream()])
+    assert result["overloaded"] is False and result["reasons"] == []
+    assert result["latency_p99_ms"] == 400.0   # reported, but queueing in shaped links is the network's
+
+
+def test_each_sign_of_an_emulator_falling_behind_marks_the_run_and_says_why():
+    cases = {"switch sockets dropped 3": (_record(emulator=3), [_stream()]),
+             "waited 50 ms": (_record(waits=2), [_stream()]),
+             "receiver sockets dropped 5": (_record(), [_stream(socket_drops=5)]),
+             "behind its schedule": (_record(), [_stream(lag_ms=250.0)]),
+             "trigger was 80 ms late": (_record(late_us=80_000), [_stream()])}
+    for words, (record, reports) in cases.items():
+        result = overload.assess(record, reports)
+        assert result["overloaded"] is True and any(words in reason for reason in result["reasons"]), words
+
+
+def test_the_switch_wait_limit_is_one_of_the_buckets_the_switches_count():
+    assert overload.SWITCH_WAIT_MS in LAG_BUCKETS_MS
+
+
+def test_receive_lag_counts_each_sample_in_every_bucket_it_reaches():
+    lag = ReceiveLag()
+    for milliseconds in (0.2, 5, 60, 300):
+        lag.record(int(milliseconds * 1e6))
+    assert lag.describe() == {"samples": 4, "at_least_ms": {"1": 3, "10": 2, "50": 2, "200": 1}}
