@@ -7,15 +7,13 @@ shared simulated clock, wires them with the topology's links
 queue), and programs them with :class:`~testbed.controllers.dsf.programming.DSFProgrammer`
 through :class:`~testbed.embedded_switch.state_client.StateClient` sessions, so the
 tables are exactly those the controller writes over P4Runtime.  Host ports stay
-unwired: frames a host would receive are in ``wired.delivered[(rdsw, port)]``.
+links to sinks: what host ``h`` receives is in ``wired.delivered[h]`` (``(time ns, frame)``).
 """
-import os
 from dataclasses import dataclass
 
-from testbed.controllers.dsf.programming import DSFProgrammer
+from testbed.controllers.dsf.programming import DSFProgrammer, node_program_paths
 from testbed.controllers.parameters import set_parameters_in_state
 from testbed.embedded_switch.state_client import StateClient
-from testbed.modes import MODES, P4SRC_DIR
 from testbed.p4.loader import load_program
 from testbed.p4.state import SwitchState
 from testbed.p4.v1model.device import Device
@@ -46,15 +44,6 @@ class InprocessFabric:
         return port.rdsw, port.local_port
 
 
-def node_programs(mode="dsf"):
-    """``{role: program path}`` of a DSF mode (the mode's program for RDSWs, its node programs for the others)."""
-    entry = MODES[mode]
-    programs = {"rdsw": os.path.join(P4SRC_DIR, entry.program)}
-    for role, program in entry.node_programs:
-        programs[role] = os.path.join(P4SRC_DIR, program)
-    return programs
-
-
 def build_inprocess_fabric(topo, mode_params=None, input_balanced=True, ibm_seed=0, link_delay_ns=0,
                            queue_frames=1000, shape=True, on_log=None):
     """Build, wire and program a DSF fabric in this process.
@@ -65,14 +54,14 @@ def build_inprocess_fabric(topo, mode_params=None, input_balanced=True, ibm_seed
         input_balanced, ibm_seed: as :class:`DSFProgrammer`.
         link_delay_ns: propagation delay of every link.
         queue_frames: each link direction's queue limit.
-        shape: serialise at each link's capacity (else links have no rate limit).
+        shape: serialise at each link's capacity, host links too (else links have no rate limit).
         on_log: the devices' log callback.
 
     Returns:
         InprocessFabric
     """
     graph = topo.graph()
-    programs = {role: load_program(path) for role, path in node_programs().items()}
+    programs = {role: load_program(path) for role, path in node_program_paths().items()}
     clock = SimClock()
     wired = WiredDevices(clock)
     states, clients, switches = {}, {}, {}
@@ -84,10 +73,14 @@ def build_inprocess_fabric(topo, mode_params=None, input_balanced=True, ibm_seed
         clients[name] = StateClient(states[name])
         switches[name] = {"grpc": None, "device_id": device_id}
     for a, b, data in graph.edges(data=True):
-        if graph.nodes[a]["role"] == "host" or graph.nodes[b]["role"] == "host":
-            continue
         rate = int(float(data["capacity_mbps"]) * 1_000_000) if shape else None
-        wired.connect(data["a"], data["a_port"], data["b"], data["b_port"], rate, link_delay_ns, queue_frames)
+        if graph.nodes[data["a"]]["role"] == "host":
+            wired.attach_host(data["a"], data["b"], data["b_port"], rate, queue_frames)
+        elif graph.nodes[data["b"]]["role"] == "host":
+            wired.attach_host(data["b"], data["a"], data["a_port"], rate, queue_frames)
+        else:
+            wired.connect(data["a"], data["a_port"], data["b"], data["b_port"], rate, link_delay_ns,
+                          queue_frames)
     programmer = DSFProgrammer(graph, switches, {role: None for role in programs}, input_balanced=input_balanced,
                                ibm_seed=ibm_seed)
     programmer.clients = clients

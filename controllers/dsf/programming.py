@@ -21,15 +21,27 @@ destinations that lost every link (cells toward them are dropped and counted),
 then their groups.  P4Runtime lets a server apply one Write's updates in any
 order, so each step is its own Write.
 """
+import os
 import time
 
 from testbed.controllers.dsf.reachability import compute_reachability, fabric_addressing
 from testbed.controllers.fabric_programmer import FabricProgrammer, switch_mac
+from testbed.modes import MODES, P4SRC_DIR
 
 RDSW = "rdsw"
 REACH_TABLE = "MyIngress.dsf_reach"
 SPRAY_SELECTOR = "MyIngress.dsf_spray_selector"
 TO_LINK = "MyIngress.dsf_to_link"
+
+
+def node_program_paths(rdsw_program=None, mode="dsf"):
+    """``{role: program path}`` of a DSF mode: its program (or ``rdsw_program``) for the RDSWs, its
+    ``node_programs`` (testbed/modes.py) for the fabric and spine nodes."""
+    entry = MODES[mode]
+    paths = {RDSW: rdsw_program or os.path.join(P4SRC_DIR, entry.program)}
+    for role, program in entry.node_programs:
+        paths[role] = os.path.join(P4SRC_DIR, program)
+    return paths
 
 
 def member_id(port):

@@ -52,6 +52,7 @@ from testbed import modes as mode_table
 from testbed.controllers.kinds import CONTROLLER_KINDS, DEFAULT_DETECTION_DELAY_MS
 from testbed.emulation.netem import netem_available
 from testbed.errors import ParameterError
+from testbed.p4.embedded_only import refuse_for_bmv2
 from testbed.targets import bmv2_available
 
 TARGETS = ("auto", "embedded", "bmv2")
@@ -120,6 +121,7 @@ class ControllerSpec:
     kind: str = "static"
     detection_delay_ms: float = DEFAULT_DETECTION_DELAY_MS
     detection_delay_given: bool = False  # the spec set it (a mode's default does not replace it)
+    requested_kind: Optional[str] = None  # the spec's kind, for modes without their own controller
 
 
 @dataclass
@@ -251,6 +253,10 @@ def _apply_mode(spec, mode):
         spec.topology.kind = mode.topology
     if mode.controller:
         spec.controller.kind = mode.controller
+    elif spec.controller.requested_kind:
+        spec.controller.kind = spec.controller.requested_kind  # not the kind a previous mode fixed
+    for name in mode.seeded_parameters:
+        spec.mode_params.setdefault(name, derive_seed(spec.seed, name))
     if mode.detection_delay_ms is not None and not spec.controller.detection_delay_given:
         spec.controller.detection_delay_ms = mode.detection_delay_ms
 
@@ -335,7 +341,7 @@ def _parse_topology(data):
 def _parse_controller(data):
     section = data.get("controller")
     if section is None:
-        return ControllerSpec()
+        return ControllerSpec(requested_kind="static")
     if isinstance(section, str):
         section = {"kind": section}
     section = _require_mapping(section, "controller")
@@ -343,7 +349,7 @@ def _parse_controller(data):
     kind = _choice(section.get("kind", "static"), CONTROLLER_KINDS, "controller.kind")
     delay = _number(section.get("detection_delay_ms", DEFAULT_DETECTION_DELAY_MS),
                     "controller.detection_delay_ms", minimum=0)
-    return ControllerSpec(kind, float(delay), "detection_delay_ms" in section)
+    return ControllerSpec(kind, float(delay), "detection_delay_ms" in section, requested_kind=kind)
 
 
 def _parse_program(data, seed):
@@ -524,10 +530,19 @@ def check_capabilities(spec, target=None):
         spec: the parsed spec.
         target: the target the run uses (default: the spec's).
 
+    A program calling the embedded target's own externs (the DSF traffic manager) cannot
+    run on BMv2 and is refused naming them (:func:`testbed.p4.embedded_only.refuse_for_bmv2`).
+
     Raises:
-        SpecError: naming the failure entry.
+        SpecError: naming the failure entry, or ``target`` for an embedded-only program.
     """
     target = target or spec.target
+    if target == "bmv2" or (target == "auto" and bmv2_available()):
+        try:
+            refuse_for_bmv2(spec.program)
+        except ParameterError as error:
+            raise SpecError("target", target, f"cannot be bmv2 for this spec: {error.reason}",
+                            show_value=False) from None
     for index, failure in enumerate(spec.failures):
         if failure.action == "lossy_link" and lossy_link_mechanism(target) is None:
             raise SpecError(f"failures[{index}].action", failure.action,

@@ -5,8 +5,10 @@ objects in queued mode and moves their frames over point-to-point links with a
 rate (serialisation), a propagation delay and a tail-drop queue, as veth links
 shaped by tc would.  Time is simulated: :meth:`WiredDevices.run` jumps from one
 event (a departure, an arrival, a timer of a device) to the next, so a run is
-exact and repeatable whatever the machine's load.  Frames leaving a port with no
-link are collected in :attr:`WiredDevices.delivered` (a host's view).
+exact and repeatable whatever the machine's load.  Hosts are sinks: a link to a
+name that is not a device (:meth:`WiredDevices.attach_host`) delivers into
+:attr:`WiredDevices.delivered` under that name, as does a port with no link
+(under ``(device, port)``); hosts send with :meth:`WiredDevices.schedule`.
 
 The devices must be built with ``clock_ns=wired.clock`` so they share the clock.
 """
@@ -36,7 +38,8 @@ class LinkEnd:
         queue_frames: most frames waiting to be serialised (tail drop beyond).
         free_ns: when the link is next free.
         in_queue: departure times of the frames queued or being sent.
-        sent, dropped: frames and bytes carried / tail-dropped.
+        sent_frames, sent_bytes, dropped_frames: frames and bytes carried, frames tail-dropped.
+        down: the link is down (frames sent into it are lost and counted in ``lost_frames``).
     """
 
     to: tuple
@@ -48,6 +51,8 @@ class LinkEnd:
     sent_frames: int = 0
     sent_bytes: int = 0
     dropped_frames: int = 0
+    down: bool = False
+    lost_frames: int = 0
 
 
 class WiredDevices:
@@ -74,14 +79,34 @@ class WiredDevices:
         self.links[(a, a_port)] = LinkEnd((b, b_port), rate_bps, delay_ns, queue_frames)
         self.links[(b, b_port)] = LinkEnd((a, a_port), rate_bps, delay_ns, queue_frames)
 
+    def attach_host(self, host, name, port, rate_bps=None, queue_frames=1000):
+        """A host link from ``name``:``port`` to the sink ``host`` (frames for it go to ``delivered[host]``)."""
+        self.links[(name, port)] = LinkEnd((host, 0), rate_bps, 0, queue_frames)
+
+    def set_link(self, a, a_port, up):
+        """Take the link at ``a``:``a_port`` (both directions) down (``up`` False) or up again."""
+        end = self.links[(a, a_port)]
+        end.down = not up
+        other = self.links.get(end.to)
+        if other is not None:
+            other.down = not up
+
     def send(self, name, port, frame):
         """A frame arrives now on ``name``'s ``port`` (from a host)."""
         self.devices[name].receive(port, bytes(frame))
+
+    def schedule(self, at_ns, name, port, frame):
+        """A frame arrives on ``name``'s ``port`` at ``at_ns`` (a host sending)."""
+        self._order += 1
+        heapq.heappush(self._arrivals, (at_ns, self._order, name, port, bytes(frame)))
 
     def _transmit(self, name, port, frame, now):
         link = self.links.get((name, port))
         if link is None:
             self.delivered[(name, port)].append((now, frame))
+            return
+        if link.down:
+            link.lost_frames += 1
             return
         queue = link.in_queue
         while queue and queue[0] <= now:
@@ -101,17 +126,32 @@ class WiredDevices:
     def step(self):
         """Let every device transmit what is due now and deliver the frames arriving now."""
         now = self.clock.now_ns
-        progress = True
-        while progress:
-            progress = False
-            for name, device in self.devices.items():
-                for port, frame in device.transmit_ready(now):
-                    progress = True
-                    self._transmit(name, port, frame, now)
+        busy = set()
+        for name, device in self.devices.items():
+            upcoming = device.next_departure_ns()
+            if upcoming is not None and upcoming <= now:
+                busy.add(name)
+        while True:
             while self._arrivals and self._arrivals[0][0] <= now:
-                _, _, name, port, frame = heapq.heappop(self._arrivals)
-                self.devices[name].receive(port, frame)
-                progress = True
+                at, _, name, port, frame = heapq.heappop(self._arrivals)
+                device = self.devices.get(name)
+                if device is None:
+                    self.delivered[name].append((at, frame))
+                else:
+                    device.receive(port, frame)
+                    busy.add(name)
+            if not busy:
+                return
+            again = set()
+            for name in sorted(busy):
+                device = self.devices[name]
+                sent = device.transmit_ready(now)
+                for port, frame in sent:
+                    self._transmit(name, port, frame, now)
+                upcoming = device.next_departure_ns()
+                if sent and upcoming is not None and upcoming <= now:
+                    again.add(name)  # its output made more work for now (a recirculation, a delivery)
+            busy = again
 
     def next_event_ns(self):
         """The next time something happens (None: nothing will)."""

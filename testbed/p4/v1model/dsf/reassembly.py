@@ -64,8 +64,10 @@ class ReassemblyContext:
         if not self.pending:
             return None
         head = self.pending.get(self.expected)
-        since = head.first_ns if head is not None else min(p.first_ns for p in self.pending.values())
-        return since + self.timeout_ns
+        if head is None:
+            # pending keeps insertion order and time only grows: its first packet arrived first
+            head = next(iter(self.pending.values()))
+        return head.first_ns + self.timeout_ns
 
     def describe(self):
         """JSON-able state."""
