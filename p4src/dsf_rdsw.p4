@@ -70,7 +70,7 @@ control MyIngress(inout headers_t hdr,
     table dsf_params {
         key = { }
         actions = { set_dsf_params; }
-        default_action = set_dsf_params(512, 4096, 100, 1024, 100000, 1);
+        default_action = set_dsf_params(512, 4096, 100, 1024, 200000, 1);
     }
 
     action set_node(bit<16> node) {

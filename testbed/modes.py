@@ -238,7 +238,7 @@ PARAMETERS = {
         "dsf_voq_depth_pkts", 1, 100_000, "packets", _DSF, _SET_DSF, "voq_depth", 1024,
         "DSF: packets one VOQ holds; more are tail-dropped at the ingress node"),
     "dsf_reassembly_timeout_us": Parameter(
-        "dsf_reassembly_timeout_us", 100, 10_000_000, "us", _DSF, _SET_DSF, "reassembly_timeout_us", 100_000,
+        "dsf_reassembly_timeout_us", 100, 10_000_000, "us", _DSF, _SET_DSF, "reassembly_timeout_us", 200_000,
         "DSF: how long reassembly waits for a missing cell before it gives the packet up"),
     "dsf_credits": Parameter(
         "dsf_credits", 0, 1, "", _DSF, _SET_DSF, "credits", 1,
@@ -250,7 +250,7 @@ PARAMETERS = {
         "dsf_ibm_seed", 0, 0xFFFFFFFF, "", None, None, None, 0,
         "DSF controller: seed of Input Balanced Mode's random link choices (default: from the spec's seed)"),
     "dsf_fabric_queue_frames": Parameter(
-        "dsf_fabric_queue_frames", 1, 10_000, "frames", None, None, None, 64,
+        "dsf_fabric_queue_frames", 1, 10_000, "frames", None, None, None, 128,
         "DSF controller: queue of each shaped fabric link (tc pfifo under the link's htb class)"),
 }
 

@@ -75,10 +75,10 @@ const bit<8> DSF_INITIAL_TTL = 16;
 
 /* node numbers and system ports are below these (array sizes of the programs) */
 #define DSF_MAX_NODES 1024
-#define DSF_MAX_SYSTEM_PORTS 128
+#define DSF_MAX_SYSTEM_PORTS 64
 #define DSF_CLASSES 8
 /* VOQ index = dst_port * DSF_CLASSES + tc */
-#define DSF_MAX_VOQS 1024
+#define DSF_MAX_VOQS 512
 
 header dsf_cell_t {
     bit<4>  cell_type;

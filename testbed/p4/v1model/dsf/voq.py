@@ -102,8 +102,6 @@ class VoqTable:
         voq.packets.append(packet)
         voq.backlog_bytes += len(packet)
         self._count(COUNTER_VOQ_ENQUEUED, voq.index, len(packet))
-        if credits and not voq.active:
-            self._request(voq, now_ns)
         self._send(voq, now_ns)
         return True
 
@@ -121,36 +119,40 @@ class VoqTable:
         voq.balance += credit_bytes * share // PERMILLE
         voq.last_grant_bytes = credit_bytes
         if not voq.packets:
-            voq.balance = min(voq.balance, credit_bytes)
-            if now_ns - voq.last_signal_ns >= REQUEST_REFRESH_NS:
-                self._request(voq, now_ns)
-            return
+            voq.balance = min(voq.balance, credit_bytes)  # an empty VOQ keeps at most one grant
+            if not voq.active and now_ns - voq.last_signal_ns >= REQUEST_REFRESH_NS:
+                self._request(voq, now_ns, False)  # a grant it did not want: the scheduler must stop
+                return
         voq.last_signal_ns = now_ns
         self._send(voq, now_ns)
 
     def refresh(self, now_ns):
-        """Repeat the request of every backlogged, credit-gated VOQ that heard nothing for a refresh period."""
+        """Repeat the request of every active VOQ that heard nothing for a refresh period (it may be lost)."""
         for voq in self.voqs.values():
-            if voq.packets and voq.credits and now_ns - voq.last_signal_ns >= REQUEST_REFRESH_NS:
-                self._request(voq, now_ns)
+            if voq.active and now_ns - voq.last_signal_ns >= REQUEST_REFRESH_NS:
+                self._request(voq, now_ns, True)
 
     def next_refresh_ns(self):
-        """When :meth:`refresh` next has work (None: no backlogged credit-gated VOQ)."""
-        times = [voq.last_signal_ns + REQUEST_REFRESH_NS for voq in self.voqs.values()
-                 if voq.packets and voq.credits]
+        """When :meth:`refresh` next has work (None: no active VOQ)."""
+        times = [voq.last_signal_ns + REQUEST_REFRESH_NS for voq in self.voqs.values() if voq.active]
         return min(times) if times else None
 
-    def _request(self, voq, now_ns):
-        """Tell the destination port's scheduler the VOQ's state (its backlog; 0 when empty)."""
-        backlog = voq.backlog_bytes if voq.packets else 0
+    def _request(self, voq, now_ns, active):
+        """Tell the destination port's scheduler whether the VOQ wants credit (its backlog; 0: stop)."""
+        backlog = max(voq.backlog_bytes, 1) if active else 0
         header = CellHeader(CELL_CREDIT_REQUEST, voq.src_node, voq.dst_node, voq.dst_port, voq.tc,
                             credit_bytes=min(backlog, 0xFFFFFFFF))
         self._emit(cell_frame(header))
-        voq.active = backlog > 0
+        voq.active = active
         voq.last_signal_ns = now_ns
 
     def _send(self, voq, now_ns):
-        """Send head packets while allowed; tell the scheduler when the VOQ empties."""
+        """Send head packets while allowed, then tell the scheduler if the VOQ's want of credit changed.
+
+        A credit-gated VOQ wants credit while it holds packets, and also while it is empty
+        with no positive balance (so the next packet can leave at once); an empty VOQ with
+        credit in hand stops the scheduler.
+        """
         packets = voq.packets
         while packets and (not voq.credits or voq.balance > 0):
             packet = packets.popleft()
@@ -162,9 +164,10 @@ class VoqTable:
                 self._emit(frame)
             voq.seq = (voq.seq + 1) & 0xFFFFFFFF
             self._count(COUNTER_VOQ_DEQUEUED, voq.index, len(packet))
-        if not packets and voq.active:
-            voq.balance = min(voq.balance, voq.last_grant_bytes)
-            self._request(voq, now_ns)
+        if voq.credits:
+            wanted = bool(packets) or voq.balance <= 0
+            if wanted != voq.active:
+                self._request(voq, now_ns, wanted)
 
     def describe(self):
         """JSON-able state of every VOQ."""
