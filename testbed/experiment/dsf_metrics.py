@@ -8,7 +8,8 @@ links' tc statistics, never from a model:
   by reassembly timeout, as late cells, for want of reachability or by TTL
   (``dsf_drops`` and ``MyIngress.dsf_fabric_drops``).  ``fabric`` adds up what
   was lost *inside* the fabric: link queues, reassembly timeouts, no
-  reachability and TTL (the VOQs are the ingress edge; host ports the egress).
+  reachability at fabric nodes and TTL (the VOQs are the ingress edge; host
+  ports the egress).
 * :class:`CounterSampler` reads the per-port egress counters of every switch and
   the DSF counters of the interface nodes once per interval during a run.
 * :func:`dsf_section` turns the samples and the end-of-run link loads into
@@ -30,11 +31,12 @@ from testbed.traffic import metrics
 
 SAMPLE_INTERVAL_S = 1.0
 EGRESS_COUNTER = "MyEgress.egress_port_counter"
-DSF_COUNTERS = ("dsf_voq_enqueued", "dsf_voq_dequeued", "dsf_credit_granted")
+# departures are read before arrivals, so that depth = arrivals - departures is never below the truth
+DSF_COUNTERS = ("dsf_voq_dequeued", "dsf_voq_enqueued", "dsf_credit_granted")
 DSF_DROPS = "dsf_drops"
 FABRIC_DROPS = "MyIngress.dsf_fabric_drops"
 DSF_DROP_PLACES = ("voq_tail", "reassembly_timeout", "late_cell", "bad_parameter")
-FABRIC_DROP_PLACES = ("no_reachability", "ttl", "not_a_cell")
+FABRIC_DROP_PLACES = ("no_reachability", "ttl", "not_a_cell")  # MyIngress.dsf_fabric_drops indexes
 SPRAY_POLICY = ("round robin per destination node over the links with reachability, at every node "
                 "(p4src/include/dsf_forwarding.p4)")
 SETTLE_S = 0.5  # after a failure, rates are compared once this much has passed
@@ -52,11 +54,11 @@ def _port_roles(graph):
     return roles
 
 
-def _counter_total(clients, name, skip=()):
-    """Per-index packet totals of counter ``name`` over every switch that has it."""
+def _counter_total(clients, name, skip=(), only=None):
+    """Per-index packet totals of counter ``name`` over every switch that has it (of ``only``, if given)."""
     totals = {}
     for switch, client in sorted(clients.items()):
-        if switch in skip:
+        if switch in skip or (only is not None and switch not in only):
             continue
         try:
             cells = client.read_counter(name)
@@ -105,8 +107,11 @@ def drops_by_place(graph, port_drops, clients, failed_pairs=(), skip=()):
 
     Returns:
         dict: ``fabric_link_queue``, ``host_port``, ``link_down``, the DSF places
-        (:data:`DSF_DROP_PLACES`, :data:`FABRIC_DROP_PLACES`; 0 without the DSF programs),
-        ``fabric`` (link queues + reassembly timeouts + no reachability + TTL) and
+        (:data:`DSF_DROP_PLACES`, :data:`FABRIC_DROP_PLACES`; 0 without the DSF programs;
+        ``no_reachability`` counts every node, ``no_reachability_in_fabric`` the fabric
+        and spine nodes only: cells an interface node could not send at all, such as the
+        credit requests of a node cut off from a destination, are not lost in the fabric),
+        ``fabric`` (link queues + reassembly timeouts + no reachability in the fabric + TTL) and
         ``by_link`` (``{"switch:port>neighbour": frames}`` of the ports that lost any).
     """
     roles = _port_roles(graph)
@@ -127,8 +132,11 @@ def drops_by_place(graph, port_drops, clients, failed_pairs=(), skip=()):
     fabric = _counter_total(clients, FABRIC_DROPS, skip)
     places.update({name: dsf.get(index, 0) for index, name in enumerate(DSF_DROP_PLACES)})
     places.update({name: fabric.get(index, 0) for index, name in enumerate(FABRIC_DROP_PLACES)})
-    places["fabric"] = (places["fabric_link_queue"] + places["reassembly_timeout"] + places["no_reachability"]
-                        + places["ttl"])
+    fabric_nodes = {n for n in graph.nodes if graph.nodes[n].get("role") in ("fdsw", "sdsw")}
+    inside = _counter_total(clients, FABRIC_DROPS, skip, only=fabric_nodes)
+    places["no_reachability_in_fabric"] = inside.get(0, 0)
+    places["fabric"] = (places["fabric_link_queue"] + places["reassembly_timeout"]
+                        + places["no_reachability_in_fabric"] + places["ttl"])
     places["by_link"] = by_link
     return places
 
@@ -387,11 +395,18 @@ def uplink_rates(graph, samples):
     return {"t_s": mids, "bytes_per_s": per_rdsw}
 
 
-def rate_changes(uplinks, failures, settle_s=SETTLE_S):
+def rate_changes(uplinks, failures, window, settle_s=SETTLE_S):
     """Each sending RDSW's uplink rate after each failure over its rate before it.
 
-    Before: the intervals that end before the failure; after: those that start
-    ``settle_s`` after it, up to the next failure (or the end).
+    Before: the sampling intervals (by their middle) inside the traffic window and
+    before the failure; after: those from ``settle_s`` after it to the next failure
+    or the window's end.
+
+    Args:
+        uplinks: :func:`uplink_rates`.
+        failures: the run's ``failures`` rows.
+        window: ``(start_s, end_s)`` when every traffic entry was sending.
+        settle_s: time left for the control plane and the queues after a failure.
 
     Returns:
         list: ``[{"failure_index", "at_s", "rdsw": {name: {"before", "after", "ratio"}}, "before", "after",
@@ -401,9 +416,11 @@ def rate_changes(uplinks, failures, settle_s=SETTLE_S):
     rows = []
     applied = sorted((row["applied_at_s"], row["index"]) for row in failures if row.get("applied_at_s") is not None)
     times = uplinks["t_s"]
+    start_s, end_s = window
     for position, (at, index) in enumerate(applied):
-        end = applied[position + 1][0] if position + 1 < len(applied) else float("inf")
-        before_idx = [i for i, t in enumerate(times) if t < at]
+        end = min(applied[position + 1][0] if position + 1 < len(applied) else end_s, end_s)
+        begin = max([start_s] + [earlier for earlier, _ in applied[:position]])
+        before_idx = [i for i, t in enumerate(times) if begin <= t < at]
         after_idx = [i for i, t in enumerate(times) if at + settle_s <= t < end]
         per, total_before, total_after = {}, 0.0, 0.0
         for rdsw, rates in uplinks["bytes_per_s"].items():
@@ -418,13 +435,22 @@ def rate_changes(uplinks, failures, settle_s=SETTLE_S):
     return rows
 
 
-def traffic_window(spec):
-    """``(start_s, end_s)`` of the spec's traffic, skipping its first second (the credit loop's start)."""
-    starts = [entry.start_s for entry in spec.traffic]
-    ends = [entry.start_s + (entry.duration_s or spec.duration_s) for entry in spec.traffic]
+def traffic_window(spec, traffic_rows):
+    """``(start_s, end_s)`` when every traffic entry of the run was sending, skipping the first second.
+
+    Uses the entries' actual start times (``started_at_s``; senders start later than planned on a
+    busy machine) and their planned durations; the first second is left out (the credit loop
+    and the queues fill).
+    """
+    starts, ends = [], []
+    for entry, row in zip(spec.traffic, traffic_rows):
+        started = row.get("started_at_s")
+        started = entry.start_s if started is None else started
+        starts.append(started)
+        ends.append(started + (entry.duration_s or spec.duration_s - entry.start_s))
     if not starts:
         return 0.0, spec.duration_s
-    return min(starts) + 1.0, max(ends)
+    return max(starts) + 1.0, min(ends)
 
 
 class FabricRecorder:
@@ -462,43 +488,42 @@ class FabricRecorder:
                 self.cpu_shares = self.cpu.shares()
             self.sampler.stop()
 
-    def section(self, link_rows, failures, controller):
-        """The ``dsf`` section (call after :meth:`stop`)."""
+    def section(self, record, controller):
+        """The ``dsf`` section for a run's results ``record`` (links, failures, traffic; call after :meth:`stop`)."""
         samples = self.sampler.samples if self.sampler is not None else []
-        section = dsf_section(self.spec, self.graph, link_rows, samples, failures, controller)
+        section = dsf_section(self.spec, self.graph, record, samples, controller)
         section["sample_errors"] = list(self.sampler.errors) if self.sampler is not None else []
         section["switch_cpu"] = {name: round(share, 3) for name, share in sorted(self.cpu_shares.items())}
         section["load_average"] = list(os.getloadavg())
         return section
 
 
-def dsf_section(spec, graph, link_rows, samples, failures, controller):
+def dsf_section(spec, graph, record, samples, controller):
     """The ``dsf`` section of results.json (see :mod:`testbed.experiment.results`).
 
     Args:
         spec: the run's spec.
         graph: the topology multigraph.
-        link_rows: the run's ``links`` rows.
+        record: the run's results so far (its ``links``, ``failures`` and ``traffic`` rows).
         samples: :class:`CounterSampler` samples.
-        failures: the run's ``failures`` rows.
         controller: the run's controller (its ``dsf`` record, if any).
     """
     rdsws = sorted(n for n in graph.nodes if graph.nodes[n].get("role") == "rdsw")
     parameters = {name: spec.mode_params.get(name, PARAMETERS[name].default)
                   for name in PARAMETERS if name.startswith("dsf_")}
-    start_s, end_s = traffic_window(spec)
+    start_s, end_s = traffic_window(spec, record["traffic"])
     uplinks = uplink_rates(graph, samples)
     return {
         "parameters": parameters,
         "cell_bytes": parameters["dsf_cell_bytes"],
         "spray_policy": SPRAY_POLICY,
-        "tiers": tier_loads(graph, link_rows),
+        "tiers": tier_loads(graph, record["links"]),
         "voq_depth": voq_depths(samples, rdsws),
         "credits": credit_rates(samples, rdsws),
         "host_ports": host_port_busy(graph, samples, start_s, end_s),
         "busy_window_s": [start_s, end_s],
         "uplink_rates": uplinks,
-        "rate_changes": rate_changes(uplinks, failures),
+        "rate_changes": rate_changes(uplinks, record["failures"], (start_s, end_s)),
         "control": dict(getattr(controller, "dsf", None) or {}),
         "samples": len(samples),
     }

@@ -39,7 +39,7 @@ clock values are ISO 8601 UTC::
                     "drops_by_place": {"fabric_link_queue": int, "host_port": int, "link_down": int,
                                        "voq_tail": int, "reassembly_timeout": int, "late_cell": int,
                                        "bad_parameter": int, "no_reachability": int, "ttl": int,
-                                       "not_a_cell": int,
+                                       "not_a_cell": int, "no_reachability_in_fabric": int,
                                        "fabric": int,   # link queues + reassembly timeouts + no reach + ttl
                                        "by_link": {"switch:port>neighbour": int}}},
       "failures": [{"index": int, "action": str, "target": str, "loss": float | null,
@@ -164,7 +164,7 @@ RESULTS_SCHEMA = {
 
 DROPS_BY_PLACE_SCHEMA = {key: int for key in (
     "fabric_link_queue", "host_port", "link_down", "voq_tail", "reassembly_timeout", "late_cell", "bad_parameter",
-    "no_reachability", "ttl", "not_a_cell", "fabric")}
+    "no_reachability", "ttl", "not_a_cell", "no_reachability_in_fabric", "fabric")}
 DROPS_BY_PLACE_SCHEMA["by_link"] = dict
 
 DSF_SCHEMA = {

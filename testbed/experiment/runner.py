@@ -169,7 +169,7 @@ def run_experiment(spec, out_dir=None, target=None, progress=print, state_file=N
                 try:
                     _fill_results(record, spec, fabric, scheduler, controller, jobs, before, after, end_ns)
                     if recorder is not None:
-                        record["dsf"] = recorder.section(record["links"], record["failures"], controller)
+                        record["dsf"] = recorder.section(record, controller)
                 except Exception as error:  # noqa: BLE001 - keep what was recorded, say what failed
                     record["controller"]["notes"].append(f"analysis failed: {type(error).__name__}: {error}")
                     if record["status"] == "ok":
