@@ -28,7 +28,7 @@ from os_ken.controller.handler import set_ev_cls
 
 from testbed.controllers.dsf.programming import DSFProgrammer, node_program_paths
 from testbed.controllers.fabric_app import (EventFabricProgrammed, EventLinkStatus, EventParamsChanged,
-                                            FabricContext, load_topology, p4_switches)
+                                            FabricContext, running_network)
 from testbed.controllers.parameters import write_parameters
 from testbed.modes import PARAMETERS
 
@@ -81,16 +81,10 @@ class DSFFabricApp(app_manager.OSKenApp):
         fabric = self.fabric
         config = fabric.config
         try:
-            from testbed.emulation.state import read_state
             from testbed.targets import pipeline_config
 
             started = time.monotonic()
-            state = read_state(config.state_file)
-            graph = load_topology(state)
-            switches = p4_switches(state)
-            target = config.target
-            if target == "auto":  # the target the switches run
-                target = state["switches"][next(iter(switches))].get("target") or "auto"
+            state, graph, switches, target = running_network(config)
             paths = node_program_paths(config.program)
             pipelines = {role: pipeline_config(path, target) for role, path in paths.items()}
             chosen = controller_parameters(config.params)

@@ -152,8 +152,8 @@ class CounterSampler:
         interval_s: time between samples.
 
     Attributes:
-        samples: ``[{"t_s": float, "counters": {switch: {name: {index: [packets, bytes]}}}}]``
-            (only non-zero cells).
+        samples: ``[{"t_s": float, "times": {switch: float}, "counters": {switch: {name: {index:
+            [packets, bytes]}}}}]`` (only non-zero cells; ``times``: when each switch was read).
         errors: reads that failed (text), at most one per switch and counter.
     """
 
@@ -168,11 +168,12 @@ class CounterSampler:
         self._thread = None
 
     def sample(self):
-        """Read every counter once and keep the sample."""
+        """Read every counter once and keep the sample (with the time each switch was read)."""
         at = (time.time_ns() - self.t0_ns) / 1e9
-        counters = {}
+        counters, times = {}, {}
         for switch, client in self.clients.items():
             values = counters.setdefault(switch, {})
+            began = time.time_ns()
             for name in self.names[switch]:
                 try:
                     cells = client.read_counter(name)
@@ -182,7 +183,8 @@ class CounterSampler:
                         self.errors.append(message)
                     continue
                 values[name] = {int(i): [int(p), int(b)] for i, (p, b) in cells.items() if p or b}
-        self.samples.append({"t_s": at, "counters": counters})
+            times[switch] = ((began + time.time_ns()) // 2 - self.t0_ns) / 1e9
+        self.samples.append({"t_s": at, "times": times, "counters": counters})
 
     def _run(self):
         next_at = time.monotonic()
@@ -353,14 +355,19 @@ def credit_rates(samples, rdsws):
             "mean_grants_per_s": {port: total / duration if duration > 0 else 0.0 for port, total in totals.items()}}
 
 
+def _read_at(sample, switch):
+    """When ``switch``'s counters of a sample were read (seconds since t0)."""
+    return sample.get("times", {}).get(switch, sample["t_s"])
+
+
 def _window_bytes(samples, switch, port, start_s, end_s):
-    """Bytes out of ``switch``:``port`` between the samples nearest ``start_s`` and ``end_s``, and the time."""
-    inside = [s for s in samples if start_s <= s["t_s"] <= end_s]
+    """Bytes out of ``switch``:``port`` between its first and last reads inside the window, and the time."""
+    inside = [s for s in samples if start_s <= _read_at(s, switch) <= end_s]
     if len(inside) < 2:
         return 0, 0.0
     first, last = inside[0], inside[-1]
     sent = _cell(last, switch, EGRESS_COUNTER, port)[1] - _cell(first, switch, EGRESS_COUNTER, port)[1]
-    return sent, last["t_s"] - first["t_s"]
+    return sent, _read_at(last, switch) - _read_at(first, switch)
 
 
 def host_port_busy(graph, samples, start_s, end_s):
@@ -382,14 +389,15 @@ def host_port_busy(graph, samples, start_s, end_s):
 def uplink_rates(graph, samples):
     """Bytes per second each RDSW put on its fabric links, per sampling interval: ``{"t_s", "bytes_per_s"}``."""
     times = [sample["t_s"] for sample in samples]
-    per_rdsw, mids = {}, []
+    mids = _rates(times, [0] * len(times))[0]
+    per_rdsw = {}
     for node in graph.nodes:
         if graph.nodes[node].get("role") != "rdsw":
             continue
         ports = [port_toward(data, node) for _, other, data in graph.edges(node, data=True)
                  if not is_host(graph, other)]
         totals = [sum(_cell(sample, node, EGRESS_COUNTER, port)[1] for port in ports) for sample in samples]
-        mids, rates = _rates(times, totals)
+        _, rates = _rates([_read_at(sample, node) for sample in samples], totals)
         if any(rates):
             per_rdsw[node] = rates
     return {"t_s": mids, "bytes_per_s": per_rdsw}
@@ -411,7 +419,8 @@ def rate_changes(uplinks, failures, window, settle_s=SETTLE_S):
     Returns:
         list: ``[{"failure_index", "at_s", "rdsw": {name: {"before", "after", "ratio"}}, "before", "after",
         "ratio"}]`` (bytes/s; ``ratio`` None when nothing was sent before); the totals over every RDSW
-        that sent before the failure.
+        that sent before the failure (at least :data:`~testbed.experiment.counters.SENDER_SHARE` of the
+        busiest one: not a receiver's credit grants).
     """
     rows = []
     applied = sorted((row["applied_at_s"], row["index"]) for row in failures if row.get("applied_at_s") is not None)
@@ -423,10 +432,13 @@ def rate_changes(uplinks, failures, window, settle_s=SETTLE_S):
         before_idx = [i for i, t in enumerate(times) if begin <= t < at]
         after_idx = [i for i, t in enumerate(times) if at + settle_s <= t < end]
         per, total_before, total_after = {}, 0.0, 0.0
+        befores = {rdsw: sum(rates[i] for i in before_idx) / len(before_idx) if before_idx else 0.0
+                   for rdsw, rates in uplinks["bytes_per_s"].items()}
+        senders = active_ends(befores)  # not the receivers' credit grants
         for rdsw, rates in uplinks["bytes_per_s"].items():
-            before = sum(rates[i] for i in before_idx) / len(before_idx) if before_idx else 0.0
+            before = befores[rdsw]
             after = sum(rates[i] for i in after_idx) / len(after_idx) if after_idx else 0.0
-            if before > 0:
+            if rdsw in senders:
                 per[rdsw] = {"before": before, "after": after, "ratio": after / before}
                 total_before += before
                 total_after += after

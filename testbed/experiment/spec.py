@@ -6,9 +6,12 @@ A spec (every field but ``name`` and ``seed`` has a default)::
     seed: 7                             # required; every random choice derives from it
     topology: {kind: clos, params: {leaves: 2, spines: 2, hosts_per_leaf: 2}, shape_links: false}
     target: auto                        # auto | embedded | bmv2
-    mode: ecmp                          # ecmp | eecmp | spray | flowlet | pinning  (or program: PATH)
+    mode: ecmp                          # a mode of testbed/modes.py: ecmp | eecmp | spray | flowlet | pinning |
+                                        # f10 | fattree-local | portland | dsf  (or program: PATH)
     mode_params: {flowlet_interval_us: 500, hash_seed: 3}   # testbed/modes.py PARAMETERS: ranges, P4 tables
-    controller: {kind: static, detection_delay_ms: 50}   # static | none | osken
+    controller: {kind: static, detection_delay_ms: 50}   # static | none | osken | f10 | dsf
+                                        # (a mode with its own controller, f10 or dsf, uses it; the
+                                        # others use this one, also in `testbed compare`)
     traffic:
       - {pattern: stream, hosts: [h1, h3, h2, h4], size_bytes: 65536, qps: 2,
          qp_scaling: roundrobin, udp_sport: per_qp, rate_mbps: 10, start_s: 0, duration_s: 4, mtu: 1024}
