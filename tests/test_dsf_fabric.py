@@ -111,6 +111,7 @@ def test_segmentation_cuts_a_packet_into_cells_of_the_configured_size():
     assert len(frames) == -(-len(packet) // room) == 6
     headers = [CellHeader.unpack(frame[C.ETHERNET_BYTES:]) for frame in frames]
     assert [h.cell_index for h in headers] == list(range(6)) and [h.last for h in headers] == [0] * 5 + [1]
+    assert [h.payload_len for h in headers] == [214, 214, 213, 213, 213, 213]  # equal pieces, no short tail
     assert all(h.seq == 42 and h.dst_node == 2 for h in headers)
     assert b"".join(frame[C.ETHERNET_BYTES + C.HEADER_BYTES:] for frame in frames) == packet
     assert all(len(frame) - C.ETHERNET_BYTES <= 256 for frame in frames)

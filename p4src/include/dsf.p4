@@ -45,8 +45,10 @@
  *   (the balance may go negative by one packet); an empty VOQ keeps at most one
  *   grant's worth of credit.  With credits = 0 packets leave at once (no gating:
  *   the "credits off" switch of the experiments).  A packet that leaves gets the
- *   VOQ's next sequence number and is cut into ceil(L / (cell_bytes - 20)) DATA
- *   cells, all entering ingress on DSF_CELL_PORT at once, in order.
+ *   VOQ's next sequence number and is cut into n = ceil(L / (cell_bytes - 20)) DATA
+ *   cells of equal size (the first L mod n carry one byte more: no short tail cell, so
+ *   round-robin spraying balances bytes as well as cells), all entering ingress on
+ *   DSF_CELL_PORT at once, in order.
  *   cell_bytes outside [DSF_HEADER_BYTES + 1, 1500] or voq_depth 0 drops the packet
  *   (dsf_drops[DSF_DROP_BAD_PARAMETER]) and logs the field and its range.
  *

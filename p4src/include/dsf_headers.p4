@@ -13,8 +13,8 @@
  *   payload    (data cells: `payload_len` bytes of the packet; control cells: none)
  *
  * Cell size (run-time parameter dsf_cell_bytes, testbed/modes.py): the fabric
- * header plus the payload, i.e. what the Ethernet frame carries; a packet of
- * L bytes becomes ceil(L / (dsf_cell_bytes - 20)) cells.  Jericho-class
+ * header plus the payload, i.e. what the Ethernet frame carries, at most; a
+ * packet of L bytes becomes n = ceil(L / (dsf_cell_bytes - 20)) cells of equal size.  Jericho-class
  * devices use cells of up to 256 bytes; the emulation may use larger ones to
  * save work, and results record the size.
  *

@@ -69,6 +69,11 @@ def cell_count(length, cell_bytes):
 def segment(packet, src_node, dst_node, dst_port, tc, seq, cell_bytes):
     """Cut ``packet`` into data cell frames, in order.
 
+    A packet of L bytes needs n = ceil(L / (cell_bytes - 20)) cells; they carry
+    pieces of equal size (the first ``L mod n`` one byte more) rather than n - 1
+    full cells and a short tail, so cells sprayed round robin also balance the
+    links' bytes whatever the position of a packet's cells in the rotation.
+
     Args:
         packet: the packet's bytes.
         src_node, dst_node, dst_port, tc: the VOQ and its nodes.
@@ -78,12 +83,14 @@ def segment(packet, src_node, dst_node, dst_port, tc, seq, cell_bytes):
     Returns:
         list[bytes]: the frames; the last one has ``last`` set.
     """
-    room = cell_bytes - HEADER_BYTES
     count = cell_count(len(packet), cell_bytes)
+    size, extra = divmod(len(packet), count)
     eth = ethernet(src_node, dst_node)
     frames = []
+    offset = 0
     for index in range(count):
-        piece = packet[index * room:(index + 1) * room]
+        piece = packet[offset:offset + size + (1 if index < extra else 0)]
+        offset += len(piece)
         header = CellHeader(CELL_DATA, src_node, dst_node, dst_port, tc, seq, index,
                             1 if index == count - 1 else 0, len(piece))
         frames.append(eth + header.pack() + piece)
