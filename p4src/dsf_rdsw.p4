@@ -20,9 +20,10 @@
  *    with the port's rate from MyIngress.dsf_system_ports); a CREDIT_GRANT to its
  *    VOQ (dsf_credit_grant, scaled by this node's reachable share toward the
  *    granting node, MyIngress.dsf_reach_share).
- *  - A reassembled packet (DELIVERY on DSF_DELIVERY_PORT): out of the local port of
- *    its system port (MyIngress.dsf_system_ports), without the fabric encapsulation,
- *    through the egress pipeline.
+ *  - A reassembled packet (entering on DSF_DELIVERY_PORT as the ingress node left it):
+ *    MyIngress.dsf_hosts gives its system port again, MyIngress.dsf_system_ports the
+ *    local port; out through the egress pipeline (its TTL was decremented once, at the
+ *    ingress node).
  *
  * Tables written by the control plane (controllers/dsf/programming.py):
  * dsf_node (keyless: this node's number), dsf_hosts, dsf_system_ports,
@@ -142,19 +143,24 @@ control MyIngress(inout headers_t hdr,
         dsf_params.apply();
         dsf_node.apply();
 
-        if (hdr.dsf.isValid()) {
-            if (standard_metadata.ingress_port == DSF_DELIVERY_PORT) {
-                /* a reassembled packet: out of its local port, without the encapsulation */
-                meta.dsf.lookup_port = hdr.dsf.dst_port;
-                if (dsf_system_ports.apply().hit) {
-                    standard_metadata.egress_spec = meta.dsf.local_port;
-                    hdr.ethernet.setInvalid();
-                    hdr.dsf.setInvalid();
-                } else {
-                    drop();
+        if (standard_metadata.ingress_port == DSF_DELIVERY_PORT) {
+            /* a reassembled packet for a host of this node: its host port again */
+            meta.dsf.lookup_port = DSF_NO_PORT;
+            if (hdr.ipv4.isValid()) {
+                if (dsf_hosts.apply().hit) {
+                    if (meta.dsf.dst_node == meta.dsf.my_node) {
+                        meta.dsf.lookup_port = meta.dsf.dst_port;
+                    }
                 }
-                exit;
             }
+            if (dsf_system_ports.apply().hit) {
+                standard_metadata.egress_spec = meta.dsf.local_port;
+            } else {
+                drop();
+            }
+            exit;
+        }
+        if (hdr.dsf.isValid()) {
             if (hdr.dsf.dst_node != meta.dsf.my_node) {
                 spray.apply(hdr, meta, standard_metadata);
                 exit;

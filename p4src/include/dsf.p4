@@ -25,9 +25,10 @@
  *                         header: ingress sprays them toward dst_node like any
  *                         transit cell (so the spraying policy is P4: the
  *                         reachability table of include/dsf_forwarding.p4);
- *      DSF_DELIVERY_PORT  reassembled packets: a DELIVERY fabric header (its
- *                         dst_port the system port) in an Ethernet frame, then the
- *                         packet exactly as the ingress node's pipeline left it.
+ *      DSF_DELIVERY_PORT  reassembled packets, exactly as the ingress node's pipeline
+ *                         left them (no encapsulation: standard_metadata.packet_length
+ *                         and the egress counters see the packet's real length); the
+ *                         program finds their host port again from their destination.
  *  - Its statistics are the counters declared below (P4Runtime reads them; BMv2's
  *    P4Runtime server, like ours, serves counters, never registers).
  *

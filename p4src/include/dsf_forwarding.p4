@@ -19,8 +19,8 @@
  *   A cell without any entry (no reachability: a link just failed, or the table is
  *   not written yet) is dropped and counted in MyIngress.dsf_fabric_drops
  *   [DSF_FABRIC_DROP_NO_REACHABILITY]; a cell whose ttl reached 0 likewise
- *   [DSF_FABRIC_DROP_TTL].  A frame that is not a cell (or a DELIVERY header, which
- *   never travels) is dropped into [DSF_FABRIC_DROP_NOT_A_CELL].
+ *   [DSF_FABRIC_DROP_TTL].  A frame that is not a cell is dropped into
+ *   [DSF_FABRIC_DROP_NOT_A_CELL].
  *
  * MyEgress: counts every frame by egress port (MyEgress.egress_port_counter: on
  * fabric ports these are cells, so link loads are in bytes of cells) and adds the
@@ -68,7 +68,7 @@ control DsfSpray(inout headers_t hdr,
     }
 
     apply {
-        if (!hdr.dsf.isValid() || hdr.dsf.cell_type == DSF_CELL_DELIVERY) {
+        if (!hdr.dsf.isValid()) {
             dsf_fabric_drops.count(DSF_FABRIC_DROP_NOT_A_CELL);
             mark_to_drop(standard_metadata);
             return;

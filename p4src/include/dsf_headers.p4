@@ -24,9 +24,7 @@
  *                  destination port its state: credit_bytes = the VOQ's backlog
  *                  in bytes (0: the VOQ is empty, stop granting);
  *                3 CREDIT_GRANT: the egress port scheduler gives a VOQ
- *                  credit_bytes of credit;
- *                4 DELIVERY: a reassembled packet handed from the reassembly
- *                  engine back to the interface node's ingress (never on a link).
+ *                  credit_bytes of credit.
  *   last         DATA: this is the last cell of its packet.
  *   tc           traffic class; a VOQ is (dst_port, tc).
  *   ttl          decremented by every fabric node; a cell reaching 0 is dropped
@@ -68,7 +66,6 @@ const bit<16> ETHERTYPE_DSF = 0x88B5;
 const bit<4> DSF_CELL_DATA           = 1;
 const bit<4> DSF_CELL_CREDIT_REQUEST = 2;
 const bit<4> DSF_CELL_CREDIT_GRANT   = 3;
-const bit<4> DSF_CELL_DELIVERY       = 4;
 
 /* a fabric node forwards a cell at most this many times */
 const bit<8> DSF_INITIAL_TTL = 16;
@@ -79,6 +76,8 @@ const bit<8> DSF_INITIAL_TTL = 16;
 #define DSF_CLASSES 8
 /* VOQ index = dst_port * DSF_CLASSES + tc */
 #define DSF_MAX_VOQS 512
+/* a system port no node has */
+const bit<16> DSF_NO_PORT = 0xFFFF;
 
 header dsf_cell_t {
     bit<4>  cell_type;

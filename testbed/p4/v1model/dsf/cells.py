@@ -7,7 +7,7 @@ data cell, a piece of a packet.  The Ethernet addresses name the nodes
 """
 from dataclasses import dataclass
 
-from testbed.p4.v1model.dsf.constants import (CELL_DATA, CELL_DELIVERY, ETHERNET_BYTES, ETHERTYPE_DSF,
+from testbed.p4.v1model.dsf.constants import (CELL_DATA, ETHERNET_BYTES, ETHERTYPE_DSF,
                                               HEADER_BYTES, HEADER_STRUCT, INITIAL_TTL)
 
 _MAC_PREFIX = bytes.fromhex("02d5f000")
@@ -95,12 +95,6 @@ def segment(packet, src_node, dst_node, dst_port, tc, seq, cell_bytes):
                             1 if index == count - 1 else 0, len(piece))
         frames.append(eth + header.pack() + piece)
     return frames
-
-
-def delivery_frame(src_node, my_node, dst_port, tc, seq, packet):
-    """The frame a reassembled packet re-enters ingress with: a DELIVERY fabric header, then the packet."""
-    header = CellHeader(CELL_DELIVERY, src_node, my_node, dst_port, tc, seq, payload_len=len(packet) & 0xFFFF)
-    return cell_frame(header, packet)
 
 
 def wire_bytes(payload_len):

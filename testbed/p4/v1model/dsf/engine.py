@@ -22,7 +22,6 @@ the field and its range: the controller checks them before writing
 """
 from collections import deque
 
-from testbed.p4.v1model.dsf.cells import delivery_frame
 from testbed.p4.v1model.dsf.constants import (CELL_PORT, COUNTER_DROPS, COUNTER_REASSEMBLED, COUNTERS,
                                               DELIVERY_PORT, DROP_BAD_PARAMETER, MAX_CELL_BYTES, MIN_CELL_BYTES)
 from testbed.p4.v1model.dsf.reassembly import Reassembler
@@ -58,7 +57,7 @@ class DSFTrafficManager:
 
     def _deliver(self, src_node, dst_port, tc, seq, packet):
         self._count(COUNTER_REASSEMBLED, dst_port, len(packet))
-        self._pending.append((DELIVERY_PORT, delivery_frame(src_node, self.my_node, dst_port, tc, seq, packet)))
+        self._pending.append((DELIVERY_PORT, packet))
 
     def _bad(self, field, value, allowed, nbytes):
         self._count(COUNTER_DROPS, DROP_BAD_PARAMETER, nbytes)
