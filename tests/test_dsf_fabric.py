@@ -149,7 +149,8 @@ def test_cells_are_sprayed_round_robin_over_every_uplink_whatever_the_flow():
     assert len(fabric.wired.delivered["h2"]) == 40
     cells = [link.sent_frames for link in uplinks(fabric, "rdsw0").values()]
     assert len(cells) == 4 and max(cells) - min(cells) <= 1
-    assert metrics.max_mean_ratio([link.sent_bytes for link in uplinks(fabric, "rdsw0").values()]) <= 1.05
+    # bytes too: a packet's cells have equal sizes, and control cells keep their own rotation
+    assert metrics.max_mean_ratio([link.sent_bytes for link in uplinks(fabric, "rdsw0").values()]) <= 1.02
 
 
 def test_delivery_is_in_order_per_source_voq_even_when_paths_differ_in_delay():

@@ -201,11 +201,3 @@ class DSFProgrammer(FabricProgrammer):
         self._write(client, [update(node, share) for node, share in changed],
                     lambda i: written.__setitem__(changed[i][0], changed[i][1]))
         return len(changed)
-
-
-def programmer_for_network(network, pipelines, **options):
-    """A :class:`DSFProgrammer` for a running :class:`~testbed.emulation.network.FabricNetwork`."""
-    description = network.describe()
-    switches = {name: {"grpc": entry["grpc"], "device_id": entry["device_id"]}
-                for name, entry in description["switches"].items() if "grpc" in entry}
-    return DSFProgrammer(network.topo.graph(), switches, pipelines, **options)

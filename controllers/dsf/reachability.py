@@ -23,9 +23,9 @@ from typing import Dict, List, Tuple
 
 from testbed.controllers.routing import is_host, port_toward
 from testbed.errors import ParameterError
+from testbed.p4.v1model.dsf.constants import MAX_SYSTEM_PORTS, PERMILLE
 from testbed.topologies.dsf_reachability import input_balanced_withdrawals, links_between, reachable_links
 
-PERMILLE = 1000
 
 
 @dataclass(frozen=True)
@@ -50,10 +50,6 @@ class FabricAddressing:
 
     nodes: Dict[str, int] = field(default_factory=dict)
     system_ports: Dict[str, SystemPort] = field(default_factory=dict)
-
-    def rdsw_of(self, node):
-        """The RDSW with node number ``node``."""
-        return next(name for name, number in self.nodes.items() if number == node)
 
 
 @dataclass
@@ -87,8 +83,6 @@ def fabric_addressing(graph):
     Raises:
         ParameterError: the topology has no RDSW, or more hosts than the programs' system ports.
     """
-    from testbed.p4.v1model.dsf.constants import MAX_SYSTEM_PORTS
-
     rdsws = _rdsws(graph)
     if not rdsws:
         raise ParameterError("topology", "no rdsw", "a DSF topology (kind dsf)")

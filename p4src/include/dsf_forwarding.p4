@@ -15,7 +15,10 @@
  *   destination (register MyIngress.dsf_spray_next), so consecutive cells to one
  *   destination take consecutive members (member = count mod group size; BMv2 does
  *   the same with identity), whatever flow or packet they belong to: k cells over
- *   m links give every link floor(k/m) or ceil(k/m).
+ *   m links give every link floor(k/m) or ceil(k/m).  Data cells and control cells
+ *   (credit requests and grants, 34 bytes on the wire) keep separate counts, so a
+ *   request that follows every packet cannot lock onto one link and skew the links'
+ *   bytes (the data cells of a packet have equal sizes: include/dsf.p4).
  *   A cell without any entry (no reachability: a link just failed, or the table is
  *   not written yet) is dropped and counted in MyIngress.dsf_fabric_drops
  *   [DSF_FABRIC_DROP_NO_REACHABILITY]; a cell whose ttl reached 0 likewise
@@ -35,6 +38,7 @@
 #define DSF_FABRIC_DROP_PLACES 3
 
 #define DSF_PORT_COUNTERS 512
+#define DSF_SPRAY_COUNTS 2048   /* 2 * DSF_MAX_NODES: data cells, then control cells */
 
 control DsfSpray(inout headers_t hdr,
                  inout metadata_t meta,
@@ -43,7 +47,7 @@ control DsfSpray(inout headers_t hdr,
     action_selector(HashAlgorithm.identity, 32w1024, 32w32) dsf_spray_selector;
 
     @name(".MyIngress.dsf_spray_next")
-    register<bit<32>>(DSF_MAX_NODES) dsf_spray_next;
+    register<bit<32>>(DSF_SPRAY_COUNTS) dsf_spray_next;
 
     @name(".MyIngress.dsf_fabric_drops")
     counter(DSF_FABRIC_DROP_PLACES, CounterType.packets_and_bytes) dsf_fabric_drops;
@@ -79,9 +83,13 @@ control DsfSpray(inout headers_t hdr,
             return;
         }
         hdr.dsf.ttl = hdr.dsf.ttl - 1;
+        bit<32> slot = (bit<32>)hdr.dsf.dst_node;
+        if (hdr.dsf.cell_type != DSF_CELL_DATA) {
+            slot = slot + DSF_MAX_NODES;   /* control cells: their own round robin */
+        }
         bit<32> sent;
-        dsf_spray_next.read(sent, (bit<32>)hdr.dsf.dst_node);
-        dsf_spray_next.write((bit<32>)hdr.dsf.dst_node, sent + 1);
+        dsf_spray_next.read(sent, slot);
+        dsf_spray_next.write(slot, sent + 1);
         meta.dsf.spray_key = sent;
         if (!dsf_reach.apply().hit) {
             dsf_fabric_drops.count(DSF_FABRIC_DROP_NO_REACHABILITY);

@@ -104,10 +104,6 @@ class StateClient:
         """Insert an action profile member."""
         self._profile(profile).insert_member(member_id, self._action(action, params))
 
-    def delete_member(self, profile, member_id):
-        """Delete a member."""
-        self._profile(profile).delete_member(member_id)
-
     def insert_group(self, profile, group_id, members, max_size=0):
         """Insert a group of ``[(member id, weight)]``."""
         self._profile(profile).insert_group(group_id, list(members), max_size)

@@ -7,7 +7,7 @@ data cell, a piece of a packet.  The Ethernet addresses name the nodes
 """
 from dataclasses import dataclass
 
-from testbed.p4.v1model.dsf.constants import (CELL_DATA, ETHERNET_BYTES, ETHERTYPE_DSF,
+from testbed.p4.v1model.dsf.constants import (CELL_DATA, ETHERTYPE_DSF,
                                               HEADER_BYTES, HEADER_STRUCT, INITIAL_TTL)
 
 _MAC_PREFIX = bytes.fromhex("02d5f000")
@@ -95,8 +95,3 @@ def segment(packet, src_node, dst_node, dst_port, tc, seq, cell_bytes):
                             1 if index == count - 1 else 0, len(piece))
         frames.append(eth + header.pack() + piece)
     return frames
-
-
-def wire_bytes(payload_len):
-    """Bytes of one cell frame on a link (Ethernet + fabric header + payload)."""
-    return ETHERNET_BYTES + HEADER_BYTES + payload_len

@@ -10,10 +10,8 @@ from collections import deque
 
 from testbed.p4.v1model.dsf.cells import CellHeader, cell_frame, segment
 from testbed.p4.v1model.dsf.constants import (CELL_CREDIT_REQUEST, COUNTER_CREDIT_RECEIVED, COUNTER_DROPS,
-                                              COUNTER_VOQ_DEQUEUED, COUNTER_VOQ_ENQUEUED, DROP_VOQ_TAIL,
+                                              COUNTER_VOQ_DEQUEUED, COUNTER_VOQ_ENQUEUED, DROP_VOQ_TAIL, PERMILLE,
                                               REQUEST_REFRESH_NS, voq_index)
-
-PERMILLE = 1000
 
 
 class Voq:
