@@ -13,7 +13,9 @@ pipelines' and the DSF traffic manager's work per packet, not link speed:
 * L3: ``s1 - s2 - s3`` running p4src/l3_ecmp.p4 with one route per host.
 
 Run: ``python benchmarks/bench_dsf_path.py [--packets N] [--size BYTES] [--cell-bytes B] [--json]``.
-Prints packets/s for both, their ratio, cells per packet, and the load average.
+Prints packets/s for both, their ratio, data cells per packet and the credit requests and grants
+per packet, and the load average (other jobs on the machine slow both paths alike; compare the
+ratio).
 """
 import argparse
 import json
@@ -29,6 +31,7 @@ from testbed.p4.loader import load_program
 from testbed.p4.program import ActionCall, KeyMatch
 from testbed.p4.state import SwitchState, TableEntry
 from testbed.p4.v1model.device import Device
+from testbed.p4.v1model.dsf.cells import cell_count
 from testbed.p4.v1model.wiring import SimClock, WiredDevices
 from testbed.topologies.registry import make_topology
 
@@ -56,11 +59,14 @@ def bench_dsf(packets, size, cell_bytes):
     fabric.wired.run(until_ns=start + packets * SPACING_NS + 1_000_000_000)
     elapsed = time.perf_counter() - began
     delivered = len(fabric.wired.delivered["h2"])
-    cells = sum(link.sent_frames for (name, _port), link in fabric.wired.links.items() if name == "rdsw0")
-    data_cells = fabric.states["rdsw0"].counters["dsf_voq_dequeued"]
+    frames = sum(link.sent_frames for (name, _port), link in fabric.wired.links.items() if name == "rdsw0")
+    data_cells = cell_count(len(data), cell_bytes) * sum(fabric.states["rdsw0"].counters["dsf_voq_dequeued"].packets)
+    grants = sum(fabric.states["rdsw1"].counters["dsf_credit_granted"].packets)
+    per_packet = max(1, delivered)
     return {"delivered": delivered, "seconds": elapsed, "packets_per_s": delivered / elapsed,
-            "frames_rdsw0_to_fabric": cells, "data_packets_sent": sum(data_cells.packets),
-            "cells_per_packet": cells / max(1, delivered)}
+            "cells_per_packet": data_cells / per_packet,
+            "credit_requests_per_packet": (frames - data_cells) / per_packet,
+            "credit_grants_per_packet": grants / per_packet}
 
 
 def bench_l3(packets, size):
@@ -109,8 +115,9 @@ def main():
         return
     print(f"frame {args.size} B, cells of {args.cell_bytes} B, {args.packets} packets, load average "
           f"{' '.join(f'{x:.2f}' for x in result['load_average'])}")
-    print(f"DSF rdsw-fdsw-rdsw: {dsf['packets_per_s']:8.0f} packets/s  ({dsf['cells_per_packet']:.2f} fabric frames "
-          f"per packet from rdsw0: data cells and credit requests)")
+    print(f"DSF rdsw-fdsw-rdsw: {dsf['packets_per_s']:8.0f} packets/s  ({dsf['cells_per_packet']:.2f} cells per packet, "
+          f"+ {dsf['credit_requests_per_packet']:.2f} credit requests and {dsf['credit_grants_per_packet']:.2f} "
+          f"grants)")
     print(f"L3  s1-s2-s3:       {l3['packets_per_s']:8.0f} packets/s")
     print(f"ratio DSF / L3:     {result['ratio_dsf_over_l3']:.3f}")
 
