@@ -85,17 +85,19 @@ class DSFController(OskenController):
             pipeline: the RDSW pipeline (the node programs follow from testbed/modes.py).
             mode_params: ``{name: int}`` run-time parameters (the DSF ones).
             required_params: names the program must carry.
-            state_file: the network's state file (default: a private one, removed at stop).
+            state_file: the network's state file (unused: the app reads a private one, removed at stop).
             log_path: the controller's log.
         """
         frames = mode_params.get("dsf_fabric_queue_frames", PARAMETERS["dsf_fabric_queue_frames"].default)
         queues = set_fabric_queues(network, frames)
         if queues:
             self.notes.append(f"dsf: {queues} fabric link ends got a pfifo queue of {frames} frames")
-        if not state_file:
-            state_file = self._private_state = os.path.join(PRIVATE_STATE_DIR, f"dsf-{os.getpid()}.json")
-            write_state(network.describe(), state_file)
-        super().start(network, pipeline, mode_params, required_params, state_file=state_file, log_path=log_path)
+        # the app reads the network from a state file; the fabric publishes its own only once
+        # programmed, so the app gets a private one, written now
+        self._private_state = os.path.join(PRIVATE_STATE_DIR, f"dsf-{os.getpid()}.json")
+        write_state(network.describe(), self._private_state)
+        super().start(network, pipeline, mode_params, required_params, state_file=self._private_state,
+                      log_path=log_path)
         self.dsf = self._read_dsf()
 
     def _read_dsf(self):
