@@ -288,6 +288,28 @@ def p4_switches(state):
             for name, info in sorted((state.get("switches") or {}).items()) if info.get("grpc")}
 
 
+def running_network(config):
+    """The running network the controller is to program: ``(state, graph, P4 switches, target)``.
+
+    ``target`` is the config's, or with ``auto`` the one the switches run.
+
+    Raises:
+        TestbedError / OSError: the state file is unreadable or names no topology kind.
+        RuntimeError: it lists no P4 switch.
+    """
+    from testbed.emulation.state import read_state
+
+    state = read_state(config.state_file)
+    graph = load_topology(state)
+    switches = p4_switches(state)
+    if not switches:
+        raise RuntimeError(f"{config.state_file} lists no P4 switches (started with switch=bridge?)")
+    target = config.target
+    if target == "auto":  # the target the switches run
+        target = state["switches"][next(iter(switches))].get("target") or "auto"
+    return state, graph, switches, target
+
+
 def program_path(config, state):
     """The P4 program to push: the config's, else the one the switches were started for, else l3_ecmp."""
     if config.program:
@@ -356,18 +378,10 @@ class FabricRoutingApp(app_manager.OSKenApp):
         fabric = self.fabric
         config = fabric.config
         try:
-            from testbed.emulation.state import read_state
             from testbed.targets import pipeline_config
 
             started = time.monotonic()
-            state = read_state(config.state_file)
-            graph = load_topology(state)
-            switches = p4_switches(state)
-            if not switches:
-                raise RuntimeError(f"{config.state_file} lists no P4 switches (started with switch=bridge?)")
-            target = config.target
-            if target == "auto":  # the target the switches run
-                target = state["switches"][next(iter(switches))].get("target") or "auto"
+            state, graph, switches, target = running_network(config)
             pipeline = pipeline_config(program_path(config, state), target)
             programmer = FabricProgrammer(graph, switches, pipeline, RoutingTables(), config.election_id)
             fabric.state, fabric.graph, fabric.pipeline = state, graph, pipeline

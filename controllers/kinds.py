@@ -15,6 +15,9 @@
 * ``f10``: :class:`testbed.controllers.f10.controller.F10Controller`: programs
   p4src/f10.p4 (backups, detector, triggers) and records the detectors'
   reports; the data plane reroutes.
+* ``dsf``: :class:`testbed.controllers.dsf.controller.DSFController`: the os-ken
+  DSF app (:mod:`testbed.controllers.dsf.app`: node programs, reachability,
+  Input Balanced Mode on every link event) through the launcher.
 
 Every controller offers ``start(network, pipeline, mode_params, required_params, state_file=, log_path=)``,
 ``notify(failure)`` (a :class:`Failure`), ``client(switch)`` (its P4Runtime session, if in-process),
@@ -32,7 +35,7 @@ from testbed.controllers.launcher import FabricController
 from testbed.controllers.parameters import write_parameters
 from testbed.errors import ParameterError, TestbedError
 
-CONTROLLER_KINDS = ("static", "none", "osken", "f10")
+CONTROLLER_KINDS = ("static", "none", "osken", "f10", "dsf")
 DEFAULT_DETECTION_DELAY_MS = 50.0
 
 
@@ -236,6 +239,7 @@ class OskenController(_ReactingController):
 
     kind = "osken"
     REACTION_TIMEOUT_S = 20.0
+    apps = None  # the app modules to run (None: those of the [fabric] mode)
 
     def __init__(self, detection_delay_ms=DEFAULT_DETECTION_DELAY_MS, **options):
         super().__init__(detection_delay_ms, react=True)
@@ -262,6 +266,8 @@ class OskenController(_ReactingController):
         options.update(mode_params)
         self.controller = FabricController(state_file, program=pipeline.program_path, target=pipeline.target,
                                            log_path=log_path, **options)
+        if self.apps:
+            self.controller.apps = list(self.apps)
         status = self.controller.start()
         self.entries_written = int(status.get("entries_written") or 0)
         self.mode_params_written = dict(status.get("params") or {})
@@ -305,10 +311,10 @@ def make_controller(kind, detection_delay_ms=DEFAULT_DETECTION_DELAY_MS, **optio
     """The controller object of a kind (:data:`CONTROLLER_KINDS`).
 
     Args:
-        kind: ``static``, ``none``, ``osken`` or ``f10``.
+        kind: one of :data:`CONTROLLER_KINDS`.
         detection_delay_ms: reaction delay after a failure.
-        **options: the os-ken app's ``[fabric]`` options (``osken``), or the F10 controller's
-            (:attr:`testbed.controllers.f10.controller.F10Controller.OPTIONS`).
+        **options: the os-ken app's ``[fabric]`` options (``osken`` and ``dsf``), or the F10
+            controller's (:attr:`testbed.controllers.f10.controller.F10Controller.OPTIONS`).
 
     Raises:
         ParameterError: unknown kind, or options for a kind that takes none.
@@ -326,6 +332,11 @@ def make_controller(kind, detection_delay_ms=DEFAULT_DETECTION_DELAY_MS, **optio
             raise ParameterError("controller_options", extra,
                                  ", ".join(F10Controller.OPTIONS) + " for the f10 controller")
         return F10Controller(detection_delay_ms, **options)
+    if kind == "dsf":
+        # imported here: the DSF controller builds on OskenController of this module
+        from testbed.controllers.dsf.controller import DSFController
+
+        return DSFController(detection_delay_ms, **options)
     if options:
         raise ParameterError("controller_options", sorted(options), "none for the static and none controllers")
     return StaticController(detection_delay_ms, react=(kind == "static"))

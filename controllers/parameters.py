@@ -69,13 +69,14 @@ def write_parameters(clients, p4info, values, current=None):
 
     Returns:
         tuple: ``(written {name: int}, notes [str])``: every parameter of each table written
-        (including defaults filled in), and one note per given value the program has no table for.
+        (including defaults filled in), and one note per given value the program has no table for
+        (parameters no P4 table carries, which controllers read themselves, are neither).
     """
     current = dict(current or {})
     tables = parameter_tables(p4info)
     carried = {parameter.name for parameters in tables.values() for parameter in parameters}
     notes = [f"mode_params.{name}={value}: the program has no table {PARAMETERS[name].table}; not written"
-             for name, value in sorted(values.items()) if name not in carried]
+             for name, value in sorted(values.items()) if name not in carried and PARAMETERS[name].in_program]
     written = {}
     for table, parameters in tables.items():
         action = parameters[0].action
@@ -110,7 +111,7 @@ def set_parameters_in_state(state, values, switch=None):
     done = []
     for name, value in values.items():
         parameter = PARAMETERS[name]
-        table = state.tables.get(parameter.table)
+        table = state.tables.get(parameter.table) if parameter.in_program else None
         if table is None:
             continue
         params = [param.name for param in state.program.actions[parameter.action].params]

@@ -53,6 +53,9 @@ class Mode:
             for the general default.
         controller_options: ``((option, value), ...)`` given to the mode's controller (the spec's
             own controller options come on top): f10 runs pushback, fattree-local does not.
+        node_programs: ``((role, program), ...)``: switch roles that run another program than
+            ``program`` (DSF: fabric and spine nodes run p4src/dsf_fabric.p4).
+        seeded_parameters: run-time parameters derived from the spec's seed when it gives none.
     """
 
     name: str
@@ -64,6 +67,8 @@ class Mode:
     controller: Optional[str] = None
     detection_delay_ms: Optional[float] = None
     controller_options: tuple = field(default=())
+    node_programs: tuple = field(default=())
+    seeded_parameters: tuple = field(default=())
 
 
 @dataclass(frozen=True)
@@ -79,6 +84,9 @@ class Parameter:
         action_param: the action parameter that takes the value.
         default: the value the program's ``default_action`` has, written when a spec gives none.
         description: one line for help and errors.
+
+    A parameter whose ``table`` is None is read by the controller only (it is in no P4
+    table: DSF's Input Balanced Mode switch and seed, the fabric links' queue limit).
     """
 
     name: str
@@ -90,6 +98,11 @@ class Parameter:
     action_param: str
     default: int
     description: str
+
+    @property
+    def in_program(self):
+        """True when a P4 parameter table carries the value (False: the controller reads it)."""
+        return self.table is not None
 
     def allowed(self):
         """The allowed values as text (``"an integer in [1, 10000000] us"``)."""
@@ -145,6 +158,10 @@ _DETECTOR_PARAMETERS = ("probe_period_us", "detector_window_periods", "detector_
                         "detector_up_at_least", "holddown_us", "holddown_max_us", "backoff_reset_us")
 _F10_PARAMETERS = _DETECTOR_PARAMETERS + ("hash_seed",)
 
+_DSF_PARAMETERS = ("dsf_cell_bytes", "dsf_grant_bytes", "dsf_credit_rate_pct", "dsf_voq_depth_pkts",
+                   "dsf_reassembly_timeout_us", "dsf_credits", "dsf_input_balanced", "dsf_ibm_seed",
+                   "dsf_fabric_queue_frames")
+
 #: mode name -> Mode (the single place that maps modes to programs)
 MODES = {
     "ecmp": Mode("ecmp", "ecmp.p4", "5-tuple ECMP: crc16 of src/dst address, protocol, ports and the seed",
@@ -167,9 +184,16 @@ MODES = {
                      "PortLand-like: standard FatTree, ECMP, the controller reroutes after its keepalive "
                      "timeout (65 ms, seed 002 section 7.4)", ("hash_seed",), topology="fattree",
                      controller="static", detection_delay_ms=65.0),
+    # DSF (seed 000); its Clos baselines are ecmp and eecmp on the same dsf topology (RDSWs as leaves)
+    "dsf": Mode("dsf", "dsf_rdsw.p4",
+                "DSF: VOQs gated by credit, cells sprayed over links with reachability, in-order reassembly, "
+                "Input Balanced Mode", _DSF_PARAMETERS, topology="dsf", controller="dsf",
+                node_programs=(("fdsw", "dsf_fabric.p4"), ("sdsw", "dsf_fabric.p4")),
+                seeded_parameters=("dsf_ibm_seed",)),
 }
 
 _DETECTOR, _SET_DETECTOR = "MyEgress.detector_params", "MyEgress.set_detector_params"
+_DSF, _SET_DSF = "MyIngress.dsf_params", "MyIngress.set_dsf_params"
 
 #: parameter name -> Parameter (the single place that describes run-time parameters)
 PARAMETERS = {
@@ -208,6 +232,35 @@ PARAMETERS = {
     "backoff_reset_us": Parameter(
         "backoff_reset_us", 1, 600_000_000, "us", _DETECTOR, _SET_DETECTOR, "backoff_reset_us", 1_000_000,
         "a down this long after the previous one starts the hold-down again from holddown_us"),
+    # DSF (p4src/dsf_rdsw.p4, p4src/include/dsf.p4); the fabric header is 20 bytes, a link's MTU 1500
+    "dsf_cell_bytes": Parameter(
+        "dsf_cell_bytes", 21, 1500, "bytes (fabric header of 20 bytes + payload, at most the MTU)", _DSF,
+        _SET_DSF, "cell_bytes", 512,
+        "DSF: cell size on a fabric link, the 20-byte fabric header included (Jericho: up to 256)"),
+    "dsf_grant_bytes": Parameter(
+        "dsf_grant_bytes", 1, 1_000_000, "bytes", _DSF, _SET_DSF, "grant_bytes", 4096,
+        "DSF: bytes of packet one credit grant lets a VOQ send"),
+    "dsf_credit_rate_pct": Parameter(
+        "dsf_credit_rate_pct", 1, 100, "% of the egress port rate", _DSF, _SET_DSF, "credit_rate_pct", 100,
+        "DSF: the egress port scheduler's grant rate, in percent of the port's rate (never above it)"),
+    "dsf_voq_depth_pkts": Parameter(
+        "dsf_voq_depth_pkts", 1, 100_000, "packets", _DSF, _SET_DSF, "voq_depth", 1024,
+        "DSF: packets one VOQ holds; more are tail-dropped at the ingress node"),
+    "dsf_reassembly_timeout_us": Parameter(
+        "dsf_reassembly_timeout_us", 100, 10_000_000, "us", _DSF, _SET_DSF, "reassembly_timeout_us", 200_000,
+        "DSF: how long reassembly waits for a missing cell before it gives the packet up"),
+    "dsf_credits": Parameter(
+        "dsf_credits", 0, 1, "", _DSF, _SET_DSF, "credits", 1,
+        "DSF: 1 VOQs send only against credit from the egress port scheduler; 0 send at once"),
+    "dsf_input_balanced": Parameter(
+        "dsf_input_balanced", 0, 1, "", None, None, None, 1,
+        "DSF controller: 1 applies Input Balanced Mode on link events, 0 only withdraws lost paths"),
+    "dsf_ibm_seed": Parameter(
+        "dsf_ibm_seed", 0, 0xFFFFFFFF, "", None, None, None, 0,
+        "DSF controller: seed of Input Balanced Mode's random link choices (default: from the spec's seed)"),
+    "dsf_fabric_queue_frames": Parameter(
+        "dsf_fabric_queue_frames", 1, 10_000, "frames", None, None, None, 128,
+        "DSF controller: queue of each shaped fabric link (tc pfifo under the link's htb class)"),
 }
 
 

@@ -121,9 +121,14 @@ def pipeline_config(path, target="auto"):
         PipelineConfig: P4Info message and device config bytes.
 
     Raises:
-        ParameterError: bad target. P4LoadError / TestbedError: the program
-        cannot be loaded or compiled.
+        ParameterError: bad target, or BMv2 for a program calling the embedded target's own
+        externs (named; :mod:`testbed.p4.embedded_only`). P4LoadError / TestbedError: the
+        program cannot be loaded or compiled.
     """
+    from testbed.p4.embedded_only import refuse_for_bmv2
+
+    if target == "bmv2" or (target == "auto" and bmv2_available()):
+        refuse_for_bmv2(path)  # before anything else: the clearest reason
     target = resolve_target(target)
     if target == "bmv2":
         from google.protobuf import text_format

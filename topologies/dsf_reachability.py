@@ -71,6 +71,38 @@ def _oriented_links(graph, dist):
     return down, up
 
 
+def _walk(graph, dest, failed_links, withdrawn):
+    """Every device's downstream links carrying reachability toward ``dest`` and the upstream links it advertises on.
+
+    Returns:
+        dict: device -> ``(out, in)``, lists of ``(device, neighbour, key, mbps)`` (the destination excluded).
+    """
+    dist = _distances(graph, dest)
+    down, up = _oriented_links(graph, dist)
+    failed = {_canonical(link) for link in failed_links}
+    withdrawn = set(withdrawn)
+    output = {dest: float("inf")}
+    result = {}
+    for device in sorted((n for n in dist if n != dest), key=lambda n: (dist[n], n)):
+        out_links = []
+        for entry in down.get(device, ()):
+            _, neighbour, key, _mbps = entry
+            if _canonical((device, neighbour, key)) in failed:
+                continue
+            if neighbour == dest or ((neighbour, device, key) not in withdrawn and output[neighbour] > 0):
+                out_links.append(entry)
+        output[device] = sum(entry[3] for entry in out_links)
+        in_links = []
+        if output[device] > 0:
+            for entry in up.get(device, ()):
+                _, neighbour, key, _mbps = entry
+                if _canonical((device, neighbour, key)) in failed or (device, neighbour, key) in withdrawn:
+                    continue
+                in_links.append(entry)
+        result[device] = (out_links, in_links)
+    return result
+
+
 def reachability_capacities(graph, dest, failed_links=(), withdrawn=()):
     """Input and output capacity toward ``dest`` of every device that can reach it.
 
@@ -87,30 +119,28 @@ def reachability_capacities(graph, dest, failed_links=(), withdrawn=()):
     Raises:
         ParameterError: if ``dest`` is not an RDSW.
     """
-    dist = _distances(graph, dest)
-    down, up = _oriented_links(graph, dist)
-    failed = {_canonical(link) for link in failed_links}
-    withdrawn = set(withdrawn)
-    output = {dest: float("inf")}
-    result = {}
-    for device in sorted((n for n in dist if n != dest), key=lambda n: (dist[n], n)):
-        out_mbps, out_links = 0.0, 0
-        for _, neighbour, key, mbps in down.get(device, ()):
-            if _canonical((device, neighbour, key)) in failed:
-                continue
-            if neighbour == dest or ((neighbour, device, key) not in withdrawn and output[neighbour] > 0):
-                out_mbps += mbps
-                out_links += 1
-        output[device] = out_mbps
-        in_mbps, in_links = 0.0, 0
-        if out_mbps > 0:
-            for _, neighbour, key, mbps in up.get(device, ()):
-                if _canonical((device, neighbour, key)) in failed or (device, neighbour, key) in withdrawn:
-                    continue
-                in_mbps += mbps
-                in_links += 1
-        result[device] = ReachCapacity(in_mbps, out_mbps, in_links, out_links)
-    return result
+    return {device: ReachCapacity(float(sum(e[3] for e in in_links)), float(sum(e[3] for e in out_links)),
+                                  len(in_links), len(out_links))
+            for device, (out_links, in_links) in _walk(graph, dest, failed_links, withdrawn).items()}
+
+
+def reachable_links(graph, dest, failed_links=(), withdrawn=()):
+    """The links each device may send traffic for ``dest`` on: its downstream links that carry reachability.
+
+    The per-link form of :func:`reachability_capacities` (same rules): what a
+    fabric node's reachability table for ``dest`` holds.
+
+    Args:
+        graph, dest, failed_links, withdrawn: as :func:`reachability_capacities`.
+
+    Returns:
+        dict: device name -> list of ``(device, neighbour, key)`` (possibly empty), the destination excluded.
+
+    Raises:
+        ParameterError: if ``dest`` is not an RDSW.
+    """
+    return {device: [entry[:3] for entry in out_links]
+            for device, (out_links, _in) in _walk(graph, dest, failed_links, withdrawn).items()}
 
 
 def capacity_toward(graph, device, dest, failed_links=(), withdrawn=()):

@@ -26,6 +26,9 @@ COLUMNS = (
     ("out_of_sequence", "OOS", "{}"),
     ("out_of_order_rate", "OOS rate", "{:.4f}"),
     ("late", "reordered", "{}"),
+    ("fabric_drops", "fabric drops", "{}"),
+    ("host_port_busy", "host busy", "{:.3f}"),
+    ("voq_max_depth", "VOQ max", "{}"),
     ("loss_window_s", "loss window s", "{:.3f}"),
     ("controller_reaction_s", "reaction s", "{:.3f}"),
     ("detection_s", "detection s", "{:.3f}"),
@@ -48,6 +51,8 @@ def comparison_row(mode, results):
     drops = results.get("dataplane", {}).get("drops", {})
     dilation = summary.get("path_dilation", {}).get("extra_hops", {})
     pushbacks = results.get("controller", {}).get("pushbacks", [])
+    dsf = results.get("dsf") or {}
+    busy = [row["busy"] for row in dsf.get("host_ports", [])]
     return {"mode": mode, "status": results.get("status"), "error": results.get("error"),
             "uplink_mmr": summary.get("uplink_mmr"), "uplink_jain": summary.get("uplink_jain"),
             "goodput_mbps": summary.get("goodput_mbps"), "sent_packets": summary.get("sent_packets"),
@@ -64,6 +69,11 @@ def comparison_row(mode, results):
             "pushback_messages": sum(row["messages"] for row in pushbacks) if pushbacks else None,
             "overloaded": "YES" if results.get("overload", {}).get("overloaded") else "no",
             "overload_reasons": list(results.get("overload", {}).get("reasons", [])),
+            # fabric measurements (testbed/experiment/dsf_metrics.py): lost inside the fabric, the busiest
+            # host port of a DSF topology, the deepest VOQ
+            "fabric_drops": (results.get("dataplane", {}).get("drops_by_place") or {}).get("fabric"),
+            "host_port_busy": max(busy) if busy else None,
+            "voq_max_depth": (dsf.get("voq_depth") or {}).get("max", {}).get("depth_pkts") if dsf else None,
             "uplink_loads": summary.get("uplink_loads", {})}
 
 

@@ -194,13 +194,25 @@ def link_loads(graph, before, after):
     return rows
 
 
+#: a lower switch counts as a sender when it sent at least this share of what the busiest one sent up
+#: (a DSF egress node's credit grants, or a receiver's acknowledgements, are not a load to balance)
+SENDER_SHARE = 0.05
+
+
+def active_ends(totals, share=SENDER_SHARE):
+    """The keys of ``{end: load}`` whose load is at least ``share`` of the largest (none if all are 0)."""
+    top = max(totals.values(), default=0)
+    return {end for end, load in totals.items() if top > 0 and load >= share * top}
+
+
 def uplink_loads(graph, rows, unit="bytes"):
     """Upward load on the first switch tier's uplinks that carried traffic up.
 
     The links from the lowest switch level (leaves, edges, RDSWs) to the level
-    above, restricted to the lower switches that sent anything upward: these
-    are the equal-cost choices a load-balancing scheme makes at the source
-    leaf, so their Max-Mean Ratio measures its balance.
+    above, restricted to the lower switches that sent upward at least
+    :data:`SENDER_SHARE` of what the busiest one sent: these are the equal-cost
+    choices a load-balancing scheme makes at the source leaf, so their Max-Mean
+    Ratio measures its balance.
 
     Args:
         graph: the topology multigraph.
@@ -219,7 +231,10 @@ def uplink_loads(graph, rows, unit="bytes"):
     candidates = [row for row in rows
                   if graph.nodes[row["a"]].get("level") == low and graph.nodes[row["b"]].get("level") == high
                   and not is_host(graph, row["a"]) and row[key] is not None]
-    sending = {row["a"] for row in candidates if row[key] > 0}
+    totals = {}
+    for row in candidates:
+        totals[row["a"]] = totals.get(row["a"], 0) + row[key]
+    sending = active_ends(totals)
     return {row["link"]: row[key] for row in candidates if row["a"] in sending}
 
 

@@ -59,7 +59,14 @@ clock values are ISO 8601 UTC::
                               "on_links": int,        # data frames sent on switch links and not received
                               "emulator": int,        # frames switch sockets dropped (the emulator fell behind)
                               "connectivity": int,    # on_links - queue_drops - emulator + no_detour
-                              "congestion": int}},    # queue_drops
+                              "congestion": int},     # queue_drops
+                    # frames lost by place (testbed/experiment/dsf_metrics.py; DSF places 0 without DSF)
+                    "drops_by_place": {"fabric_link_queue": int, "host_port": int, "link_down": int,
+                                       "voq_tail": int, "reassembly_timeout": int, "late_cell": int,
+                                       "bad_parameter": int, "no_reachability": int, "ttl": int,
+                                       "not_a_cell": int, "no_reachability_in_fabric": int,
+                                       "fabric": int,   # link queues + reassembly timeouts + no reach + ttl
+                                       "by_link": {"switch:port>neighbour": int}}},
       "failures": [{"index": int, "action": str, "target": str, "loss": float | null,
                     "planned_at_s": float, "applied_at_s": float | null, "apply_s": float | null,
                     "error": str | null,
@@ -91,7 +98,24 @@ clock values are ISO 8601 UTC::
                   # one-way delivery latency of stream packets (worst pair): the emulation's own delay
                   "latency": {"p50_ms": float, "p99_ms": float, "max_ms": float} | null},
       "timeline": {"bin_s": float, "t_s": [float], "mbps": [float]},
-      "files": {"results": "results.json", "link_load_csv": str | null, "plots": [str]}
+      "files": {"results": "results.json", "link_load_csv": str | null, "plots": [str]},
+      # runs on a DSF topology (any mode; VOQs and credits empty without the DSF programs)
+      "dsf": {"parameters": {dsf_* parameter: int}, "cell_bytes": int, "spray_policy": str,
+              "tiers": {"rdsw>fdsw": {"loads": {link: bytes}, "mmr": float | null}, ...},
+              "voq_depth": {"t_s": [float], "depth_pkts": {rdsw: [int]},
+                            "max": {"rdsw": str | null, "voq": int | null, "depth_pkts": int}},
+              "credits": {"t_s": [float], "grants_per_s": {"rdsw:port": [float]},
+                          "mean_grants_per_s": {"rdsw:port": float}},
+              "host_ports": [{"switch", "port", "host", "bytes", "mbps", "busy"}],   # busy: of capacity
+              "busy_window_s": [float, float],
+              "uplink_rates": {"t_s": [float], "bytes_per_s": {rdsw: [float]}},
+              "rate_changes": [{"failure_index", "at_s", "rdsw": {rdsw: {"before", "after", "ratio"}},
+                                "before", "after", "ratio"}],
+              "control": {"input_balanced", "ibm_seed", "withdrawals": {dest: [[adv, nbr, key]]},
+                          "failed_links", "nodes", "system_ports", "reactions": [...]},
+              "samples": int, "sample_errors": [str],
+              "switch_cpu": {switch: float},   # CPU share of one core each switch process used
+              "load_average": [float]}         # the machine's, at the end
     }
 
 Counters: ``out_of_sequence`` is the receivers' NIC-style OOS count (an
@@ -169,6 +193,25 @@ RESULTS_SCHEMA = {
     "files": {"results": str, "link_load_csv": OPT_STR, "plots": [str]},
 }
 
+DROPS_BY_PLACE_SCHEMA = {key: int for key in (
+    "fabric_link_queue", "host_port", "link_down", "voq_tail", "reassembly_timeout", "late_cell", "bad_parameter",
+    "no_reachability", "ttl", "not_a_cell", "no_reachability_in_fabric", "fabric")}
+DROPS_BY_PLACE_SCHEMA["by_link"] = dict
+
+DSF_SCHEMA = {
+    "parameters": dict, "cell_bytes": int, "spray_policy": str,
+    "tiers": dict,
+    "voq_depth": {"t_s": [NUMBER], "depth_pkts": dict, "max": {"rdsw": OPT_STR, "voq": OPT_INT, "depth_pkts": int}},
+    "credits": {"t_s": [NUMBER], "grants_per_s": dict, "mean_grants_per_s": dict},
+    "host_ports": [{"switch": str, "port": int, "host": str, "bytes": int, "mbps": NUMBER, "busy": NUMBER}],
+    "busy_window_s": [NUMBER],
+    "uplink_rates": {"t_s": [NUMBER], "bytes_per_s": dict},
+    "rate_changes": [{"failure_index": int, "at_s": NUMBER, "rdsw": dict, "before": NUMBER, "after": NUMBER,
+                      "ratio": OPT_NUMBER}],
+    "control": dict, "samples": int, "sample_errors": [str], "switch_cpu": dict, "load_average": [NUMBER],
+}
+"""The ``dsf`` section, present in the results of runs on a DSF topology."""
+
 STATUSES = ("ok", "error", "interrupted")
 
 
@@ -202,6 +245,21 @@ def check_schema(value, schema=RESULTS_SCHEMA, path="results"):
     if not isinstance(value, allowed):
         return [f"{path}: expected {'/'.join(t.__name__ for t in allowed)}, got {type(value).__name__}"]
     return []
+
+
+def check_optional_sections(record):
+    """Check the sections only some runs have (``dsf``, ``dataplane.drops_by_place``).
+
+    Returns:
+        list[str]: one line per problem.
+    """
+    problems = []
+    if "dsf" in record:
+        problems += check_schema(record["dsf"], DSF_SCHEMA, "results.dsf")
+    drops = record.get("dataplane", {}).get("drops_by_place")
+    if drops is not None:
+        problems += check_schema(drops, DROPS_BY_PLACE_SCHEMA, "results.dataplane.drops_by_place")
+    return problems
 
 
 def empty_summary():

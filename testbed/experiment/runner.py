@@ -19,6 +19,7 @@ from testbed.errors import EmulationError, TestbedError
 from testbed.experiment import analysis, overload, plots, results as results_module
 from testbed.experiment.counters import (dataplane_counters, link_loads, read_port_counters, receive_lag_delta,
                                         uplink_loads)
+from testbed.experiment.dsf_metrics import FabricRecorder, drops_by_place, ever_failed
 from testbed.experiment.failures import FailureScheduler
 from testbed.experiment.spec import ExperimentSpec, check_capabilities, load_spec
 from testbed.experiment.traffic_jobs import READY_TIMEOUT_S, TimeZero, TrafficJob
@@ -101,7 +102,7 @@ def run_experiment(spec, out_dir=None, target=None, progress=print, state_file=N
     os.makedirs(out_dir, exist_ok=True)
     record = _base_record(spec, target)
     wall_start = time.monotonic()
-    fabric = scheduler = None
+    fabric = scheduler = recorder = None
     readers = {}
     jobs = []
     failure = None
@@ -134,15 +135,24 @@ def run_experiment(spec, out_dir=None, target=None, progress=print, state_file=N
                 record["traffic_start_s"] = (t0_ns - time_zero.created_ns) / 1e9
                 fabric.controller.set_time_zero(t0_ns)
                 scheduler = FailureScheduler(fabric, spec.failures, t0_ns, progress)
+                if FabricRecorder.wanted(spec):  # counters over time on a DSF topology (any mode)
+                    recorder = FabricRecorder(spec, fabric, readers)
+                    recorder.start(t0_ns)
                 progress(f"[{spec.name}] running {len(jobs)} traffic entries and {len(spec.failures)} failures "
                          f"for {spec.duration_s:g} s (traffic ready after {record['traffic_start_s']:.1f} s)")
                 scheduler.start()
                 _wait_for_run(spec, fabric, jobs, t0_ns, progress)
                 end_ns = time.time_ns()
+                if recorder is not None:
+                    recorder.stop()
                 after = read_port_counters(readers, pipeline.p4info, skip=fabric.crashed)
                 record["dataplane"] = dataplane_counters(fabric, readers, pipeline.p4info, before, after)
                 record["dataplane"]["switch_receive_lag"] = receive_lag_delta(lag_before,
                                                                               fabric.network.receive_lag())
+                record["dataplane"]["drops_by_place"] = drops_by_place(
+                    fabric.topo.graph(), fabric.network.drop_counters(), readers,
+                    failed_pairs=ever_failed(spec.failures, scheduler.log, fabric.topo.graph()),
+                    skip=fabric.crashed)
                 errors = [f"traffic[{job.index}]: {job.error}" for job in jobs if job.error]
                 if errors:
                     raise ExperimentFailed("; ".join(errors))
@@ -161,10 +171,14 @@ def run_experiment(spec, out_dir=None, target=None, progress=print, state_file=N
             # teardown and writing the results must finish even if Ctrl-C is pressed again
             with signals_deferred():
                 controller = fabric.controller if fabric is not None else None
+                if recorder is not None:
+                    recorder.stop()
                 _teardown(scheduler, jobs, fabric, progress, spec.name)
                 end_ns = end_ns or time.time_ns()
                 try:
                     _fill_results(record, spec, fabric, scheduler, controller, jobs, before, after, end_ns)
+                    if recorder is not None:
+                        record["dsf"] = recorder.section(record, controller)
                 except Exception as error:  # noqa: BLE001 - keep what was recorded, say what failed
                     record["controller"]["notes"].append(f"analysis failed: {type(error).__name__}: {error}")
                     if record["status"] == "ok":
@@ -346,6 +360,11 @@ def write_outputs(record, out_dir):
             plot_files.append("throughput.png")
     except Exception as error:  # noqa: BLE001 - results.json matters more than a plot
         record["controller"]["notes"].append(f"plotting failed: {type(error).__name__}: {error}")
+    if record.get("dsf"):
+        try:
+            plot_files += plots.plot_dsf(record, out_dir)
+        except Exception as error:  # noqa: BLE001 - results.json matters more than a plot
+            record["controller"]["notes"].append(f"DSF plots failed: {type(error).__name__}: {error}")
     record["files"]["plots"] = plot_files
     results_module.write_json(record, os.path.join(out_dir, "results.json"))
     return record

@@ -6,9 +6,12 @@ A spec (every field but ``name`` and ``seed`` has a default)::
     seed: 7                             # required; every random choice derives from it
     topology: {kind: clos, params: {leaves: 2, spines: 2, hosts_per_leaf: 2}, shape_links: false}
     target: auto                        # auto | embedded | bmv2
-    mode: ecmp                          # ecmp | eecmp | spray | flowlet | pinning  (or program: PATH)
+    mode: ecmp                          # a mode of testbed/modes.py: ecmp | eecmp | spray | flowlet | pinning |
+                                        # f10 | fattree-local | portland | dsf  (or program: PATH)
     mode_params: {flowlet_interval_us: 500, hash_seed: 3}   # testbed/modes.py PARAMETERS: ranges, P4 tables
-    controller: {kind: static, detection_delay_ms: 50}   # static | none | osken | f10
+    controller: {kind: static, detection_delay_ms: 50}   # static | none | osken | f10 | dsf
+                                        # (a mode with its own controller, f10 or dsf, uses it; the
+                                        # others use this one, also in `testbed compare`)
                                         # f10 also: monitored_switches: [c0, a0_0] (probe only these)
     traffic:
       - {pattern: stream, hosts: [h1, h3, h2, h4], size_bytes: 65536, qps: 2,
@@ -53,6 +56,7 @@ from testbed import modes as mode_table
 from testbed.controllers.kinds import CONTROLLER_KINDS, DEFAULT_DETECTION_DELAY_MS
 from testbed.emulation.netem import netem_available
 from testbed.errors import ParameterError
+from testbed.p4.embedded_only import refuse_for_bmv2
 from testbed.targets import bmv2_available
 
 TARGETS = ("auto", "embedded", "bmv2")
@@ -122,6 +126,7 @@ class ControllerSpec:
     detection_delay_ms: float = DEFAULT_DETECTION_DELAY_MS
     detection_delay_given: bool = False  # the spec set it (a mode's default does not replace it)
     monitored_switches: Optional[List[str]] = None  # f10: probe only these switches (None: all)
+    requested_kind: Optional[str] = None  # the spec's kind, for modes without their own controller
 
     def options(self):
         """The controller's own options (:func:`testbed.controllers.kinds.make_controller`).
@@ -263,6 +268,10 @@ def _apply_mode(spec, mode):
         spec.topology.kind = mode.topology
     if mode.controller:
         spec.controller.kind = mode.controller
+    elif spec.controller.requested_kind:
+        spec.controller.kind = spec.controller.requested_kind  # not the kind a previous mode fixed
+    for name in mode.seeded_parameters:
+        spec.mode_params.setdefault(name, derive_seed(spec.seed, name))
     if mode.detection_delay_ms is not None and not spec.controller.detection_delay_given:
         spec.controller.detection_delay_ms = mode.detection_delay_ms
 
@@ -347,7 +356,7 @@ def _parse_topology(data):
 def _parse_controller(data):
     section = data.get("controller")
     if section is None:
-        return ControllerSpec()
+        return ControllerSpec(requested_kind="static")
     if isinstance(section, str):
         section = {"kind": section}
     section = _require_mapping(section, "controller")
@@ -359,7 +368,7 @@ def _parse_controller(data):
     if monitored is not None:
         if not isinstance(monitored, list) or not monitored or not all(isinstance(n, str) for n in monitored):
             raise SpecError("controller.monitored_switches", monitored, "must be a list of switch names")
-    return ControllerSpec(kind, float(delay), "detection_delay_ms" in section, monitored)
+    return ControllerSpec(kind, float(delay), "detection_delay_ms" in section, monitored, requested_kind=kind)
 
 
 def _parse_program(data, seed):
@@ -540,10 +549,19 @@ def check_capabilities(spec, target=None):
         spec: the parsed spec.
         target: the target the run uses (default: the spec's).
 
+    A program calling the embedded target's own externs (the DSF traffic manager) cannot
+    run on BMv2 and is refused naming them (:func:`testbed.p4.embedded_only.refuse_for_bmv2`).
+
     Raises:
-        SpecError: naming the failure entry.
+        SpecError: naming the failure entry, or ``target`` for an embedded-only program.
     """
     target = target or spec.target
+    if target == "bmv2" or (target == "auto" and bmv2_available()):
+        try:
+            refuse_for_bmv2(spec.program)
+        except ParameterError as error:
+            raise SpecError("target", target, f"cannot be bmv2 for this spec: {error.reason}",
+                            show_value=False) from None
     for index, failure in enumerate(spec.failures):
         if failure.action == "lossy_link" and lossy_link_mechanism(target) is None:
             raise SpecError(f"failures[{index}].action", failure.action,

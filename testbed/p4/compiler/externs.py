@@ -5,6 +5,7 @@ A mixin of :class:`testbed.p4.compiler.codegen.CodeGenerator`; it uses the gener
 """
 from testbed.errors import P4LoadError
 from testbed.p4.compiler.pycode import HASH_ALGORITHMS, attr, varbit_length_attr
+from testbed.p4.compiler.target_externs import TARGET_EXTERNS, emit_target_extern
 from testbed.p4.frontend import types as T
 from testbed.p4.v1model import runtime as RT
 
@@ -222,6 +223,8 @@ class ExternsMixin:
             need(1)
             attribute = "resubmit_field_list" if name == "resubmit" else "recirculate_field_list"
             out.line(f"P.{attribute} = {self._synthetic_field_list(args[0], scope, fn)}")
+        elif name in TARGET_EXTERNS:
+            emit_target_extern(self, name, call, scope, fn)  # the embedded target's own externs (DSF)
         else:
             raise self.error(call, f"unsupported construct: extern function {name}")
 

@@ -20,6 +20,12 @@ Two modes: :meth:`Device.process` runs a frame through the whole pipeline
 synchronously; :meth:`Device.receive` / :meth:`Device.transmit_ready` put the
 traffic manager's per-port queues (rate, depth, priorities) between ingress and
 egress so queue depths and delays are real.
+
+Target extensions: a program calling the embedded target's own externs
+(``@embedded_only``: the DSF traffic manager of p4src/include/dsf.p4) has
+them carried out at the end of ingress by :attr:`Device.dsf` (created on the
+first call); the frames it makes enter ingress again on its internal ports,
+in :meth:`Device.transmit_ready` (queued mode) or :meth:`Device.process`.
 """
 import random
 import threading
@@ -27,6 +33,7 @@ import time
 from collections import deque
 
 from testbed.p4.v1model import runtime as RT
+from testbed.p4.v1model.dsf.engine import DSFTrafficManager
 from testbed.p4.v1model.packet_generator import PacketGenerator
 from testbed.p4.v1model.traffic_manager import DEFAULT_DEPTH_PACKETS, TrafficManager
 
@@ -104,6 +111,7 @@ class Device:
         self._start_ns = clock_ns()  # time zero of the pipeline's timestamps (as BMv2: since start)
         self.tm = TrafficManager(clock_ns=clock_ns)
         self.packet_generator = packet_generator or PacketGenerator(clock_ns)
+        self.dsf = None  # the DSF traffic manager, once the program calls its externs
         self._stats = {}
         self._lock = threading.RLock()
         self.raise_errors = raise_errors
@@ -135,6 +143,9 @@ class Device:
                 while egress_queue and self.halted is None:
                     job = egress_queue.popleft()
                     self._run_egress(job, outputs, pending, egress_queue, None)
+                if not pending and self.dsf is not None:
+                    pending.extend((port, made, RT.PKT_INSTANCE_TYPE_NORMAL, None, 0)
+                                   for port, made in self.dsf.due(self.clock_ns()))
             return outputs
 
     def receive(self, ingress_port, frame):
@@ -157,6 +168,7 @@ class Device:
         with self._lock:
             for port, frame in self.packet_generator.due(now_ns):
                 self.receive(port, frame)
+            self._receive_extension_frames(now_ns)
             outputs = []
             if self.halted is not None:
                 return outputs
@@ -180,7 +192,35 @@ class Device:
     def next_departure_ns(self):
         """When :meth:`transmit_ready` will next have work (None: queues empty and no generator frame due)."""
         times = [t for t in (self.tm.next_departure_ns(), self.packet_generator.next_due_ns()) if t is not None]
+        if self.dsf is not None:
+            due = self.dsf.next_event_ns()
+            if due is not None:
+                times.append(due)
         return min(times) if times else None
+
+    def _receive_extension_frames(self, now_ns):
+        """Queued mode: run the DSF traffic manager's timers and feed the frames it made to ingress."""
+        if self.dsf is None:
+            return
+        now = self.clock_ns() if now_ns is None else now_ns
+        for _ in range(MAX_PASSES):  # cells may trigger more (a grant releases data cells)
+            frames = self.dsf.due(now)
+            if not frames:
+                return
+            for port, frame in frames:
+                self.receive(port, frame)
+
+    def _extension_takes(self, P, hdr, meta):
+        """Carry out the packet's calls of the target's own externs; True when one took the packet."""
+        if self.dsf is None:
+            self.dsf = DSFTrafficManager(self.state, self.on_log)
+
+        def packet_bytes():
+            self._compute(P, hdr, meta)
+            out = []
+            self._deparser(P, out, hdr)
+            return b"".join(out) + P.payload
+        return self.dsf.handle(P.extern_requests, packet_bytes, P.payload, P.now_ns)
 
     def set_queue(self, port, rate_pps=None, rate_bps=None, depth_packets=DEFAULT_DEPTH_PACKETS, priorities=1):
         """Configure the egress queue of ``port`` (see TrafficManager.set_queue)."""
@@ -262,6 +302,13 @@ class Device:
         except Exception as error:  # a fault of the generated code must not stop the switch
             self._internal_error("ingress", port, error)
             return []
+        if P.extern_requests is not None:
+            try:
+                if self._extension_takes(P, hdr, meta):
+                    return []
+            except Exception as error:  # a fault of the extension must not stop the switch
+                self._internal_error("target extension", port, error)
+                return []
         jobs = []
         if P.clone_session is not None:
             jobs.extend(self._i2e_clones(P, frame, meta, port, passes))

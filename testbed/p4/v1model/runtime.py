@@ -46,10 +46,14 @@ class PacketContext:
         now_ns: the device clock when the packet entered the block.
         log: callable(str) for log_msg, or None.
         sm: the packet's standard_metadata object.
+        extern_requests: None, or a tuple of ``(name, arguments)``: calls of the embedded target's
+            own externs (``@embedded_only``, e.g. the DSF traffic manager), carried out by the
+            device at the end of ingress.
     """
 
     __slots__ = ("payload", "digests", "clone_session", "clone_field_list", "resubmit_field_list",
-                 "recirculate_field_list", "truncate_length", "meter_color", "now_ns", "log", "parser_offset", "sm")
+                 "recirculate_field_list", "truncate_length", "meter_color", "now_ns", "log", "parser_offset", "sm",
+                 "extern_requests")
 
     def __init__(self, sm, now_ns=0, log=None):
         self.sm = sm
@@ -64,6 +68,7 @@ class PacketContext:
         self.now_ns = now_ns
         self.log = log
         self.parser_offset = 0
+        self.extern_requests = None
 
 
 class HeaderStack:

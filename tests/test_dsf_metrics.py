@@ -1,0 +1,126 @@
+"""The fabric measurements of a run (testbed/experiment/dsf_metrics.py) on hand-made counters and samples."""
+from types import SimpleNamespace
+
+import pytest
+
+from testbed.experiment import dsf_metrics as M
+from testbed.experiment.results import DSF_SCHEMA, DROPS_BY_PLACE_SCHEMA, check_schema
+from testbed.topologies.registry import make_topology
+
+
+def graph():
+    return make_topology("dsf", clusters=1, rdsw_per_cluster=2, fdsw_per_cluster=2, sdsw=0, hosts_per_rdsw=1,
+                         hosts_link_mbps=10, fabric_link_mbps=4).graph()
+
+
+class Counters:
+    """A session serving fixed counter cells."""
+
+    def __init__(self, cells):
+        self.cells = cells
+
+    def read_counter(self, name, index=None):
+        if name not in self.cells:
+            raise KeyError(name)
+        return self.cells[name]
+
+
+def row(a, a_port, b, b_port, forward, backward):
+    return {"link": f"{a}:{a_port}-{b}:{b_port}", "a": a, "a_port": a_port, "b": b, "b_port": b_port,
+            "a_to_b_bytes": forward, "b_to_a_bytes": backward}
+
+
+def test_drops_are_placed_by_the_link_they_happened_on():
+    g = graph()  # rdsw0 ports: 1 host, 2 fdsw0, 3 fdsw1; fdsw0 ports: 1 rdsw0, 2 rdsw1
+    port_drops = {"rdsw0": {1: {"tx_errors": 3}, 2: {"tx_errors": 5}, 3: {"tx_errors": 7}},
+                  "fdsw0": {2: {"tx_errors": 11}}}
+    clients = {"rdsw1": Counters({"dsf_drops": {0: (2, 0), 1: (13, 0), 2: (1, 0)},
+                                  "MyIngress.dsf_fabric_drops": {0: (4, 0)}}),
+               "fdsw0": Counters({"MyIngress.dsf_fabric_drops": {0: (17, 0), 1: (19, 0)}})}
+    places = M.drops_by_place(g, port_drops, clients, failed_pairs=[("rdsw0", "fdsw1")])
+    assert (places["host_port"], places["fabric_link_queue"], places["link_down"]) == (3, 5 + 11, 7)
+    assert (places["voq_tail"], places["reassembly_timeout"], places["late_cell"]) == (2, 13, 1)
+    assert (places["no_reachability"], places["no_reachability_in_fabric"], places["ttl"]) == (21, 17, 19)
+    assert places["fabric"] == 16 + 13 + 17 + 19
+    assert places["by_link"] == {"fdsw0:2>rdsw1": 11, "rdsw0:1>h1": 3, "rdsw0:2>fdsw0": 5, "rdsw0:3>fdsw1": 7}
+    assert check_schema(places, DROPS_BY_PLACE_SCHEMA) == []
+
+
+def test_tier_loads_leave_out_the_control_cells_of_a_receiver():
+    g = graph()
+    rows = [row("rdsw0", 2, "fdsw0", 1, 1000, 0), row("rdsw0", 3, "fdsw1", 1, 1040, 0),
+            row("rdsw1", 2, "fdsw0", 2, 10, 1000), row("rdsw1", 3, "fdsw1", 2, 0, 1040)]
+    tiers = M.tier_loads(g, rows)
+    assert sorted(tiers["rdsw>fdsw"]["loads"]) == ["rdsw0:2>fdsw0", "rdsw0:3>fdsw1"]  # rdsw1's 10 bytes: grants
+    assert tiers["rdsw>fdsw"]["mmr"] == pytest.approx(1040 / 1020)
+    assert tiers["fdsw>rdsw"]["mmr"] == pytest.approx(1040 / 1020)
+
+
+def sample(t, counters, times=None):
+    return {"t_s": t, "times": times or {}, "counters": counters}
+
+
+def test_voq_depth_credits_and_host_port_busy_from_samples():
+    g = graph()
+    samples = []
+    for second in range(4):
+        samples.append(sample(float(second), {
+            "rdsw0": {"dsf_voq_enqueued": {8: [100 * second, 0]}, "dsf_voq_dequeued": {8: [60 * second, 0]},
+                      "MyEgress.egress_port_counter": {2: [0, 250_000 * second], 3: [0, 250_000 * second]}},
+            "rdsw1": {"dsf_credit_granted": {1: [50 * second, 0]},
+                      "MyEgress.egress_port_counter": {1: [0, 1_000_000 * second]}}}))
+    depth = M.voq_depths(samples, ["rdsw0", "rdsw1"])
+    assert depth["depth_pkts"] == {"rdsw0": [0, 40, 80, 120]} and depth["max"]["depth_pkts"] == 120
+    credits = M.credit_rates(samples, ["rdsw0", "rdsw1"])
+    assert credits["grants_per_s"] == {"rdsw1:1": [50.0, 50.0, 50.0]}
+    busy = M.host_port_busy(g, samples, 0.0, 3.0)
+    assert busy[0]["host"] == "h2" and busy[0]["busy"] == pytest.approx(0.8)  # 8 Mbit/s of 10
+    uplinks = M.uplink_rates(g, samples)
+    assert uplinks["bytes_per_s"] == {"rdsw0": [500_000.0] * 3}
+
+
+def test_a_switch_is_timed_by_when_its_counters_were_read():
+    g = graph()
+    samples = [sample(0.0, {"rdsw1": {"MyEgress.egress_port_counter": {1: [0, 0]}}}, {"rdsw1": 0.5}),
+               sample(1.0, {"rdsw1": {"MyEgress.egress_port_counter": {1: [0, 1_000_000]}}}, {"rdsw1": 1.5}),
+               sample(2.0, {"rdsw1": {"MyEgress.egress_port_counter": {1: [0, 2_000_000]}}}, {"rdsw1": 2.0})]
+    busy = M.host_port_busy(g, samples, 0.0, 3.0)
+    assert busy[0]["busy"] == pytest.approx(2_000_000 * 8 / 1.5 / 10e6)
+
+
+def test_rate_changes_compare_the_traffic_before_and_after_each_failure():
+    uplinks = {"t_s": [0.5, 1.5, 2.5, 3.5, 4.5, 5.5, 6.5],
+               "bytes_per_s": {"rdsw0": [0, 100, 100, 100, 50, 50, 50], "rdsw1": [0, 100, 100, 40, 50, 50, 0],
+                               "rdsw2": [0, 2, 2, 2, 2, 2, 2]}}  # a receiver's grants
+    failures = [{"index": 0, "applied_at_s": 3.2}]
+    change, = M.rate_changes(uplinks, failures, window=(1.0, 6.0), settle_s=0.5)
+    assert change["rdsw"]["rdsw0"]["ratio"] == pytest.approx(0.5) and "rdsw2" not in change["rdsw"]
+    assert change["before"] == pytest.approx(200) and change["after"] == pytest.approx(100)
+    assert change["ratio"] == pytest.approx(0.5)
+
+
+def test_the_traffic_window_starts_a_second_after_the_last_sender_really_started():
+    spec = SimpleNamespace(traffic=[SimpleNamespace(start_s=0.0, duration_s=6.0),
+                                    SimpleNamespace(start_s=0.0, duration_s=6.0)], duration_s=7.0)
+    assert M.traffic_window(spec, [{"started_at_s": 2.5}, {"started_at_s": 3.0}]) == (4.0, 8.5)
+
+
+def test_failed_links_during_a_run_include_a_crashed_switch_s_links():
+    g = graph()
+    failures = [SimpleNamespace(link=("rdsw0", "fdsw0"), switch=None),
+                SimpleNamespace(link=None, switch="fdsw1"), SimpleNamespace(link=("rdsw1", "fdsw0"), switch=None)]
+    log = [{"applied_at_s": 1.0}, {"applied_at_s": 2.0}, {"applied_at_s": None}]
+    assert M.ever_failed(failures, log, g) == {frozenset(("rdsw0", "fdsw0")), frozenset(("fdsw1", "rdsw0")),
+                                               frozenset(("fdsw1", "rdsw1"))}
+
+
+def test_the_dsf_section_fits_its_schema():
+    g = graph()
+    spec = SimpleNamespace(traffic=[SimpleNamespace(start_s=0.0, duration_s=2.0)], duration_s=3.0,
+                           mode_params={"dsf_cell_bytes": 256})
+    record = {"links": [row("rdsw0", 2, "fdsw0", 1, 10, 0)], "failures": [], "traffic": [{"started_at_s": 0.1}]}
+    samples = [sample(0.0, {}), sample(1.0, {})]
+    section = M.dsf_section(spec, g, record, samples, SimpleNamespace(dsf={"ibm_seed": 3}))
+    section.update(sample_errors=[], switch_cpu={}, load_average=[0.0, 0.0, 0.0])
+    assert check_schema(section, DSF_SCHEMA) == []
+    assert section["cell_bytes"] == 256 and section["control"] == {"ibm_seed": 3}
