@@ -320,9 +320,10 @@ def make_controller(kind, detection_delay_ms=DEFAULT_DETECTION_DELAY_MS, **optio
         # imported here: the F10 controller builds on StaticController of this module
         from testbed.controllers.f10.controller import F10Controller
 
-        extra = sorted(set(options) - {"monitored_switches"})
+        extra = sorted(set(options) - {"monitored_switches", "rescheduler_epoch_ms", "recovered_holddown_ms"})
         if extra:
-            raise ParameterError("controller_options", extra, "monitored_switches for the f10 controller")
+            raise ParameterError("controller_options", extra, "monitored_switches, rescheduler_epoch_ms, "
+                                 "recovered_holddown_ms for the f10 controller")
         return F10Controller(detection_delay_ms, **options)
     if options:
         raise ParameterError("controller_options", sorted(options), "none for the static and none controllers")
