@@ -15,6 +15,7 @@ P4Runtime (CounterEntry MODIFY), time by a clock the test moves.  With Mininet
 (marked ``mininet``): a k=4 AB FatTree in F10 mode with the rescheduler on.
 """
 import contextlib
+import doctest
 import os
 import sys
 import time
@@ -22,8 +23,10 @@ import time
 import pytest
 
 import testbed.p4src
+from testbed.controllers.f10 import load_estimate, rescheduler_options, weighted_groups
 from testbed.controllers.f10.controller import F10Controller
 from testbed.controllers.f10.rescheduler_app import EGRESS_COUNTER, start_rescheduler
+from testbed.controllers.f10.weighted_groups import GroupTable, plan_groups
 from testbed.controllers.fabric_programmer import FabricProgrammer
 from testbed.controllers.kinds import Failure, make_controller
 from testbed.controllers.routing import is_host, port_toward
@@ -100,6 +103,36 @@ def add_sent_bytes(programmer, switch, neighbor, nbytes):
     index = port(programmer.graph, switch, neighbor)
     packets, current = client.read_counter(EGRESS_COUNTER, index)
     client.write_counter(EGRESS_COUNTER, index, packets=packets + 1, nbytes=current + nbytes)
+
+
+@pytest.mark.parametrize("module", [load_estimate, weighted_groups, rescheduler_options])
+def test_module_doctests(module):
+    assert doctest.testmod(module).failed == 0
+
+
+def test_group_plans_keep_the_majority_move_the_others_and_write_nothing_when_nothing_changes():
+    table = GroupTable(routes={"a": 1, "b": 1, "c": 1}, groups={1: {4: 1, 5: 1}, 7: {4: 1}}, next_id=8)
+    # b and c need member 5 only: group 1 keeps them; a moves to group 7 (unused, rewritten first)
+    plan = plan_groups(table, {"a": {4: 1, 5: 1}, "b": {5: 1}, "c": {5: 1}})
+    assert (plan.fresh, plan.moves, plan.reweighted) == ([(7, {4: 1, 5: 1}, False)], [("a", 7)], [(1, {5: 1})])
+    assert plan.updates() == 3 and plan.table.next_id == 8
+    # the same weights again: nothing to write
+    again = plan_groups(plan.table, {"a": {4: 1, 5: 1}, "b": {5: 1}, "c": {5: 1}})
+    assert again.updates() == 0 and again.table.routes == plan.table.routes
+    # equal weights for all: group 1 is rewritten in place, nobody moves
+    back = plan_groups(plan.table, {"a": {4: 1, 5: 1}, "b": {4: 1, 5: 1}, "c": {4: 1, 5: 1}})
+    assert (back.fresh, back.moves, back.reweighted) == ([], [], [(1, {4: 1, 5: 1})])
+    # a destination moves only to a group whose weights are already its own when it moves:
+    # c joins group 7 (unchanged), not group 1 (rewritten after the moves)
+    table = GroupTable(routes={"a": 1, "b": 1, "c": 2, "d": 7}, groups={1: {4: 1}, 2: {4: 1}, 7: {5: 1}},
+                       next_id=8)
+    plan = plan_groups(table, {"a": {5: 1}, "b": {5: 1}, "c": {5: 1}, "d": {5: 1}})
+    assert (plan.fresh, plan.moves, plan.reweighted) == ([], [], [(1, {5: 1}), (2, {5: 1})])
+    plan = plan_groups(table, {"a": {5: 1}, "b": {5: 1}, "c": {4: 1, 5: 1}, "d": {4: 1}})
+    assert plan.moves == [] and plan.reweighted == [(1, {5: 1}), (2, {4: 1, 5: 1}), (7, {4: 1})]
+    table.routes["e"] = 2
+    plan = plan_groups(table, {"a": {5: 1}, "b": {5: 1}, "c": {4: 1}, "d": {5: 1}, "e": {5: 1}})
+    assert plan.moves == [("e", 7)] and plan.reweighted == [(1, {5: 1})] and plan.fresh == []
 
 
 def test_weights_follow_the_residual_capacity_left_by_the_measured_flow(clos):
@@ -194,7 +227,8 @@ def test_epochs_run_by_themselves_every_epoch(clos):
             time.sleep(0.05)
         rows = context.epochs()
         assert len(rows) >= 3 and all(row["errors"] == [] for row in rows)
-        assert all(b["time_ns"] - a["time_ns"] >= 0.09e9 for a, b in zip(rows, rows[1:]))
+        # epoch k starts no earlier than k epochs after the timer started (the first may start late)
+        assert rows[-1]["time_ns"] - rows[0]["time_ns"] >= (len(rows) - 2) * 0.1e9
     count = len(context.epochs())
     time.sleep(0.3)
     assert len(context.epochs()) == count  # stopped
@@ -234,12 +268,14 @@ def test_the_f10_controller_takes_the_rescheduler_options(clos):
 def test_weights_change_after_an_agg_core_failure_and_traffic_flows(fabric_factory):
     fabric = fabric_factory("abfattree", k=4, program="f10", target="embedded", controller="f10",
                             controller_options={"rescheduler_epoch_ms": 300, "recovered_holddown_ms": 1000})
-    controller = fabric.controller
-    # a0_0 (pod 0) loses its link to core c0: aggregation switches of the other pods that reach pod 0
-    # through c0 must stop using c0 for pod 0 (and keep it for the other pods)
-    remote = [a for a in ("a1_0", "a1_1", "a2_0", "a2_1", "a3_0", "a3_1") if fabric.topo.graph().has_edge(a, "c0")]
-    assert remote
-    assert all(weights_toward(controller.programmer, a, "h1").get("c0") == 1 for a in remote)
+    controller, graph = fabric.controller, fabric.topo.graph()
+    pod0 = {"h1", "h2", "h3", "h4"}
+    # a0_0 (pod 0) loses its link to core c0: the aggregation switches of the other pods that reach
+    # pod 0 through c0 must stop sending pod 0's traffic to c0, and keep c0 for the other pods
+    remote = [a for a in ("a1_0", "a1_1", "a2_0", "a2_1", "a3_0", "a3_1") if graph.has_edge(a, "c0")]
+    assert len(remote) == 3
+    assert all("c0" in weights_toward(controller.programmer, a, "h1") for a in remote)
+    failed_link = ("a0_0", port(graph, "a0_0", "c0"), "c0", port(graph, "c0", "a0_0"))
     failed_at = {}
 
     def fail():
@@ -248,16 +284,30 @@ def test_weights_change_after_an_agg_core_failure_and_traffic_flows(fabric_facto
 
     report = fabric.stream([("h5", "h1"), ("h9", "h2"), ("h13", "h3"), ("h1", "h6")], duration=3.0,
                            events=[(1.0, fail)], qps=1, rate_mbps=1.0, mtu=512)
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline and not [r for r in controller.reschedules if r["time_ns"] > failed_at["ns"]]:
-        time.sleep(0.1)
-    after = [row for row in controller.reschedules if row["time_ns"] > failed_at["ns"]]
-    assert after, controller.rescheduler.epochs()[-3:]
+    epochs = controller.rescheduler.epochs()
+    assert all(not row["errors"] for row in epochs)
+    # the first epoch that knows of the failure (the detectors may report other, false, failures on a
+    # loaded machine: the rows of that epoch are checked, not only the state at the end)
+    first = next(row for row in epochs if failed_link in row["failed_links"])
+    rows = [row for row in controller.reschedules if row["epoch"] == first["epoch"]]
     for a in remote:
-        assert "c0" not in weights_toward(controller.programmer, a, "h1")
-        assert weights_toward(controller.programmer, a, "h9" if not a.startswith("a2") else "h13").get("c0")
-    assert "c0" not in weights_toward(controller.programmer, "a0_0", "h9")
-    assert all(not row["errors"] for row in controller.rescheduler.epochs())
-    # traffic still flows: every stream delivered packets after the failure, and every pair answers
+        moved = [row for row in rows if row["switch"] == a and row["moved"]]
+        assert [set(row["moved"]) for row in moved] == [pod0], rows
+        assert not [key for key in moved[0]["new"] if key.endswith(":c0")], moved
+        assert "c0" not in weights_toward(controller.programmer, a, "h1")  # still failed at the end
+    (up,) = [row for row in rows if row["switch"] == "a0_0"]
+    assert list(up["new"]) == [f"{port(graph, 'a0_0', 'c1')}:c1"] and not up["moved"]
+    after = [row for row in controller.reschedules if row["time_ns"] > failed_at["ns"]]
+
+    def median_ms(key):
+        return 1000 * sorted(row[key] for row in epochs)[len(epochs) // 2]
+
+    print(f"rescheduler: {len(epochs)} epochs of 300 ms, median duration {median_ms('duration_s'):.0f} ms (reading "
+          f"{median_ms('read_s'):.0f}, placing {median_ms('compute_s'):.0f}, writing {median_ms('write_s'):.0f});"
+          f" failure in the epoch {(first['time_ns'] - failed_at['ns']) / 1e6:.0f} ms after it;"
+          f" {len(after)} group actions, {sum(r['entries_written'] for r in after)} updates after it; "
+          f"stream: {report['lost_packets']} of {report['sent_packets']} packets lost, recovery {report['recovery']}")
+    # traffic still flows: the streams recovered within the run, and every pair answers
     assert report["sent_packets"] > 0 and report["lost_packets"] < report["sent_packets"] * 0.2, report
+    assert report["recovery"] is None or report["recovery"]["seconds"] < 1.5, report["recovery"]
     assert fabric.unreachable_pairs() == []

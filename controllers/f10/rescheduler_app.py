@@ -46,11 +46,13 @@ rescheduler runs per process (os-ken registers apps by name process-wide).
 import logging
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 from os_ken.base import app_manager
 from os_ken.controller import event
 from os_ken.controller.handler import set_ev_cls
 from os_ken.lib import hub
+from p4.v1 import p4runtime_pb2
 
 from testbed.controllers.f10.load_estimate import fabric_ports, link_loads, tor_flows
 from testbed.controllers.f10.rescheduler_options import DEFAULT_RECOVERED_HOLDDOWN_MS, rescheduler_options
@@ -61,6 +63,7 @@ from testbed.errors import TestbedError
 
 LOG = logging.getLogger("testbed.controllers.f10.rescheduler_app")
 EGRESS_COUNTER = "MyEgress.egress_port_counter"  # p4src/f10.p4
+READ_WORKERS = 8  # switches whose counters are read at the same time
 
 
 class EventEpoch(event.EventBase):
@@ -195,6 +198,7 @@ class F10RescheduleApp(app_manager.OSKenApp):
         self.groups = {}  # switch -> SwitchGroups (read again after a failed write)
         self.sample = None  # (clock, {switch: {port: bytes}})
         self.epoch = 0
+        self.pool = ThreadPoolExecutor(max_workers=READ_WORKERS, thread_name_prefix="f10-rescheduler-read")
         self._stopping = threading.Event()
 
     def start(self):
@@ -206,6 +210,7 @@ class F10RescheduleApp(app_manager.OSKenApp):
         """Stop the timer, then the event loop (after the events already queued)."""
         self._stopping.set()
         super().stop()
+        self.pool.shutdown(wait=True)
 
     def _tick(self):
         """Send an epoch event every ``epoch_s`` (an epoch that overruns delays the next)."""
@@ -248,25 +253,28 @@ class F10RescheduleApp(app_manager.OSKenApp):
     def _epoch(self, ev):
         """One epoch; its errors are recorded, never raised (os-ken's threads would hide them)."""
         self.epoch += 1
-        started, wall_ns = self.context.clock(), time.time_ns()
-        row = {"epoch": self.epoch, "time_ns": wall_ns, "errors": []}
+        clock, graph = self.context.clock, self.context.programmer.graph
+        started = clock()
+        row = {"epoch": self.epoch, "time_ns": time.time_ns(), "errors": []}
         actions = []
         try:
             failed, held = self._update_links(started)
-            sample = self._read_counters(row["errors"])
-            loads = {}
-            if self.sample is not None and started > self.sample[0]:
-                loads = link_loads(self.context.programmer.graph, self.sample[1], sample, started - self.sample[0])
-                row["interval_s"] = started - self.sample[0]
+            sample, previous = self._read_counters(row["errors"]), self.sample
             self.sample = (started, sample)
-            flows = tor_flows(self.context.programmer.graph, loads)
-            graph = self.context.programmer.graph
+            loads = {}
+            if previous is not None and started > previous[0]:
+                row["interval_s"] = started - previous[0]
+                loads = link_loads(graph, previous[1], sample, row["interval_s"])
+            read = clock()
+            flows = tor_flows(graph, loads)
             schedule = place_flows_greedy(graph, flows, sorted(failed), sorted(held))
             weights = ecmp_weights(graph, schedule.residual, sorted(failed | held), (),
                                    max_weight=self.context.max_weight)
+            computed = clock()
             for switch in sorted(set(self.context.programmer.clients) - self.crashed):
                 actions += self._reweight(switch, weights.get(switch, {}), failed, row["errors"])
-            row.update(flows=len(flows), offered_mbps=sum(f.rate for f in flows), unplaced=schedule.unplaced,
+            row.update(read_s=read - started, compute_s=computed - read, write_s=clock() - computed,
+                       flows=len(flows), offered_mbps=sum(flow.rate for flow in flows), unplaced=schedule.unplaced,
                        paths={name: [hop.node for hop in path][1:] for name, path in sorted(schedule.paths.items())},
                        failed_links=sorted(failed), held_down=sorted(held),
                        link_loads_mbps={f"{sender}>{_other(link, sender)}": mbps
@@ -276,23 +284,35 @@ class F10RescheduleApp(app_manager.OSKenApp):
             LOG.exception("rescheduling epoch %d failed", self.epoch)
             row["errors"].append(f"{type(error).__name__}: {error}")
         finally:
-            row["duration_s"] = self.context.clock() - started
+            row["duration_s"] = clock() - started
             self.context.record(row, actions)
             if ev.done is not None:
                 ev.done.set()
 
     def _read_counters(self, errors):
-        """``{switch: {fabric port: bytes sent}}`` of the switches that answered."""
+        """``{switch: {fabric port: bytes sent}}`` of the switches that answered (all read at once)."""
+        switches = [s for s in sorted(self.context.programmer.clients) if s not in self.crashed and s in self.ports]
         sample = {}
-        for switch, client in sorted(self.context.programmer.clients.items()):
-            if switch in self.crashed:
-                continue
-            try:
-                cells = client.read_counter(EGRESS_COUNTER)
-                sample[switch] = {port: cells[port][1] for port in self.ports.get(switch, {}) if port in cells}
-            except Exception as error:  # noqa: BLE001 - a dead switch must not stop the epoch
-                errors.append(f"{switch}: reading {EGRESS_COUNTER}: {error}")
+        for switch, cells in zip(switches, self.pool.map(self._read_switch, switches)):
+            if isinstance(cells, Exception):
+                errors.append(f"{switch}: reading {EGRESS_COUNTER}: {cells}")
+            else:
+                sample[switch] = cells
         return sample
+
+    def _read_switch(self, switch):
+        """The egress byte counts of a switch's fabric ports, in one Read (the error, if it failed)."""
+        client = self.context.programmer.clients[switch]
+        try:
+            counter_id = client.index.by_name("counters", EGRESS_COUNTER).preamble.id
+            entities = []
+            for port in sorted(self.ports[switch]):
+                entities.append(p4runtime_pb2.Entity())
+                entities[-1].counter_entry.counter_id = counter_id
+                entities[-1].counter_entry.index.index = port
+            return {e.counter_entry.index.index: e.counter_entry.data.byte_count for e in client.read(entities)}
+        except Exception as error:  # noqa: BLE001 - a dead switch must not stop the epoch
+            return error
 
     def _reweight(self, switch, weights, failed, errors):
         """Write one switch's new group weights; returns its action rows."""

@@ -6,11 +6,9 @@ shared action-selector group, each member of weight 1.  F10's weights are per
 destination (seed 002, section 6.1): when the link from core ``c0`` into pod 0
 fails, an aggregation switch of another pod must stop sending pod 0's traffic
 to ``c0`` while it keeps using ``c0`` for the other pods.  So destinations that
-share a group may come to need different weights.  :func:`plan_groups` keeps
-every destination on the group it uses when that group can carry the weights
-it needs, and otherwise moves it to a group that carries them: an unused group
-(written again), else a new one.  A group's weights become those most of its
-destinations need.
+share a group may come to need different weights.  :func:`plan_groups` gives
+every group the weights most of its destinations need, and moves each other
+destination to a group that carries its weights.
 
 Writes come in three steps, each one P4Runtime Write batch after the other
 (P4Runtime does not order the updates of one batch): groups no entry uses yet
@@ -119,6 +117,12 @@ def _key(weights):
 def plan_groups(table, desired):
     """Plan the writes that give each destination the group weights it needs.
 
+    Every group keeps the weights most of its destinations need (ties: its
+    current weights, then the smallest); those destinations stay.  Each other
+    destination moves to a group that already carries its weights when it
+    moves: one whose weights stay as they are, else a group no entry uses (an
+    unused one rewritten, else a new one), written before the moves.
+
     Args:
         table: the switch's :class:`GroupTable`.
         desired: ``{destination: {member id: weight}}``; a destination left out keeps
@@ -141,31 +145,33 @@ def plan_groups(table, desired):
     users = {}
     for dest, group in sorted(table.routes.items()):
         users.setdefault(group, []).append(dest)
-    home = {}  # weights key -> group id carrying it
-    kept = {}  # group id -> weights key it keeps carrying
+    kept = {}  # group id -> the weights (key) it keeps for most of its destinations
     for group, dests in sorted(users.items()):
-        current = _key(table.groups[group])
-        counts = Counter(key[dest] for dest in dests)
-        for wanted in sorted(counts, key=lambda k: (-counts[k], k != current, k)):
-            if wanted not in home:
-                home[wanted], kept[group] = group, wanted
-                break
+        current, counts = _key(table.groups[group]), Counter(key[dest] for dest in dests)
+        kept[group] = min(counts, key=lambda k: (-counts[k], k != current, k))
     groups = {group: dict(weights) for group, weights in table.groups.items()}
+    ready = {}  # weights key -> a group carrying it when the entries move
+    for group, wanted in sorted(kept.items()):
+        if wanted == _key(groups[group]):
+            ready.setdefault(wanted, group)
     free = sorted(group for group in table.groups if group not in users)
-    plan, next_id = GroupPlan(), table.next_id
+    plan, next_id, routes = GroupPlan(), table.next_id, dict(table.routes)
     for dest in sorted(table.routes):
-        if key[dest] in home:
+        wanted = key[dest]
+        if wanted == kept[table.routes[dest]]:
             continue
-        if free:
-            group, inserted = free.pop(0), False
-        else:
-            group, inserted, next_id = next_id, True, next_id + 1
-        home[key[dest]] = group
-        if inserted or _key(groups[group]) != key[dest]:
-            plan.fresh.append((group, dict(key[dest]), inserted))
-        groups[group] = dict(key[dest])
-    routes = {dest: home[key[dest]] for dest in table.routes}
-    plan.moves = [(dest, routes[dest]) for dest in sorted(routes) if routes[dest] != table.routes[dest]]
+        if wanted not in ready:
+            same = [group for group in free if _key(groups[group]) == wanted]
+            if same or free:
+                group, inserted = (same or free)[0], False
+                free.remove(group)
+            else:
+                group, inserted, next_id = next_id, True, next_id + 1
+            if inserted or _key(groups[group]) != wanted:
+                plan.fresh.append((group, dict(wanted), inserted))
+            groups[group], ready[wanted] = dict(wanted), group
+        routes[dest] = ready[wanted]
+        plan.moves.append((dest, ready[wanted]))
     for group, wanted in sorted(kept.items()):
         if _key(groups[group]) != wanted:
             plan.reweighted.append((group, dict(wanted)))
