@@ -133,12 +133,31 @@ class RescheduleContext:
             self._actions.extend(actions)
 
     def actions(self):
-        """Every action so far (rows for results.json)."""
+        """Every action so far (rows for results.json).
+
+        Returns:
+            list: one dict per group written or given entries in an epoch: ``epoch``,
+            ``time_ns`` (wall clock, after the switch's writes), ``switch``, ``group``,
+            ``write`` (``"insert"``, ``"modify"``, or None when only entries moved to it),
+            ``old`` / ``new`` weights as ``{"<port>:<neighbour>": weight}`` (``old`` None for
+            a new group), ``destinations`` (hosts whose entry names it), ``moved`` (those
+            moved to it) and ``entries_written`` (P4Runtime updates).
+        """
         with self._lock:
             return list(self._actions)
 
     def epochs(self):
-        """Every epoch's summary so far."""
+        """Every epoch's summary so far.
+
+        Returns:
+            list: one dict per epoch: ``epoch``, ``time_ns`` (wall clock at its start),
+            ``interval_s`` (since the previous counter reading), ``read_s`` / ``compute_s`` /
+            ``write_s`` / ``duration_s``, ``flows`` and ``offered_mbps`` (the ToR flows
+            estimated), ``paths`` (flow -> switches it was placed through), ``unplaced``,
+            ``failed_links`` and ``held_down`` (link ids), ``link_loads_mbps``
+            (``"<sender>><receiver>"`` -> Mbit/s), ``updates`` (P4Runtime updates written) and
+            ``errors`` (a switch that could not be read or written, an epoch that failed).
+        """
         with self._lock:
             return list(self._epochs)
 
