@@ -52,7 +52,8 @@ class Mode:
         detection_delay_ms: the controller's reaction delay when the spec gives none, or None
             for the general default.
         controller_options: ``((option, value), ...)`` given to the mode's controller (the spec's
-            own controller options come on top): f10 runs pushback, fattree-local does not.
+            own controller options come on top): f10 runs pushback and the epoch rescheduler,
+            fattree-local neither.
         node_programs: ``((role, program), ...)``: switch roles that run another program than
             ``program`` (DSF: fabric and spine nodes run p4src/dsf_fabric.p4).
         seeded_parameters: run-time parameters derived from the spec's seed when it gives none.
@@ -175,7 +176,7 @@ MODES = {
     # F10 and its baselines (seed 002, section 7.4): the same failure trace and traffic on each
     "f10": Mode("f10", "f10.p4", "F10: AB FatTree, data-plane failure detector, probes and local rerouting",
                 _F10_PARAMETERS, packet_generator=True, topology="abfattree", controller="f10",
-                controller_options=(("pushback", True),)),
+                controller_options=(("pushback", True), ("rescheduler_epoch_ms", 500))),
     "fattree-local": Mode("fattree-local", "f10.p4",
                           "standard FatTree with F10's detector and local rerouting (longer detours)",
                           _F10_PARAMETERS, packet_generator=True, topology="fattree", controller="f10",

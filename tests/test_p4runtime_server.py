@@ -346,6 +346,24 @@ def test_client_batch_sends_one_write(switch, client):
     assert len(client.read_table_entries("MyIngress.ipv4_lpm")) == 51
 
 
+def test_a_batch_belongs_to_its_thread_and_other_threads_write_meanwhile(switch, client):
+    """Two controller parts sharing a session (F10's pushback and rescheduler): a batch one
+    thread collects neither swallows nor sends another thread's writes."""
+    import threading
+
+    def other_thread():
+        client.insert_table_entry("MyIngress.ipv4_lpm", {"hdr.ipv4.dstAddr": ("12.0.0.0", 8)}, "MyIngress.drop")
+
+    with client.batch():
+        client.insert_table_entry("MyIngress.ipv4_lpm", {"hdr.ipv4.dstAddr": ("11.0.0.0", 8)}, "MyIngress.drop")
+        thread = threading.Thread(target=other_thread)
+        thread.start()
+        thread.join(timeout=10)
+        seen = [entry.match["hdr.ipv4.dstAddr"] for entry in client.read_table_entries("MyIngress.ipv4_lpm")]
+        assert len(seen) == 1   # the other thread's entry went out at once; this batch has not yet
+    assert len(client.read_table_entries("MyIngress.ipv4_lpm")) == 2
+
+
 # ---- counters, meters, registers, PRE, digests -----------------------------------------------
 
 def test_counters_registers_and_meters(switch, client):

@@ -218,7 +218,9 @@ def test_bad_requests_are_answered_with_the_field(make_switch):
     with pytest.raises(ParameterError) as excinfo:
         set_port_impairment(path, 5, loss=0.1)
     assert excinfo.value.field == "port" and "1, 2" in str(excinfo.value)
-    assert port_status(path)[2] == {"loss": 0.0, "delay_ms": 0.0, "drops": 0}  # nothing was applied
+    status = port_status(path)[2]
+    assert {key: status[key] for key in ("loss", "delay_ms", "drops")} == \
+        {"loss": 0.0, "delay_ms": 0.0, "drops": 0}  # nothing was applied
 
 
 def test_control_socket_is_removed_on_sigterm(make_switch):

@@ -31,6 +31,7 @@ import time
 
 from testbed.controllers.f10.programming import program_fabric
 from testbed.controllers.f10.pushback import PushbackAgent
+from testbed.controllers.f10.rescheduler_options import DEFAULT_RECOVERED_HOLDDOWN_MS, rescheduler_options
 from testbed.controllers.f10.routes import plan_fabric
 from testbed.controllers.kinds import DEFAULT_DETECTION_DELAY_MS, StaticController
 from testbed.controllers.routing import port_toward
@@ -56,14 +57,20 @@ class F10Controller(StaticController):
         pushback: run F10's pushback on the detectors' reports
             (:class:`~testbed.controllers.f10.pushback.PushbackAgent`; its records are
             :attr:`pushbacks`).
+        rescheduler_epoch_ms: run F10's epoch rescheduler with this epoch (None: off); its actions
+            are :attr:`reschedules` (:mod:`testbed.controllers.f10.rescheduler_app`).
+        recovered_holddown_ms: how long the rescheduler gives a recovered link no weight.
     """
 
     kind = "f10"
     #: the options :func:`testbed.controllers.kinds.make_controller` accepts for this kind
-    OPTIONS = ("monitored_switches", "pushback")
+    OPTIONS = ("monitored_switches", "pushback", "rescheduler_epoch_ms", "recovered_holddown_ms")
 
-    def __init__(self, detection_delay_ms=DEFAULT_DETECTION_DELAY_MS, monitored_switches=None, pushback=False):
+    def __init__(self, detection_delay_ms=DEFAULT_DETECTION_DELAY_MS, monitored_switches=None, pushback=False,
+                 rescheduler_epoch_ms=None, recovered_holddown_ms=DEFAULT_RECOVERED_HOLDDOWN_MS):
         super().__init__(detection_delay_ms, react=False)
+        self.rescheduler_options = rescheduler_options(rescheduler_epoch_ms, recovered_holddown_ms)
+        self.rescheduler = None
         self.monitored_switches = None if monitored_switches is None else set(monitored_switches)
         self.pushback = bool(pushback)
         self._pushback_agent = None
@@ -126,6 +133,17 @@ class F10Controller(StaticController):
         for switch in network.switches:
             if monitored is None or switch.name in monitored:
                 switch.set_packet_generator(TRIGGER_APP, PKTGEN_PORT, period_us, TRIGGER_FRAME)
+        if self.rescheduler_options is not None:
+            # imported here: os-ken (about 0.5 s to import) only when the rescheduler runs
+            from testbed.controllers.f10.rescheduler_app import start_rescheduler
+
+            self.rescheduler = start_rescheduler(self.programmer, transitions=self.transitions,
+                                                 **self.rescheduler_options)
+
+    @property
+    def reschedules(self):
+        """The rescheduler's actions (rows for results.json; empty when it is off)."""
+        return self.rescheduler.actions() if self.rescheduler is not None else []
 
     def _listen(self, switch, client):
         """Keep the detector reports a switch sends (a thread per switch)."""
@@ -157,6 +175,8 @@ class F10Controller(StaticController):
     def notify(self, failure):
         """Record a failure (F10 does not reroute on it); its detection is matched with the reports."""
         super().notify(failure)
+        if self.rescheduler is not None:
+            self.rescheduler.notify(failure)
         with self._lock:
             self._failures.append(failure)
             for row in list(self.transitions):
@@ -186,7 +206,9 @@ class F10Controller(StaticController):
                 return
 
     def stop(self):
-        """Keep the triggers' lateness, stop the listeners, then the sessions (safe to call twice)."""
+        """Keep the triggers' lateness, stop the rescheduler and the listeners, then the sessions (safe twice)."""
+        if self.rescheduler is not None:
+            self.rescheduler.stop()
         for switch in self._switches:
             try:
                 status = switch.packet_generator_status().get(TRIGGER_APP)

@@ -49,7 +49,10 @@ clock values are ISO 8601 UTC::
                                     "compute_s": float | null, "write_s": float | null,
                                     "error": str | null}],
                      # F10, embedded target: per switch, the latest a trigger went out after its due time
-                     "trigger_late_max_us": {str: float}},
+                     "trigger_late_max_us": {str: float},
+                     # F10's epoch rescheduler: one row per group it wrote (or moved entries to)
+                     # (testbed.controllers.f10.rescheduler_app: the rescheduler's actions())
+                     "reschedules": [{"epoch": int, "at_s": float, "switch": str, "group": int, ...}]},
       "dataplane": {# how long frames waited in the embedded switches' sockets during the run (read batches)
                     "switch_receive_lag": {"samples": int, "at_least_ms": {"1": int, "10": int, "50": int,
                                                                            "200": int}},
@@ -162,7 +165,8 @@ RESULTS_SCHEMA = {
                                   "entries_written": OPT_INT, "error": OPT_STR}],
                    "detections": [{"failure_index": OPT_INT, "action": str, "switch": str, "port": int,
                                    "detection_s": NUMBER, "reported_s": NUMBER, "clock": str}],
-                   "transitions": [dict], "pushbacks": [dict], "trigger_late_max_us": dict},
+                   "transitions": [dict], "pushbacks": [dict], "trigger_late_max_us": dict,
+                   "reschedules": [dict]},
     "dataplane": {"switch_receive_lag": {"samples": int, "at_least_ms": dict},
                   "drops": {"tx_errors": int, "no_detour": int, "queue_drops": int, "on_links": int, "emulator": int,
                             "connectivity": int, "congestion": int}},

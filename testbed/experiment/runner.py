@@ -60,7 +60,8 @@ def _base_record(spec, target):
                      "hosts": 0, "switches": 0, "links": 0},
         "controller": {"kind": spec.controller.kind, "detection_delay_ms": spec.controller.detection_delay_ms,
                        "entries_written": 0, "mode_params_written": {}, "notes": [], "reactions": [],
-                       "detections": [], "transitions": [], "pushbacks": [], "trigger_late_max_us": {}},
+                       "detections": [], "transitions": [], "pushbacks": [], "trigger_late_max_us": {},
+                       "reschedules": []},
         "dataplane": results_module.empty_dataplane(),
         "failures": [], "traffic": [], "links": [], "summary": results_module.empty_summary(),
         "timeline": {"bin_s": analysis.DEFAULT_BIN_S, "t_s": [], "mbps": []},
@@ -277,6 +278,10 @@ def _fill_results(record, spec, fabric, scheduler, controller, jobs, before, aft
                                     notes=list(controller.notes), reactions=list(controller.reactions))
         record["controller"]["detections"] = list(getattr(controller, "detections", []))
         record["controller"]["trigger_late_max_us"] = dict(getattr(controller, "trigger_late_max_us", {}))
+        record["controller"]["reschedules"] = [
+            dict({key: value for key, value in row.items() if key != "time_ns"},
+                 at_s=(row["time_ns"] - t0_ns) / 1e9 if t0_ns else None)
+            for row in getattr(controller, "reschedules", [])]
         record["controller"]["pushbacks"] = [
             dict({key: value for key, value in row.items() if key != "at_ns"},
                  at_s=(row["at_ns"] - t0_ns) / 1e9 if t0_ns else None)
@@ -329,10 +334,18 @@ def _timeline_events(record):
                      if row.get("reacted_at_s") is not None],
         "pushback": [(row["at_s"] + (row["compute_s"] or 0) + (row["write_s"] or 0), "-".join(row["link"]))
                      for row in controller.get("pushbacks", []) if row.get("at_s") is not None and not row["error"]],
-        "reschedule": [(row["at_s"], "epoch") for row in controller.get("reschedules", [])
-                       if row.get("at_s") is not None],
+        "reschedule": _first_write_per_epoch(controller.get("reschedules", [])),
     }
     return {kind: rows for kind, rows in events.items() if rows}
+
+
+def _first_write_per_epoch(rows):
+    """``[(at_s, "epoch n")]``: when each rescheduler epoch that changed something wrote first."""
+    first = {}
+    for row in rows:
+        if row.get("at_s") is not None:
+            first[row["epoch"]] = min(first.get(row["epoch"], row["at_s"]), row["at_s"])
+    return [(at_s, f"epoch {epoch}") for epoch, at_s in sorted(first.items())]
 
 
 def write_outputs(record, out_dir):

@@ -12,7 +12,9 @@ A spec (every field but ``name`` and ``seed`` has a default)::
     controller: {kind: static, detection_delay_ms: 50}   # static | none | osken | f10 | dsf
                                         # (a mode with its own controller, f10 or dsf, uses it; the
                                         # others use this one, also in `testbed compare`)
-                                        # f10 also: monitored_switches: [c0, a0_0] (probe only these)
+                                        # f10 also: monitored_switches: [c0, a0_0] (probe only these),
+                                        # rescheduler_epoch_ms: 200 (F10's epoch rescheduler; mode
+                                        # f10 runs it every 500 ms), recovered_holddown_ms: 1000
     traffic:
       - {pattern: stream, hosts: [h1, h3, h2, h4], size_bytes: 65536, qps: 2,
          qp_scaling: roundrobin, udp_sport: per_qp, rate_mbps: 10, start_s: 0, duration_s: 4, mtu: 1024}
@@ -127,16 +129,26 @@ class ControllerSpec:
     detection_delay_given: bool = False  # the spec set it (a mode's default does not replace it)
     monitored_switches: Optional[List[str]] = None  # f10: probe only these switches (None: all)
     requested_kind: Optional[str] = None  # the spec's kind, for modes without their own controller
+    rescheduler_epoch_ms: Optional[float] = None  # f10: run the epoch rescheduler (None: off)
+    recovered_holddown_ms: Optional[float] = None  # f10: its hold-down of recovered links (None: default)
 
     def options(self):
         """The controller's own options (:func:`testbed.controllers.kinds.make_controller`).
 
-        ``monitored_switches`` goes to the f10 controller only, so one spec can be compared
-        under modes with other controllers (``testbed compare --modes portland,f10``).
+        The f10 options (``monitored_switches``, ``rescheduler_epoch_ms``,
+        ``recovered_holddown_ms``) go to the f10 controller only, so one spec can be
+        compared under modes with other controllers (``testbed compare --modes portland,f10``).
         """
-        if self.kind == "f10" and self.monitored_switches:
-            return {"monitored_switches": list(self.monitored_switches)}
-        return {}
+        if self.kind != "f10":
+            return {}
+        options = {}
+        if self.monitored_switches:
+            options["monitored_switches"] = list(self.monitored_switches)
+        if self.rescheduler_epoch_ms is not None:
+            options["rescheduler_epoch_ms"] = self.rescheduler_epoch_ms
+        if self.recovered_holddown_ms is not None:
+            options["recovered_holddown_ms"] = self.recovered_holddown_ms
+        return options
 
 
 @dataclass
@@ -360,7 +372,8 @@ def _parse_controller(data):
     if isinstance(section, str):
         section = {"kind": section}
     section = _require_mapping(section, "controller")
-    _check_keys(section, ("kind", "detection_delay_ms", "monitored_switches"), "controller")
+    _check_keys(section, ("kind", "detection_delay_ms", "monitored_switches", "rescheduler_epoch_ms",
+                          "recovered_holddown_ms"), "controller")
     kind = _choice(section.get("kind", "static"), CONTROLLER_KINDS, "controller.kind")
     delay = _number(section.get("detection_delay_ms", DEFAULT_DETECTION_DELAY_MS),
                     "controller.detection_delay_ms", minimum=0)
@@ -368,7 +381,13 @@ def _parse_controller(data):
     if monitored is not None:
         if not isinstance(monitored, list) or not monitored or not all(isinstance(n, str) for n in monitored):
             raise SpecError("controller.monitored_switches", monitored, "must be a list of switch names")
-    return ControllerSpec(kind, float(delay), "detection_delay_ms" in section, monitored, requested_kind=kind)
+    timers = {}
+    for name in ("rescheduler_epoch_ms", "recovered_holddown_ms"):
+        if name in section:
+            timers[name] = float(_number(section[name], f"controller.{name}", minimum=0,
+                                         exclusive=name == "rescheduler_epoch_ms"))
+    return ControllerSpec(kind, float(delay), "detection_delay_ms" in section, monitored, requested_kind=kind,
+                          **timers)
 
 
 def _parse_program(data, seed):

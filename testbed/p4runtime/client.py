@@ -208,7 +208,7 @@ class P4RuntimeClient:
         self._digest_q = queue.Queue()
         self._error_q = queue.Queue()
         self._idle_q = queue.Queue()
-        self._batch = None
+        self._local = threading.local()  # the batch being collected belongs to the thread collecting it
         self.stream_status = None
         if connect:
             self.connect()
@@ -466,12 +466,22 @@ class P4RuntimeClient:
         else:
             self.write([update])
 
+    @property
+    def _batch(self):
+        return getattr(self._local, "batch", None)
+
+    @_batch.setter
+    def _batch(self, updates):
+        self._local.batch = updates
+
     @contextlib.contextmanager
     def batch(self, batch_size=DEFAULT_BATCH_SIZE):
         """Collect the writes made inside the ``with`` block and send them at its end.
 
         They go out with :meth:`write_batch`: in Writes of up to ``batch_size``
-        updates, in the order they were made.  Nothing is sent if the block raises.
+        updates, in the order they were made.  Nothing is sent if the block raises.  A batch
+        belongs to the thread that opened it: other threads' writes on the same client
+        meanwhile go out on their own (gRPC calls are thread-safe).
 
         Example::
 
