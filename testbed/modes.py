@@ -261,10 +261,11 @@ def check_combination(values, field_path="mode_params"):
     Raises:
         ParameterError: naming the field and the allowed range.
 
-    >>> check_combination({"detector_window_periods": 4, "detector_down_below": 4})
-    Traceback (most recent call last):
-    ...
-    testbed.errors.ParameterError: invalid mode_params.detector_down_below=4: allowed values are an integer in [1, 3] (a window of 4 probe periods is sure of 3 probes on an idle link: the two ends' periods are not in phase)
+    >>> try:
+    ...     check_combination({"detector_window_periods": 4, "detector_down_below": 4})
+    ... except ParameterError as error:
+    ...     print(error.field, "|", error.allowed)
+    mode_params.detector_down_below | an integer in [1, 3]
     """
     if not any(name in values for name in _DETECTOR_PARAMETERS):
         return
@@ -293,7 +294,7 @@ def check_combination(values, field_path="mode_params"):
     if merged["backoff_reset_us"] < shortest_cycle_us:
         raise ParameterError(f"{field_path}.backoff_reset_us", merged["backoff_reset_us"],
                              f"an integer in [{shortest_cycle_us}, {PARAMETERS['backoff_reset_us'].maximum}] us",
-                             f"at least holddown_us + t: a flapping port goes down again no sooner, so a "
+                             "at least holddown_us + t: a flapping port goes down again no sooner, so a "
                              "shorter reset would never double the hold-down")
 
 

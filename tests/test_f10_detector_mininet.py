@@ -210,7 +210,8 @@ def test_a_link_flapping_every_50ms_doubles_its_hold_down_up_to_the_cap(fabric_f
         gaps_us = [b["switch_time_us"] - a["switch_time_us"] for a, b in zip(downs, downs[1:])]
         assert max(gaps_us) < FLAP_PARAMS["backoff_reset_us"]
         for down in downs:
-            later_ups = [row for row in rows if row["status"] == "up" and row["switch_time_us"] > down["switch_time_us"]]
+            later_ups = [row for row in rows
+                         if row["status"] == "up" and row["switch_time_us"] > down["switch_time_us"]]
             if later_ups:
                 assert later_ups[0]["switch_time_us"] - down["switch_time_us"] >= down["holddown_us"]
         assert rows[-1]["status"] == "up", f"{switch}: still down after the flapping stopped: {rows[-1]}"
