@@ -215,8 +215,9 @@ PARAMETERS = {
     "probe_period_us": Parameter(
         "probe_period_us", 100, 1_000_000, "us", _DETECTOR, _SET_DETECTOR, "probe_period_us", 20_000,
         "F10: a fabric port that sent nothing for this long sends a probe; also the detector's bucket"),
+    # at least 2: the two ends' periods are not in phase, so a one-period window may hold no probe at all
     "detector_window_periods": Parameter(
-        "detector_window_periods", 1, 8, "probe periods", _DETECTOR, _SET_DETECTOR, "window_buckets", 5,
+        "detector_window_periods", 2, 8, "probe periods", _DETECTOR, _SET_DETECTOR, "window_buckets", 5,
         "F10's t: the window over which valid frames are counted, in probe periods"),
     "detector_down_below": Parameter(
         "detector_down_below", 1, 10_000, "frames", _DETECTOR, _SET_DETECTOR, "down_below", 1,
@@ -295,11 +296,22 @@ def check_parameters(values, field_path="mode_params"):
 def check_combination(values, field_path="mode_params"):
     """Refuse parameter values that are each in range but wrong together.
 
-    F10's detector (missing values take their defaults): an idle link gets one
-    probe per period, so a window holds ``detector_window_periods`` frames; ``c``
-    or ``d`` above that would take idle links down or never bring them back.  A
-    hold-down shorter than the window could not have been decided by it, and the
-    largest hold-down cannot be below the smallest.
+    F10's detector (missing values take their defaults; ``w`` is
+    ``detector_window_periods``, ``P`` the probe period, ``t = w x P``):
+
+    * ``c`` (``detector_down_below``) and ``d`` (``detector_up_at_least``) at most
+      ``w - 1``: an idle link gets one probe per period, but the two ends' periods
+      are not in phase and their triggers run late by varying amounts, so a window
+      of ``w`` periods is sure of ``w - 1`` probes only (while the lateness stays
+      under half a period).  A larger ``c`` takes idle links down, a larger ``d``
+      may never bring them back.
+    * ``d >= c``: a port whose windows hold between ``d`` and ``c - 1`` frames would
+      come up and go down again every window.
+    * ``holddown_us >= t``: a hold-down shorter than the window could not have been
+      decided by it; ``holddown_max_us >= holddown_us``.
+    * ``backoff_reset_us >= holddown_us + t``: a flapping port goes down again one
+      hold-down and about one window (the one that empties it) after the previous
+      down at the earliest; a shorter reset would never double the hold-down.
 
     Args:
         values: ``{name: int}`` (each already checked).
@@ -307,23 +319,42 @@ def check_combination(values, field_path="mode_params"):
 
     Raises:
         ParameterError: naming the field and the allowed range.
+
+    >>> try:
+    ...     check_combination({"detector_window_periods": 4, "detector_down_below": 4})
+    ... except ParameterError as error:
+    ...     print(error.field, "|", error.allowed)
+    mode_params.detector_down_below | an integer in [1, 3]
     """
     if not any(name in values for name in _DETECTOR_PARAMETERS):
         return
     merged = {name: values.get(name, PARAMETERS[name].default) for name in _DETECTOR_PARAMETERS}
-    frames = merged["detector_window_periods"]
-    window_us = frames * merged["probe_period_us"]
+    periods = merged["detector_window_periods"]
+    sure = periods - 1
+    window_us = periods * merged["probe_period_us"]
     for name in ("detector_down_below", "detector_up_at_least"):
-        if merged[name] > frames:
-            raise ParameterError(f"{field_path}.{name}", merged[name],
-                                 f"an integer in [1, {frames}] (the frames a window of "
-                                 f"{frames} probe periods holds on an idle link)")
+        if merged[name] > sure:
+            raise ParameterError(f"{field_path}.{name}", merged[name], f"an integer in [1, {sure}]",
+                                 f"a window of {periods} probe periods is sure of {sure} probes on an idle "
+                                 "link: the two ends' periods are not in phase")
+    if merged["detector_up_at_least"] < merged["detector_down_below"]:
+        raise ParameterError(f"{field_path}.detector_up_at_least", merged["detector_up_at_least"],
+                             f"an integer in [{merged['detector_down_below']}, {sure}]",
+                             "at least detector_down_below, or a port would come up and go down every window")
     if merged["holddown_us"] < window_us:
         raise ParameterError(f"{field_path}.holddown_us", merged["holddown_us"],
-                             f"at least the window t = {window_us} us")
+                             f"an integer in [{window_us}, {PARAMETERS['holddown_us'].maximum}] us",
+                             f"at least the window t = {periods} x {merged['probe_period_us']} us")
     if merged["holddown_max_us"] < merged["holddown_us"]:
         raise ParameterError(f"{field_path}.holddown_max_us", merged["holddown_max_us"],
-                             f"at least holddown_us = {merged['holddown_us']} us")
+                             f"an integer in [{merged['holddown_us']}, {PARAMETERS['holddown_max_us'].maximum}] us",
+                             "at least holddown_us")
+    shortest_cycle_us = merged["holddown_us"] + window_us
+    if merged["backoff_reset_us"] < shortest_cycle_us:
+        raise ParameterError(f"{field_path}.backoff_reset_us", merged["backoff_reset_us"],
+                             f"an integer in [{shortest_cycle_us}, {PARAMETERS['backoff_reset_us'].maximum}] us",
+                             "at least holddown_us + t: a flapping port goes down again no sooner, so a "
+                             "shorter reset would never double the hold-down")
 
 
 def program_for_mode(mode, field_path="mode"):

@@ -12,6 +12,7 @@ The switch: host port 1; fabric ports 3 and 4 (uplinks to two parents) and 5
 probe period; clone session 100 (detector reports) goes to the CPU port 255.
 """
 import ipaddress
+import random
 
 import pytest
 from scapy.layers.inet import IP, UDP
@@ -178,6 +179,24 @@ def test_idle_links_get_probes_and_a_silent_port_goes_down_within_one_window():
     assert holddown == 100_000           # the base hold-down
     assert switch.state.registers["port_down"].values[4] == 1
     assert switch.state.counters["MyEgress.port_down_events"].packets[4] == 1
+
+
+def test_an_idle_port_probes_at_every_trigger_however_late_the_triggers_run():
+    """Triggers run late by varying amounts (a loaded host): each one still probes an idle port.
+
+    F10's rule is "a link is never silent": a port that sent nothing since the previous
+    trigger probes.  Comparing the time since the last probe with the period instead would
+    skip the probe whenever a trigger ran less late than the one before.
+    """
+    switch = F10Switch()
+    lateness = random.Random(5)
+    start = switch.clock.now_ns
+    probes = 0
+    for number in range(1, 101):
+        switch.clock.now_ns = start + (number * PERIOD_US + int(lateness.uniform(0, PERIOD_US / 2))) * 1000
+        outputs = switch.device.process(PKTGEN_PORT, trigger())
+        probes += sum(1 for port, frame in outputs if port == 3 and frame[12:14] == PROBE.to_bytes(2, "big"))
+    assert probes == 100
 
 
 def test_a_busy_port_sends_no_probe():

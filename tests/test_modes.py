@@ -88,3 +88,40 @@ def test_resolve_program_by_mode_name_or_path(tmp_path):
     with pytest.raises(ParameterError) as caught:
         modes.resolve_program(str(tmp_path / "missing.p4"))
     assert caught.value.field == "program"
+
+
+# F10's detector: defaults w=5 periods of 20 ms (t = 100 ms), c=1, d=3, hold-down 200 ms, max 3.2 s, reset 1 s
+@pytest.mark.parametrize("values, field, allowed", [
+    ({"probe_period_us": 0}, "probe_period_us", "an integer in [100, 1000000] us"),
+    ({"detector_window_periods": 1}, "detector_window_periods", "an integer in [2, 8] probe periods"),
+    ({"detector_window_periods": 9}, "detector_window_periods", "an integer in [2, 8] probe periods"),
+    ({"detector_down_below": 0}, "detector_down_below", "an integer in [1, 10000] frames"),
+    # c above the frames a window is sure of on an idle link (w - 1: the ends' periods are not in phase)
+    ({"detector_window_periods": 4, "detector_down_below": 4}, "detector_down_below", "an integer in [1, 3]"),
+    ({"detector_up_at_least": 5}, "detector_up_at_least", "an integer in [1, 4]"),
+    ({"detector_down_below": 3, "detector_up_at_least": 2}, "detector_up_at_least", "an integer in [3, 4]"),
+    # hold-down below t (also when a longer period makes t longer)
+    ({"holddown_us": 99_999}, "holddown_us", "an integer in [100000, 60000000] us"),
+    ({"probe_period_us": 50_000}, "holddown_us", "an integer in [250000, 60000000] us"),
+    ({"holddown_max_us": 150_000}, "holddown_max_us", "an integer in [200000, 60000000] us"),
+    # backoff reset below hold-down + t: the hold-down could never double
+    ({"backoff_reset_us": 299_999}, "backoff_reset_us", "an integer in [300000, 600000000] us"),
+    ({"backoff_reset_us": 50_000}, "backoff_reset_us", "an integer in [300000, 600000000] us"),
+])
+def test_detector_parameters_out_of_range_are_refused_naming_the_field_and_range(values, field, allowed):
+    with pytest.raises(ParameterError) as caught:
+        modes.check_parameters(values)
+    assert caught.value.field == f"mode_params.{field}"
+    assert caught.value.allowed == allowed
+    assert f"mode_params.{field}=" in str(caught.value) and allowed in str(caught.value)
+
+
+@pytest.mark.parametrize("values", [
+    {},
+    {name: modes.PARAMETERS[name].default for name in modes.MODES["f10"].parameters},
+    {"detector_window_periods": 8, "detector_down_below": 7, "detector_up_at_least": 7},
+    {"probe_period_us": 5_000, "detector_window_periods": 4, "holddown_us": 20_000, "holddown_max_us": 160_000,
+     "backoff_reset_us": 40_000},
+])
+def test_detector_parameters_that_fit_together_are_accepted(values):
+    assert modes.check_parameters(values) == values

@@ -17,7 +17,7 @@ Members are written before the groups naming them, and groups before the
 entries naming the groups, each set in one Write batch (P4Runtime does not
 order the updates of one batch).
 """
-from testbed.controllers.f10.routes import PHASE_DOWN, plan_fabric
+from testbed.controllers.f10.routes import PHASE_DOWN, check_loop_free, plan_fabric
 
 PORTS_GROUP = 1  # F10_PORTS_GROUP of p4src/include/f10_detector.p4
 REPORT_SESSION = 100  # F10_REPORT_SESSION
@@ -117,7 +117,12 @@ def program_fabric(programmer, cpu_ports, plans=None):
 
     Returns:
         int: updates written.
+
+    Raises:
+        ParameterError: the backups would loop (:func:`~testbed.controllers.f10.routes.check_loop_free`);
+            nothing is written then.
     """
     plans = plan_fabric(programmer.graph) if plans is None else plans
+    check_loop_free(programmer.graph, plans)
     return sum(program_switch(programmer, switch, plans[switch], cpu_ports[switch])
                for switch in sorted(programmer.clients))

@@ -32,8 +32,12 @@
  *   port_down[p]        1 while p is declared down (read by forwarding, ingress)
  *   holddown_until[p], last_down_us[p], backoff_level[p]
  *
- * After deciding, the copy becomes a probe if p sent nothing for a probe period
- * (last_tx_us[p], written by every frame leaving p), else it is dropped.
+ * After deciding, the copy becomes a probe if p sent nothing since the previous
+ * trigger (last_tx_us[p], written by every frame leaving p, against
+ * last_trigger_us[p]), else it is dropped.  Triggers come once per probe period,
+ * so an idle port sends one probe per period.  (Comparing the time since the
+ * last frame with the period instead would skip a probe whenever a trigger ran
+ * less late than the one before: about one period in three on a loaded host.)
  *
  * Reports: each transition is cloned (E2E) to clone session F10_REPORT_SESSION,
  * which the controller points at the CPU port; the clone leaves as a PacketIn
@@ -70,6 +74,7 @@ register<bit<48>>(F10_PORTS) holddown_until;
 register<bit<48>>(F10_PORTS) last_down_us;
 register<bit<32>>(F10_PORTS) backoff_level;
 register<bit<48>>(F10_PORTS) last_tx_us;
+register<bit<48>>(F10_PORTS) last_trigger_us;
 
 /* ingress: one more valid frame on a fabric port */
 control F10CountArrival(in standard_metadata_t standard_metadata) {
@@ -190,10 +195,13 @@ control F10Detector(inout headers_t hdr,
         rx_bucket.write(port * MAX_BUCKETS + bucket, 0);
         cur_bucket.write(port, bucket);
 
-        /* F10: a link is never silent */
+        /* F10: a link is never silent (nothing sent since the previous trigger: probe) */
         bit<48> last_tx;
+        bit<48> previous_trigger;
         last_tx_us.read(last_tx, port);
-        if (now - last_tx >= (bit<48>)meta.f10.probe_period_us) {
+        last_trigger_us.read(previous_trigger, port);
+        last_trigger_us.write(port, now);
+        if (last_tx <= previous_trigger) {
             hdr.f10_trigger.setInvalid();
             hdr.f10_probe.setValid();
             hdr.f10_probe.port = (bit<16>)standard_metadata.egress_port;

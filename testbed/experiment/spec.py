@@ -418,6 +418,10 @@ def _parse_program(data, seed):
             resolved[key] = parameter.check(value)
         except ParameterError:
             raise SpecError(f"mode_params.{key}", value, f"must be {parameter.allowed()}") from None
+    try:
+        mode_table.check_combination(resolved)
+    except ParameterError as error:
+        raise SpecError(error.field, error.value, f"must be {error.allowed} ({error.reason})") from None
     if "hash_seed" not in resolved:
         resolved["hash_seed"] = derive_seed(seed, "hash_seed") & 0xFFFF
     return resolved_mode, path, resolved
