@@ -50,7 +50,9 @@ clock values are ISO 8601 UTC::
                               "queue_drops": int,     # tc qdisc drops on shaped links (congestion)
                               "on_links": int,        # data frames sent on switch links and not received
                               "connectivity": int,    # on_links - queue_drops + no_detour
-                              "congestion": int}},    # queue_drops
+                              "congestion": int},     # queue_drops
+                    # p4src/flowlet.p4: flowlet boundaries that moved a flow slot to another port
+                    "flowlet_path_changes": int | null},
       "failures": [{"index": int, "action": str, "target": str, "loss": float | null,
                     "planned_at_s": float, "applied_at_s": float | null, "apply_s": float | null,
                     "error": str | null,
@@ -204,7 +206,8 @@ def empty_summary():
 def empty_dataplane():
     """The ``dataplane`` section of a run that read no switch counters."""
     return {"drops": {"tx_errors": 0, "no_detour": 0, "queue_drops": 0, "on_links": 0, "connectivity": 0,
-                      "congestion": 0}}
+                      "congestion": 0},
+            "flowlet_path_changes": None}
 
 
 def write_link_csv(rows, path):
