@@ -26,6 +26,13 @@
  *                 FLOWLET_DEFAULT_INTERVAL_US)
  *   load_aware    1: load-aware choice, 0: plain flowlet switching (default)
  *
+ * Counter MyIngress.flowlet_path_changes (packets, indexed by the new egress
+ * port): flowlet boundaries at which the slot's packet leaves by another port
+ * than the slot's previous packet did (a slot's first packet is not a
+ * change).  Packets of one flowlet share a FIFO path, so reordering can only
+ * happen at such a change: the count bounds the reordering the program can
+ * cause, whatever the timing of the machine it runs on.
+ *
  * Load-aware choice.  The egress pipeline records in port_qdepth the queue
  * depth (deq_qdepth) each port had when its last packet left
  * (include/routing.p4).  At a flowlet boundary the packet has two candidate
@@ -66,6 +73,7 @@ control MyIngress(inout headers_t hdr,
     register<bit<9>>(FLOW_SLOTS) flowlet_port;
     register<bit<48>>(FLOW_SLOTS) flowlet_dmac;
     register<bit<48>>(FLOW_SLOTS) flowlet_smac;
+    counter(PORT_COUNTER_SIZE, CounterType.packets) flowlet_path_changes;
 
     IngressPreamble() preamble;
     FlowHash() flow_hash;
@@ -120,6 +128,13 @@ control MyIngress(inout headers_t hdr,
                     if (meta.lb.prev_port_qdepth < meta.lb.new_port_qdepth) {
                         keep_current_path();
                     }
+                }
+            }
+            if (meta.lb.new_flowlet == 1 && meta.lb.last_seen_us != 0) {
+                port_t previous_port;
+                flowlet_port.read(previous_port, meta.lb.slot);
+                if (previous_port != standard_metadata.egress_spec) {
+                    flowlet_path_changes.count((bit<32>)standard_metadata.egress_spec);
                 }
             }
             flowlet_id.write(meta.lb.slot, meta.lb.flowlet_id);

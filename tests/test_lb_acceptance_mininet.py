@@ -102,22 +102,41 @@ def test_low_entropy_elephants_ecmp_worse_than_eecmp_worse_than_spray(no_leftove
 
 FLOWLET_INTERVALS_US = (100, 5000, 100000)
 FLOWLET_RATE_MBPS = 10.0
-OOS_NOISE_PACKETS = 5
+PATH_CHANGE_NOISE = 5
 
 
 def test_flowlet_sweep_reorders_less_and_balances_worse_as_the_interval_grows(no_leftovers, tmp_path):
-    """Out-of-order arrivals do not grow with the flowlet interval; balance at the largest is worse.
+    """Reordering happens only where the switches moved a flow, and they move flows less as the interval grows.
 
     The shipped sweep spec at 10 Mbit/s per sender (5 Mbit/s per QP: a packet
-    about every 1.7 ms, on unshaped links, so nothing is lost and every
-    out-of-sequence arrival is reordering): a 100 us interval re-picks a path
-    for nearly every packet (near-perfect balance; the four spine switches'
-    scheduling jitter reorders a few dozen packets here), 5 ms rarely and
-    100 ms never (each QP pinned like ECMP: for seed 13 the 8 QPs collide on
-    the uplinks, MMR 2.0, deterministic for the seed).  Out-of-order counts
-    depend on CPU timing, so they are compared with a few packets of noise
-    allowance; the balance change is large.  Measured here: out-of-sequence
-    28 / 0 / 0, MMR 1.01 / 1.52 / 2.00.
+    about every 1.7 ms, on unshaped links, so nothing is lost): a 100 us
+    interval re-picks a path for nearly every packet (near-perfect balance),
+    5 ms rarely and 100 ms never on a quiet machine (each QP pinned like ECMP:
+    for seed 13 the 8 QPs collide on the uplinks, MMR 2.0, deterministic for
+    the seed).
+
+    Out-of-sequence counts depend on CPU timing: on a loaded machine a sender
+    or switch stalled for longer than the interval makes the next packet a new
+    flowlet, which may overtake the previous one.  So the test does not bound
+    them by constants; it checks what holds at any speed, using the switches'
+    own count of the flowlet boundaries that moved a flow slot to another port
+    (``flowlet_path_changes``, p4src/flowlet.p4):
+
+    * packets of one flowlet share a FIFO path, so each out-of-sequence
+      arrival needs a path change or a loss (``OOS <= path changes + lost``),
+      and a packet can arrive after a later one of its QP (``late``) only if
+      its flow changed path;
+    * the switches re-pick paths less as the interval grows (path changes
+      ordered, a few of noise);
+    * balance at 100 ms is clearly worse than at 100 us.
+
+    Path changes at 100 ms (paced flows never pause that long by themselves)
+    mean the machine stalled the emulation, and so do lost packets (the links
+    are unshaped: only an emulator that cannot keep up drops); the test says
+    so.  Measured on a quiet machine: out-of-sequence 28 / 0 / 0, MMR 1.01 /
+    1.52 / 2.00; with other work on both cores (load 7-9): out-of-sequence
+    1470 / 376 / 304, path changes 4771 / 374 / 0, lost 451 / 4886 / 3902,
+    MMR 1.03 / 1.21 / 2.50.
     """
     spec = small_spec(FLOWLET_SPEC, rate_mbps=FLOWLET_RATE_MBPS)
     rows = sweep_mode_param(spec, "flowlet_interval_us", list(FLOWLET_INTERVALS_US), mode="flowlet",
@@ -125,10 +144,25 @@ def test_flowlet_sweep_reorders_less_and_balances_worse_as_the_interval_grows(no
     for row in rows:
         assert row["status"] == "ok", (row["mode"], row["error"])
     oos = [row["out_of_sequence"] for row in rows]
+    changes = [row["flowlet_path_changes"] for row in rows]
+    late = [row["late"] for row in rows]
+    lost = [row["lost_packets"] for row in rows]
     mmr = [row["uplink_mmr"] for row in rows]
-    for smaller, larger in zip(oos, oos[1:]):
-        assert larger <= smaller + OOS_NOISE_PACKETS, oos
-    assert oos[-1] <= OOS_NOISE_PACKETS, oos
+    print(f"flowlet intervals {FLOWLET_INTERVALS_US} us: out-of-sequence {oos}, late {late}, "
+          f"path changes {changes}, lost {lost}, MMR {mmr}")
+    if changes[-1]:
+        print(f"the switches saw gaps above {FLOWLET_INTERVALS_US[-1]} us in paced ~1.7 ms flows "
+              f"{changes[-1]} times: the machine stalled the emulation (overloaded); out-of-sequence "
+              f"arrivals are bounded by these path changes instead of being expected near 0")
+    if any(lost):
+        print(f"the emulation lost {lost} packets on unshaped links: it could not keep up (overloaded); "
+              f"each loss also counts as an out-of-sequence arrival")
+    for interval, reordered, arrived_late, moved, missing in zip(FLOWLET_INTERVALS_US, oos, late, changes, lost):
+        assert reordered <= moved + missing, (interval, oos, changes, lost)
+        assert moved or not arrived_late, (interval, late, changes)
+    for smaller, larger in zip(changes, changes[1:]):
+        assert larger <= smaller + PATH_CHANGE_NOISE, changes
+    assert changes[0] > 4 * max(changes[1:]), changes
     assert mmr[-1] > mmr[0] + 0.2, mmr
     assert mmr[0] <= 1.2, mmr
     assert (tmp_path / "sweep.png").read_bytes()[:4] == b"\x89PNG"

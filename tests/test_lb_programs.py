@@ -391,6 +391,22 @@ def test_flowlet_moves_after_gaps_above_the_interval():
     assert len(set(ports)) >= 3, ports        # new flowlets are re-hashed over the group
 
 
+def test_flowlet_path_changes_counter_counts_the_boundaries_that_moved_a_flow():
+    """MyIngress.flowlet_path_changes: new flowlets that left by another port, indexed by the new port."""
+    switch = flowlet_switch(interval_us=200)
+    ports = []
+    for burst in range(16):
+        for psn in range(4):
+            ports.append(switch.port_of(roce_frame(0x42, psn=burst * 4 + psn)))
+            switch.clock.advance_us(50)       # below the interval: same flowlet
+        switch.clock.advance_us(500)          # above: the next burst is a new flowlet
+    moves = Counter(new for old, new in zip(ports, ports[1:]) if new != old)
+    counter = switch.state.counters["MyIngress.flowlet_path_changes"]
+    counted = {port: counter.read(port)[0] for port in UPLINKS if counter.read(port)[0]}
+    assert counted == dict(moves) and 0 < sum(moves.values()) < 16, (counted, ports)
+    assert flowlet_slot_id(switch) == 16      # 16 flowlets, the first of which is no change
+
+
 def test_flowlet_interval_is_read_from_the_parameter_table_at_run_time():
     switch = flowlet_switch(interval_us=1000)
     switch.port_of(roce_frame(0x42))

@@ -316,7 +316,7 @@ def test_direct_construction_rejects_unknown_parameters(cls):
 
 
 def test_odd_k_message():
-    with pytest.raises(ParameterError, match=r"invalid k=3: allowed values are an even integer >= 2"):
+    with pytest.raises(ParameterError, match=r"invalid k=3: allowed values are an even integer from 2 to 254"):
         FatTree(k=3)
 
 

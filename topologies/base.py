@@ -15,7 +15,16 @@ part of the testbed relies on:
   which are also the P4 switch port numbers; hosts use port 0) and
   ``capacity_mbps``; links are added lower tier first (``a`` is the lower end);
 * node names are at most 8 characters and interface names ``<node>-eth<port>``
-  at most 15, the Linux limit.
+  at most 15, the Linux limit;
+* switch ports are numbered 1..:data:`MAX_SWITCH_PORT` (254): v1model ports
+  are 9 bits with 511 BMv2's drop port, and the fabric programs' CPU port is
+  255 (p4src/include/headers.p4);
+* a topology has at most :data:`MAX_NODES` nodes (switches and hosts).
+
+Generators check the port and node limits from their parameters before
+building anything (:func:`check_multiplier`, :func:`check_node_count`), so an
+absurd size is refused at once with the allowed range; the building helpers
+enforce the same limits as a last guard.
 
 Levels count tiers from the hosts up: hosts 0, leaf/edge/RDSW 1, spine/agg/FDSW
 2, core/SDSW 3 (a FatTree with more levels continues upwards).
@@ -24,6 +33,7 @@ All hosts live in one flat 10.0.0.0/8 network; each generator documents how it
 lays out addresses inside it so switches can route by prefix.
 """
 import ipaddress
+import math
 from collections import Counter, OrderedDict
 
 import networkx as nx
@@ -33,6 +43,10 @@ from testbed.errors import ParameterError
 
 MAX_NODE_NAME = 8
 MAX_INTF_NAME = 15  # Linux IFNAMSIZ - 1
+MAX_SWITCH_PORT = 254
+MAX_NODES = 200000
+PORT_LIMIT_REASON = (f"switch ports are 1..{MAX_SWITCH_PORT} (9-bit v1model ports, 255 is the programs' "
+                     "CPU port)")
 HOST_NETWORK = ipaddress.IPv4Network("10.0.0.0/8")
 DEFAULT_HOST_LINK_MBPS = 100.0
 DEFAULT_FABRIC_LINK_MBPS = 100.0
@@ -119,14 +133,73 @@ def check_int(field, value, minimum=None, maximum=None, allowed=None):
 
 
 def check_positive_number(field, value):
-    """Validate a capacity-like parameter: a number > 0; returns it as float.
+    """Validate a capacity-like parameter: a finite number > 0; returns it as float.
 
     Raises:
-        ParameterError: if the value is not a positive number.
+        ParameterError: if the value is not a finite positive number (NaN and infinity are refused).
     """
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
-        raise ParameterError(field, value, "a number > 0")
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < math.inf:
+        raise ParameterError(field, value, "a finite number > 0")
     return float(value)
+
+
+def check_multiplier(field, value, demands):
+    """Validate a count of parallel links against the ports of the switches it multiplies.
+
+    Args:
+        field: parameter name used in the error.
+        value: the count given.
+        demands: ``[(switch, other_ports, ports_per_unit)]``: a switch (text for the
+            message) uses ``other_ports + ports_per_unit * value`` ports.
+
+    Returns:
+        int: the value.
+
+    Raises:
+        ParameterError: not an integer >= 1, or some switch would need more than
+            :data:`MAX_SWITCH_PORT` ports (the message gives the allowed range).
+    """
+    check_int(field, value, minimum=1)
+    largest, binding = None, None
+    for switch, other_ports, per_unit in demands:
+        if per_unit > 0:
+            fits = (MAX_SWITCH_PORT - other_ports) // per_unit
+            if largest is None or fits < largest:
+                largest, binding = fits, (switch, other_ports, per_unit)
+    if largest is not None and value > largest:
+        switch, other_ports, per_unit = binding
+        allowed = f"an integer from 1 to {largest}" if largest >= 1 else \
+            "none with the other parameters (they already fill the switch ports)"
+        raise ParameterError(field, value, allowed,
+                             f"{switch} would use {other_ports + per_unit * value} ports; {PORT_LIMIT_REASON}")
+    return value
+
+
+def check_switch_ports(field, value, switch, ports):
+    """Refuse a parameter that makes ``switch`` use more than :data:`MAX_SWITCH_PORT` ports.
+
+    Raises:
+        ParameterError: naming ``field`` and ``value``.
+    """
+    if ports > MAX_SWITCH_PORT:
+        raise ParameterError(field, value, f"a value that gives every switch at most {MAX_SWITCH_PORT} ports",
+                             f"{switch} would use {ports} ports; {PORT_LIMIT_REASON}")
+
+
+def check_node_count(field, value, nodes):
+    """Refuse a topology of more than :data:`MAX_NODES` nodes before it is built.
+
+    Args:
+        field: the parameter blamed (the one that sizes the topology most).
+        value: its value.
+        nodes: the number of switches and hosts the parameters give.
+
+    Raises:
+        ParameterError: naming ``field``.
+    """
+    if nodes > MAX_NODES:
+        raise ParameterError(field, value, f"a value that gives at most {MAX_NODES} nodes",
+                             f"the parameters give {nodes} switches and hosts")
 
 
 def check_ports(field, value):
@@ -186,6 +259,7 @@ class FabricTopo(Topo):
             ParameterError: if the name is too long for Mininet's interface names.
         """
         self._check_name(name)
+        self._count_node(name)
         dpid = f"{self._next_dpid:016x}"
         self._next_dpid += 1
         self._node_order.append(name)
@@ -205,6 +279,7 @@ class FabricTopo(Topo):
             str: the name.
         """
         self._check_name(name)
+        self._count_node(name)
         address = ipaddress.IPv4Address(ip_int)
         self._node_order.append(name)
         self._used_ports[name] = set()
@@ -231,6 +306,9 @@ class FabricTopo(Topo):
             if port in self._used_ports[node]:
                 raise ParameterError("ports", f"{node}:{port}", "each port used by one link only",
                                      "generator bug: port assigned twice")
+            if port > MAX_SWITCH_PORT and self.isSwitch(node):
+                raise ParameterError("size", f"{node}:{port}", f"switch ports 1..{MAX_SWITCH_PORT}",
+                                     f"the topology needs more ports on {node}; {PORT_LIMIT_REASON}")
             intf = f"{node}-eth{port}"
             if len(intf) > MAX_INTF_NAME:
                 raise ParameterError("size", intf, f"interface names of at most {MAX_INTF_NAME} characters",
@@ -241,6 +319,12 @@ class FabricTopo(Topo):
         key = self.addLink(a, b, port1=a_port, port2=b_port, capacity_mbps=float(capacity_mbps))
         self._link_order.append((a, b, key))
         return key
+
+    def _count_node(self, name):
+        """Raise ParameterError when adding ``name`` would exceed :data:`MAX_NODES`."""
+        if len(self._node_order) >= MAX_NODES:
+            raise ParameterError("size", name, f"at most {MAX_NODES} nodes (switches and hosts)",
+                                 "the topology is too large to emulate")
 
     @staticmethod
     def _check_name(name):

@@ -16,11 +16,13 @@ Addressing: host ``h`` (0-based) of global leaf ``i`` is
 import math
 
 from testbed.errors import ParameterError
-from testbed.topologies.base import (DEFAULT_FABRIC_LINK_MBPS, DEFAULT_HOST_LINK_MBPS, FabricTopo,
-                                     check_int, check_ports, check_positive_number, leaf_host_address,
+from testbed.topologies.base import (DEFAULT_FABRIC_LINK_MBPS, DEFAULT_HOST_LINK_MBPS, MAX_SWITCH_PORT,
+                                     FabricTopo, check_int, check_multiplier, check_node_count, check_ports,
+                                     check_positive_number, check_switch_ports, leaf_host_address,
                                      leaf_prefix)
 
 MAX_HOSTS_PER_LEAF = 254
+MAX_LEAVES = 10000  # leaf names leaf0..leaf9999 fit Mininet's 8 characters
 
 
 def normalize_hosts_per_leaf(hosts_per_leaf, leaves, field="hosts_per_leaf"):
@@ -108,9 +110,11 @@ class ClosTopo(FabricTopo):
                  uplinks_per_leaf=None, oversubscription=None, leaf_ports=None, spine_ports=None,
                  hosts_link_mbps=DEFAULT_HOST_LINK_MBPS, fabric_link_mbps=DEFAULT_FABRIC_LINK_MBPS,
                  **topo_opts):
-        check_int("leaves", leaves, minimum=1, maximum=65536)
+        check_int("leaves", leaves, minimum=1, maximum=MAX_LEAVES)
         check_int("spines", spines, minimum=1, maximum=999)
         self.leaf_host_counts = normalize_hosts_per_leaf(hosts_per_leaf, leaves)
+        check_node_count("leaves", leaves, leaves + spines + sum(self.leaf_host_counts))
+        most_hosts = max(self.leaf_host_counts)
         check_int("links_per_pair", links_per_pair, minimum=1)
         host_mbps = check_positive_number("hosts_link_mbps", hosts_link_mbps)
         fabric_mbps = check_positive_number("fabric_link_mbps", fabric_link_mbps)
@@ -124,13 +128,23 @@ class ClosTopo(FabricTopo):
         if bundle_matrix is not None:
             self.bundles = self._check_bundle_matrix(bundle_matrix, leaves, spines)
         elif uplinks_per_leaf is not None:
-            check_int("uplinks_per_leaf", uplinks_per_leaf, minimum=1)
+            check_multiplier("uplinks_per_leaf", uplinks_per_leaf,
+                             [("a leaf", most_hosts, 1), ("the fullest spine", 0, -(-leaves // spines))])
             self.bundles = [spread_uplinks(uplinks_per_leaf, spines, i) for i in range(leaves)]
         elif oversubscription is not None:
             ratio = check_positive_number("oversubscription", oversubscription)
-            uplinks = math.ceil(max(self.leaf_host_counts) * host_mbps / (ratio * fabric_mbps) - 1e-9)
+            uplinks = math.ceil(most_hosts * host_mbps / (ratio * fabric_mbps) - 1e-9)
+            if uplinks > MAX_SWITCH_PORT - most_hosts:
+                lowest = most_hosts * host_mbps / ((MAX_SWITCH_PORT - most_hosts) * fabric_mbps)
+                raise ParameterError("oversubscription", oversubscription, f"a ratio >= {lowest:.4g}",
+                                     f"a leaf would need {uplinks} uplinks besides its {most_hosts} hosts, "
+                                     f"more than its {MAX_SWITCH_PORT} ports")
             self.bundles = [spread_uplinks(max(uplinks, 1), spines, i) for i in range(leaves)]
         else:
+            check_switch_ports("leaves", leaves, "a spine", leaves)  # one link to every leaf
+            check_switch_ports("spines", spines, "a leaf", most_hosts + spines)
+            check_multiplier("links_per_pair", links_per_pair,
+                             [("a leaf", most_hosts, spines), ("a spine", 0, leaves)])
             self.bundles = [[links_per_pair] * spines for _ in range(leaves)]
         source = given[0] if given else "links_per_pair"
         for j in range(spines):
@@ -139,11 +153,13 @@ class ClosTopo(FabricTopo):
                                      f"spine{j} would have no links")
         for i, row in enumerate(self.bundles):
             needed = self.leaf_host_counts[i] + sum(row)
+            check_switch_ports(source, locals()[source], f"leaf{i}", needed)
             if leaf_ports is not None and needed > leaf_ports:
                 raise ParameterError("leaf_ports", leaf_ports, f"an integer >= {needed}",
                                      f"leaf{i} needs {self.leaf_host_counts[i]} host ports + {sum(row)} uplinks")
         for j in range(spines):
             needed = sum(row[j] for row in self.bundles)
+            check_switch_ports(source, locals()[source], f"spine{j}", needed)
             if spine_ports is not None and needed > spine_ports:
                 raise ParameterError("spine_ports", spine_ports, f"an integer >= {needed}",
                                      f"spine{j} needs {needed} downlinks")
@@ -288,9 +304,20 @@ class Clos3Topo(FabricTopo):
         for field, value in (("leaf_ports", leaf_ports), ("spine_ports", spine_ports), ("core_ports", core_ports)):
             check_ports(field, value)
         self.leaf_host_counts = normalize_hosts_per_leaf(hosts_per_leaf, pods * leaves_per_pod)
+        check_node_count("pods", pods, cores + pods * (leaves_per_pod + spines_per_pod) + sum(self.leaf_host_counts))
         host_mbps = check_positive_number("hosts_link_mbps", hosts_link_mbps)
         fabric_mbps = check_positive_number("fabric_link_mbps", fabric_link_mbps)
         cores_per_spine = cores // spines_per_pod if core_wiring == "planes" else cores
+        spines_per_core_per_pod = spines_per_pod if core_wiring == "mesh" else 1
+        most_hosts = max(self.leaf_host_counts)
+        check_switch_ports("spines_per_pod", spines_per_pod, "a leaf", most_hosts + spines_per_pod)
+        check_switch_ports("leaves_per_pod", leaves_per_pod, "a spine", leaves_per_pod + cores_per_spine)
+        check_switch_ports("pods", pods, "a core", pods * spines_per_core_per_pod)
+        check_multiplier("leaf_spine_links", leaf_spine_links,
+                         [("a leaf", most_hosts, spines_per_pod), ("a spine", cores_per_spine, leaves_per_pod)])
+        check_multiplier("spine_core_links", spine_core_links,
+                         [("a spine", leaves_per_pod * leaf_spine_links, cores_per_spine),
+                          ("a core", 0, pods * spines_per_core_per_pod)])
         for i, count in enumerate(self.leaf_host_counts):
             needed = count + spines_per_pod * leaf_spine_links
             if leaf_ports is not None and needed > leaf_ports:
@@ -300,7 +327,7 @@ class Clos3Topo(FabricTopo):
         if spine_ports is not None and spine_needed > spine_ports:
             raise ParameterError("spine_ports", spine_ports, f"an integer >= {spine_needed}",
                                  "each spine needs its leaf downlinks plus its core uplinks")
-        core_needed = pods * (spines_per_pod if core_wiring == "mesh" else 1) * spine_core_links
+        core_needed = pods * spines_per_core_per_pod * spine_core_links
         if core_ports is not None and core_needed > core_ports:
             raise ParameterError("core_ports", core_ports, f"an integer >= {core_needed}",
                                  "each core needs a link bundle to its spine in every pod")

@@ -37,7 +37,8 @@ Input Balanced Mode reachability (capacity toward a destination RDSW) is in
 """
 from testbed.errors import ParameterError
 from testbed.topologies.base import (DEFAULT_FABRIC_LINK_MBPS, DEFAULT_HOST_LINK_MBPS, FabricTopo,
-                                     check_int, check_ports, check_positive_number, leaf_host_address,
+                                     check_int, check_multiplier, check_node_count, check_ports,
+                                     check_positive_number, check_switch_ports, leaf_host_address,
                                      leaf_prefix)
 from testbed.topologies.clos import MAX_HOSTS_PER_LEAF
 
@@ -118,6 +119,16 @@ class DSFTopo(FabricTopo):
                                      "each rail gets the same number of RDSWs")
         elif gpus_per_server is not None:
             check_int("gpus_per_server", gpus_per_server, minimum=1)
+        check_node_count("clusters", clusters, planes * (sdsw + clusters * (fdsw_per_cluster + rdsw_per_cluster))
+                         + planes * clusters * rdsw_per_cluster * hosts_per_rdsw)
+        check_switch_ports("fdsw_per_cluster", fdsw_per_cluster, "an RDSW", hosts_per_rdsw + fdsw_per_cluster)
+        check_switch_ports("rdsw_per_cluster", rdsw_per_cluster, "an FDSW", rdsw_per_cluster + sdsw)
+        check_switch_ports("clusters", clusters, "an SDSW", clusters * fdsw_per_cluster)
+        check_multiplier("rdsw_fdsw_links", rdsw_fdsw_links,
+                         [("an RDSW", hosts_per_rdsw, fdsw_per_cluster), ("an FDSW", sdsw, rdsw_per_cluster)])
+        check_multiplier("fdsw_sdsw_links", fdsw_sdsw_links,
+                         [("an FDSW", rdsw_per_cluster * rdsw_fdsw_links, sdsw),
+                          ("an SDSW", 0, clusters * fdsw_per_cluster)])
         rdsw_needed = hosts_per_rdsw + fdsw_per_cluster * rdsw_fdsw_links
         if rdsw_ports is not None and rdsw_needed > rdsw_ports:
             raise ParameterError("rdsw_ports", rdsw_ports, f"an integer >= {rdsw_needed}",

@@ -42,12 +42,11 @@ A ``k`` whose locations need more than 22 bits raises :class:`ParameterError`.
 import ipaddress
 
 from testbed.errors import ParameterError
-from testbed.topologies.base import (DEFAULT_FABRIC_LINK_MBPS, DEFAULT_HOST_LINK_MBPS, HOST_NETWORK,
-                                     FabricTopo, check_int, check_positive_number)
+from testbed.topologies.base import (DEFAULT_FABRIC_LINK_MBPS, DEFAULT_HOST_LINK_MBPS, HOST_NETWORK, MAX_NODES,
+                                     MAX_SWITCH_PORT, FabricTopo, check_int, check_positive_number)
 
 MAX_LOCATION_BITS = 22
 MAX_LEVELS = 4
-MAX_NODES = 200000
 # Name letters of the aggregation levels 1..MAX_LEVELS-1 (avoiding 'c', 'e', 'h').
 _LEVEL_LETTERS = {1: "a", 2: "b", 3: "d"}
 
@@ -82,9 +81,10 @@ class FatTree(FabricTopo):
 
     def __init__(self, k=4, levels=2, hosts_link_mbps=DEFAULT_HOST_LINK_MBPS,
                  fabric_link_mbps=DEFAULT_FABRIC_LINK_MBPS, **topo_opts):
-        check_int("k", k, minimum=2, allowed="an even integer >= 2")
+        allowed_k = f"an even integer from 2 to {MAX_SWITCH_PORT}"
+        check_int("k", k, minimum=2, maximum=MAX_SWITCH_PORT, allowed=allowed_k)
         if k % 2:
-            raise ParameterError("k", k, "an even integer >= 2")
+            raise ParameterError("k", k, allowed_k)
         check_int("levels", levels, minimum=1, maximum=MAX_LEVELS)
         self.k = k
         self.p = k // 2

@@ -9,6 +9,7 @@ Examples::
     testbed design --nodes 90 --edge-ports 24 --core-ports 24 --blocking 4 --emit-topology clos90.json
 """
 import json
+import math
 from itertools import groupby
 
 from testbed.errors import ParameterError, TestbedError
@@ -59,6 +60,25 @@ def register(subparsers):
     parser.set_defaults(func=run)
 
 
+MAX_DESIGN_NODES = 10_000_000  # the design lists every edge switch; larger N would take minutes and gigabytes
+
+
+def check_numbers(args):
+    """Refuse NaN, infinite or negative limits and capacities, and node counts too large to design.
+
+    Raises:
+        ParameterError: naming the option.
+    """
+    for option, value in (("--max-rack-units", args.max_rack_units), ("--max-watts", args.max_watts),
+                          ("--max-cost", args.max_cost), ("--hosts-link-mbps", args.hosts_link_mbps),
+                          ("--fabric-link-mbps", args.fabric_link_mbps)):
+        if value is not None and not 0 <= value < math.inf:
+            raise ParameterError(option, value, "a finite number >= 0")
+    for option, value in (("--nodes", args.nodes), ("--expand-to", args.expand_to)):
+        if value is not None and value > MAX_DESIGN_NODES:
+            raise ParameterError(option, value, f"an integer from 1 to {MAX_DESIGN_NODES}")
+
+
 def _distribution(args):
     """Resolve --uniform / --distribution into one distribution name."""
     if args.uniform and args.distribution not in (None, "uniform"):
@@ -81,6 +101,7 @@ def make_design(args):
         ParameterError: for a missing or invalid option.
         TestbedError: if the database file cannot be read.
     """
+    check_numbers(args)
     distribution = _distribution(args)
     if args.db and args.example_db:
         raise ParameterError("--db", args.db, "either --db FILE or --example-db, not both")

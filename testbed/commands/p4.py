@@ -38,14 +38,20 @@ _MACRO_NAME = re.compile(r"[A-Za-z_]\w*$")
 def _defines(items):
     """{name: value} of ``-D NAME[=VALUE]`` options.
 
+    A definition is one line, as on a ``#define`` line (GCC documents that an
+    embedded newline truncates it; here it is refused rather than cut silently).
+
     Raises:
-        ParameterError: a name that is not an identifier.
+        ParameterError: a name that is not an identifier, or a value with a newline or
+            another control character.
     """
     result = {}
     for item in items:
         name, _, value = item.partition("=")
         if not _MACRO_NAME.match(name):
             raise ParameterError("-D", item, "NAME or NAME=VALUE with NAME an identifier")
+        if any(ord(char) < 0x20 or ord(char) == 0x7F for char in value if char != "\t"):
+            raise ParameterError("-D", item, "NAME=VALUE with VALUE on one line, without control characters")
         result[name] = value or "1"
     return result
 

@@ -9,8 +9,9 @@ Examples::
     testbed topo export dsf --format png -o dsf.png
 """
 import json
+import os
 
-from testbed.errors import ParameterError
+from testbed.errors import ParameterError, TestbedError
 from testbed.topologies.registry import describe_kinds, make_topology, parse_key_values
 
 _PARAMS_HELP = "topology parameters as key=value (see `testbed topo kinds`); lists as 1,2,3, matrices as 1,2;2,1"
@@ -90,14 +91,32 @@ def run_show(args):
     return 0
 
 
+def check_output_path(path):
+    """Refuse an output file that is a directory or whose directory does not exist.
+
+    Raises:
+        ParameterError: naming ``-o/--output``.
+    """
+    if os.path.isdir(path):
+        raise ParameterError("--output", path, "a file name", "it is a directory")
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        raise ParameterError("--output", path, "a file in an existing directory", f"{folder} does not exist")
+
+
 def run_export(args):
     """Export a topology to stdout or a file."""
     from testbed.topologies.export import export
 
     if args.format == "png" and not args.output:
         raise ParameterError("--output", "(none)", "a file name given with -o FILE", "png cannot go to stdout")
+    if args.output:
+        check_output_path(args.output)
     topo = _build(args)
-    text = export(topo, args.format, args.output)
+    try:
+        text = export(topo, args.format, args.output)
+    except OSError as error:
+        raise TestbedError(f"cannot write {args.output}: {error.strerror or error}") from None
     if text is not None:
         print(text, end="")
     else:

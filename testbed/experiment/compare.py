@@ -29,6 +29,7 @@ COLUMNS = (
     ("fabric_drops", "fabric drops", "{}"),
     ("host_port_busy", "host busy", "{:.3f}"),
     ("voq_max_depth", "VOQ max", "{}"),
+    ("flowlet_path_changes", "path changes", "{}"),
     ("loss_window_s", "loss window s", "{:.3f}"),
     ("controller_reaction_s", "reaction s", "{:.3f}"),
     ("detection_s", "detection s", "{:.3f}"),
@@ -48,7 +49,8 @@ def comparison_row(mode, results):
     detections = [row["detection_s"] for row in results.get("controller", {}).get("detections", [])]
     recoveries = [row["max_recovery_s"] for row in summary.get("flow_recovery", [])
                   if row.get("max_recovery_s") is not None]
-    drops = results.get("dataplane", {}).get("drops", {})
+    dataplane = results.get("dataplane", {})
+    drops = dataplane.get("drops", {})
     dilation = summary.get("path_dilation", {}).get("extra_hops", {})
     pushbacks = results.get("controller", {}).get("pushbacks", [])
     dsf = results.get("dsf") or {}
@@ -60,6 +62,7 @@ def comparison_row(mode, results):
             "out_of_sequence": summary.get("out_of_sequence"),
             "out_of_order_rate": summary.get("out_of_order_rate"), "late": summary.get("late"),
             "reorder_rate": summary.get("reorder_rate"),
+            "flowlet_path_changes": dataplane.get("flowlet_path_changes"),
             "loss_window_s": max(windows) if windows else None,
             "controller_reaction_s": summary.get("controller_reaction_s"),
             "detection_s": max(detections) if detections else None,

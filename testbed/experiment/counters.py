@@ -61,6 +61,25 @@ def read_port_counters(clients, p4info, skip=()):
 
 
 NO_DETOUR_COUNTER = "MyIngress.f10_no_detour"  # p4src/f10.p4
+PATH_CHANGES_COUNTER = "MyIngress.flowlet_path_changes"  # p4src/flowlet.p4
+
+
+def _counter_total(clients, p4info, name, skip=()):
+    """Packets counted in every cell of counter ``name`` over every switch, or None when the program has none.
+
+    A switch whose counter cannot be read (crashed) counts 0.
+    """
+    if not any(counter.preamble.name == name for counter in p4info.counters):
+        return None
+    total = 0
+    for switch, client in sorted(clients.items()):
+        if switch in skip:
+            continue
+        try:
+            total += sum(packets for packets, _ in client.read_counter(name).values())
+        except Exception:  # noqa: BLE001 - a dead switch must not lose the other counters
+            continue
+    return total
 
 
 def link_losses(graph, before, after):
@@ -109,6 +128,12 @@ def dataplane_counters(fabric, clients, p4info, before=None, after=None):
     ``tx_errors`` (every frame a port could not send, probes included) is
     reported as measured.  Counters that cannot be read (a crashed switch) count 0.
 
+    ``flowlet_path_changes`` (p4src/flowlet.p4's counter, over every switch; None for
+    programs without it) counts the flowlet boundaries at which a flow slot moved to
+    another port: reordering can only happen at such a change (one flowlet keeps one
+    FIFO path), so it bounds the out-of-sequence arrivals the program caused, however
+    fast or loaded the machine was.
+
     Args:
         fabric: the running :class:`~testbed.fabrics.Fabric`.
         clients: ``{switch: P4RuntimeClient}``.
@@ -116,21 +141,14 @@ def dataplane_counters(fabric, clients, p4info, before=None, after=None):
         before, after: :func:`read_port_counters` snapshots of the run (for the link losses).
     """
     drops = drop_totals(fabric.network.drop_counters())
-    no_detour = 0
-    if any(counter.preamble.name == NO_DETOUR_COUNTER for counter in p4info.counters):
-        for switch, client in sorted(clients.items()):
-            if switch in fabric.crashed:
-                continue
-            try:
-                no_detour += sum(packets for packets, _ in client.read_counter(NO_DETOUR_COUNTER).values())
-            except Exception:  # noqa: BLE001 - a dead switch must not lose the other counters
-                continue
+    no_detour = _counter_total(clients, p4info, NO_DETOUR_COUNTER, skip=fabric.crashed) or 0
     on_links = link_losses(fabric.topo.graph(), before, after) if before and after else 0
     emulator = drops.pop("socket_drops")
     drops.update(no_detour=no_detour, on_links=on_links, emulator=emulator,
                  connectivity=max(0, on_links - drops["queue_drops"] - emulator) + no_detour,
                  congestion=drops["queue_drops"])
-    return {"drops": drops}
+    return {"drops": drops,
+            "flowlet_path_changes": _counter_total(clients, p4info, PATH_CHANGES_COUNTER, skip=fabric.crashed)}
 
 
 def _delta(after, before, switch, kind, port):

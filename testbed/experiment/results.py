@@ -69,7 +69,9 @@ clock values are ISO 8601 UTC::
                                        "bad_parameter": int, "no_reachability": int, "ttl": int,
                                        "not_a_cell": int, "no_reachability_in_fabric": int,
                                        "fabric": int,   # link queues + reassembly timeouts + no reach + ttl
-                                       "by_link": {"switch:port>neighbour": int}}},
+                                       "by_link": {"switch:port>neighbour": int}},
+                    # p4src/flowlet.p4: flowlet boundaries that moved a flow slot to another port
+                    "flowlet_path_changes": int | null},
       "failures": [{"index": int, "action": str, "target": str, "loss": float | null,
                     "planned_at_s": float, "applied_at_s": float | null, "apply_s": float | null,
                     "error": str | null,
@@ -280,7 +282,8 @@ def empty_dataplane():
     """The ``dataplane`` section of a run that read no switch counters."""
     return {"switch_receive_lag": {"samples": 0, "at_least_ms": {}},
             "drops": {"tx_errors": 0, "no_detour": 0, "queue_drops": 0, "on_links": 0, "emulator": 0,
-                      "connectivity": 0, "congestion": 0}}
+                      "connectivity": 0, "congestion": 0},
+            "flowlet_path_changes": None}
 
 
 def write_link_csv(rows, path):

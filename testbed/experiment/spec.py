@@ -40,24 +40,29 @@ paired in order, h1->h3, h2->h4) or a collective of
 port for every QP between two NICs: 5-tuple ECMP then sees one flow per NIC
 pair and only E-ECMP separates the QPs; seed 004 4.1).
 
-Every error names the field path and the value: ``traffic[1].rate_mbps: must
-be > 0 (got -5)``.  :func:`derive_seed` gives each random choice its own
+Every error names the field path and the value (shortened when long):
+``traffic[1].rate_mbps: must be > 0 (got -5)``.  Numbers must be finite (no
+``.inf`` or ``.nan``), names and paths free of control characters (NUL,
+newline).  The file itself is read within bounds (:mod:`testbed.experiment.spec_yaml`:
+UTF-8 text of at most 1 MiB, at most 32 levels deep, no key given twice,
+YAML aliases only while the expanded document has at most 100,000 values),
+and the topology is sized by its generator before anything is built.  :func:`derive_seed` gives each random choice its own
 stable seed from the spec's seed and a label, so the same spec places the
 same flows on every run.
 """
 import copy
 import hashlib
+import math
 import os
 import random
 from dataclasses import asdict, dataclass, field, replace
 from typing import List, Optional, Tuple
 
-import yaml
-
 from testbed import modes as mode_table
 from testbed.controllers.kinds import CONTROLLER_KINDS, DEFAULT_DETECTION_DELAY_MS
 from testbed.emulation.netem import netem_available
-from testbed.errors import ParameterError
+from testbed.errors import ParameterError, SpecError, short_repr
+from testbed.experiment.spec_yaml import read_spec_yaml
 from testbed.p4.embedded_only import refuse_for_bmv2
 from testbed.targets import bmv2_available
 
@@ -69,6 +74,8 @@ UDP_SPORT_RULES = ("per_qp", "per_nic_pair")
 METRICS = ("link_load", "mmr", "goodput", "loss", "out_of_order", "recovery", "timeline", "controller")
 MAX_QPS = 255
 MAX_TRAFFIC_ENTRIES = 255
+MAX_SEED = 2 ** 64 - 1
+MAX_NAMES_LISTED = 12  # node names an error message lists before "... (N in all)"
 DEFAULT_RATE_MBPS = 10.0
 DEFAULT_SIZE_BYTES = 64 * 1024
 DEFAULT_MTU = 1024
@@ -79,26 +86,6 @@ _TOP_FIELDS = ("name", "seed", "topology", "target", "program", "mode", "mode_pa
 _TRAFFIC_FIELDS = ("pattern", "hosts", "size_bytes", "qps", "qp_scaling", "udp_sport", "rate_mbps", "start_s",
                    "duration_s", "mtu")
 _FAILURE_FIELDS = ("at_s", "action", "link", "switch", "loss")
-
-
-class SpecError(ParameterError):
-    """A spec field with a value that is not allowed; the message starts with the field path.
-
-    Args:
-        path: the field path (``"traffic[1].rate_mbps"``).
-        value: the value given.
-        problem: what is wrong (``"must be > 0"``).
-        show_value: append ``(got VALUE)`` to the message.
-    """
-
-    def __init__(self, path, value, problem, show_value=True):
-        super().__init__(path, value, problem)
-        self.problem = problem
-        self.message = f"{path}: {problem}" + (f" (got {value!r})" if show_value else "")
-        self.args = (self.message,)
-
-    def __str__(self):
-        return self.message
 
 
 # ---------------------------------------------------------------------- dataclasses
@@ -309,7 +296,8 @@ def _require_mapping(value, path):
 def _check_keys(data, allowed, path):
     for key in data:
         if key not in allowed:
-            where = f"{path}.{key}" if path else str(key)
+            name = key if isinstance(key, str) and len(key) <= 60 and key.isprintable() else short_repr(key, 60)
+            where = f"{path}.{name}" if path else name
             raise SpecError(where, data[key], "unknown field; allowed: " + ", ".join(allowed), show_value=False)
 
 
@@ -317,6 +305,8 @@ def _number(value, path, minimum=None, exclusive=False, maximum=None, integer=Fa
     kind = "an integer" if integer else "a number"
     if isinstance(value, bool) or not isinstance(value, (int,) if integer else (int, float)):
         raise SpecError(path, value, f"must be {kind}")
+    if isinstance(value, float) and not math.isfinite(value):
+        raise SpecError(path, value, "must be a finite number")
     if minimum is not None:
         if exclusive and not value > minimum:
             raise SpecError(path, value, f"must be > {minimum}")
@@ -328,15 +318,35 @@ def _number(value, path, minimum=None, exclusive=False, maximum=None, integer=Fa
 
 
 def _choice(value, allowed, path):
-    if value not in allowed:
-        raise SpecError(path, value, f"unknown {value!r}; allowed: " + ", ".join(allowed), show_value=False)
+    if not isinstance(value, str) or value not in allowed:
+        raise SpecError(path, value, f"unknown {short_repr(value)}; allowed: " + ", ".join(allowed),
+                        show_value=False)
     return value
 
 
 def _string(value, path):
     if not isinstance(value, str) or not value.strip():
         raise SpecError(path, value, "must be a non-empty string")
+    if any(ord(char) < 0x20 or ord(char) == 0x7F for char in value):
+        raise SpecError(path, value, "must not contain control characters (NUL, newline, tab ...)")
     return value
+
+
+def _list(value, path, what):
+    """``value`` if it is a list; None and a missing field give []."""
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise SpecError(path, value, f"must be a list of {what}")
+    return value
+
+
+def _names_text(names):
+    """Node names for an error message: all of a few, else the first ones and the count."""
+    names = list(names)
+    if len(names) <= MAX_NAMES_LISTED:
+        return ", ".join(names)
+    return ", ".join(names[:MAX_NAMES_LISTED]) + f", ... ({len(names)} in all)"
 
 
 # ---------------------------------------------------------------------- sections
@@ -354,7 +364,8 @@ def _parse_topology(data):
         raise SpecError("topology.kind", None, "is required; allowed: " + ", ".join(TOPOLOGY_KINDS),
                         show_value=False)
     kind = _choice(section["kind"], list(TOPOLOGY_KINDS), "topology.kind")
-    params = _require_mapping(section.get("params") or {}, "topology.params")
+    params = section.get("params")
+    params = _require_mapping({} if params is None else params, "topology.params")
     try:
         topo = make_topology(kind, **params)
     except SpecError:
@@ -437,23 +448,24 @@ def _resolve_hosts(value, path, all_hosts, seed, index):
         return rng.sample(list(all_hosts), count)
     if not isinstance(value, list) or not value:
         raise SpecError(path, value, "must be a list of host names, 'all' or {random: N}")
+    known = set(all_hosts)
     names = []
+    listed = set()
     for position, name in enumerate(value):
-        if name not in all_hosts:
+        if not isinstance(name, str) or name not in known:
             raise SpecError(f"{path}[{position}]", name,
-                            "not a host of the topology; hosts: " + ", ".join(all_hosts))
-        if name in names:
+                            "not a host of the topology; hosts: " + _names_text(all_hosts))
+        if name in listed:
             raise SpecError(f"{path}[{position}]", name, "host listed twice")
         names.append(name)
+        listed.add(name)
     return names
 
 
 def _parse_traffic(data, all_hosts, seed):
     from testbed.traffic.collectives import PATTERNS
 
-    entries = data.get("traffic") or []
-    if not isinstance(entries, list):
-        raise SpecError("traffic", entries, "must be a list of traffic entries")
+    entries = _list(data.get("traffic"), "traffic", "traffic entries")
     if len(entries) > MAX_TRAFFIC_ENTRIES:
         raise SpecError("traffic", f"{len(entries)} entries",
                         f"at most {MAX_TRAFFIC_ENTRIES} entries (traffic job numbers)")
@@ -495,9 +507,8 @@ def _link_pairs(topo):
 
 
 def _parse_failures(data, topo, switches):
-    entries = data.get("failures") or []
-    if not isinstance(entries, list):
-        raise SpecError("failures", entries, "must be a list of failure entries")
+    entries = _list(data.get("failures"), "failures", "failure entries")
+    switch_names = set(switches)
     links = _link_pairs(topo)
     parsed = []
     for index, raw in enumerate(entries):
@@ -515,9 +526,9 @@ def _parse_failures(data, topo, switches):
         if action == "switch_crash":
             if "switch" not in raw:
                 raise SpecError(f"{path}.switch", None, "is required for switch_crash", show_value=False)
-            if raw["switch"] not in switches:
+            if not isinstance(raw["switch"], str) or raw["switch"] not in switch_names:
                 raise SpecError(f"{path}.switch", raw["switch"],
-                                "not a switch of the topology; switches: " + ", ".join(switches))
+                                "not a switch of the topology; switches: " + _names_text(switches))
             if "link" in raw:
                 raise SpecError(f"{path}.link", raw["link"], "not used by switch_crash (name the switch)")
             failure.switch = raw["switch"]
@@ -618,7 +629,7 @@ def parse_spec(data, source=None, check_machine=True):
     if "seed" not in data:
         raise SpecError("seed", None, "is required (an integer; every random choice derives from it)",
                         show_value=False)
-    seed = _number(data["seed"], "seed", minimum=0, integer=True)
+    seed = _number(data["seed"], "seed", minimum=0, maximum=MAX_SEED, integer=True)
     topology, topo = _parse_topology(data)
     target = _choice(data.get("target", "auto"), TARGETS, "target")
     mode, program, mode_params = _parse_program(data, seed)
@@ -655,7 +666,7 @@ def parse_spec(data, source=None, check_machine=True):
     for index, name in enumerate(controller.monitored_switches or ()):
         if name not in switches:
             raise SpecError(f"controller.monitored_switches[{index}]", name,
-                            "not a switch of the topology; switches: " + ", ".join(switches))
+                            "not a switch of the topology; switches: " + _names_text(switches))
     if check_machine:
         check_capabilities(spec)
     return spec
@@ -664,14 +675,12 @@ def parse_spec(data, source=None, check_machine=True):
 def load_spec(path, check_machine=True):
     """Read and validate a YAML spec file.
 
+    The file is read within the bounds of :mod:`testbed.experiment.spec_yaml`:
+    UTF-8, at most 1 MiB, 32 levels deep, no duplicate keys, aliases only
+    while the expanded document stays small.
+
     Raises:
-        SpecError: unreadable file, bad YAML, or an invalid field.
+        SpecError: unreadable file, bad or unbounded YAML, or an invalid field.
     """
-    try:
-        with open(path) as handle:
-            data = yaml.safe_load(handle)
-    except OSError as error:
-        raise SpecError("spec", path, f"cannot read the file: {error.strerror}") from None
-    except yaml.YAMLError as error:
-        raise SpecError("spec", path, f"is not valid YAML: {error}") from None
+    data = read_spec_yaml(path)
     return parse_spec(data, source=os.path.abspath(path), check_machine=check_machine)
