@@ -53,8 +53,8 @@ class LogNormal:
 class FailureProcess:
     """Failures of one kind of component: gaps between failures and repair times."""
 
-    between_failures: LogNormal
-    repair: LogNormal
+    between_failures_s: LogNormal
+    repair_s: LogNormal
 
 
 def _switch_links(graph, switch):
@@ -90,7 +90,7 @@ def lognormal_trace(graph, seed, start_s, end_s, links=None, switches=None):
     (True, 'link_down')
     """
     if not (math.isfinite(start_s) and math.isfinite(end_s) and 0 <= start_s < end_s):
-        raise ParameterError("failures.trace.window", (start_s, end_s), "0 <= start_s < end_s, finite")
+        raise ParameterError("failure_trace.window", (start_s, end_s), "0 <= start_s < end_s, finite")
     failures = []  # (at_s, until_s, links held, cause)
     rng_links = random.Random(f"{seed}/links")
     rng_switches = random.Random(f"{seed}/switches")
@@ -102,21 +102,21 @@ def lognormal_trace(graph, seed, start_s, end_s, links=None, switches=None):
                                      ("switches", switches, rng_switches, candidates)):
         if process is None:
             continue
-        process.between_failures.check(f"failures.trace.{name}.between_failures_s")
-        process.repair.check(f"failures.trace.{name}.repair_s")
+        process.between_failures_s.check(f"failure_trace.{name}.between_failures_s")
+        process.repair_s.check(f"failure_trace.{name}.repair_s")
         if not pool:
-            raise ParameterError(f"failures.trace.{name}", name, "a topology with such components")
+            raise ParameterError(f"failure_trace.{name}", name, "a topology with such components")
         now = start_s
         down_until = {}  # component -> repair time
         while True:
-            now += process.between_failures.draw(rng)
+            now += process.between_failures_s.draw(rng)
             if now >= end_s:
                 break
             up = [item for item in pool if down_until.get(item, -1.0) <= now]
             if not up:
                 continue
             item = up[rng.randrange(len(up))]
-            until = now + process.repair.draw(rng)
+            until = now + process.repair_s.draw(rng)
             down_until[item] = until
             held = [item] if name == "links" else _switch_links(graph, item)
             cause = f"link {item[0]}-{item[1]}" if name == "links" else f"switch {item}"

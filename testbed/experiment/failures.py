@@ -21,6 +21,14 @@ import threading
 import time
 
 
+def log_row(index, failure):
+    """The results.json row of ``spec.failures[index]`` before it is applied (``failures[]``)."""
+    return {"index": index, "action": failure.action,
+            "target": "-".join(failure.link) if failure.link else (failure.switch or ""), "loss": failure.loss,
+            "cause": failure.cause, "planned_at_s": failure.at_s, "applied_at_s": None, "apply_s": None,
+            "error": None, "mechanism": None}
+
+
 class FailureScheduler(threading.Thread):
     """Applies failures at ``t0_ns + at_s`` on a running fabric.
 
@@ -40,11 +48,7 @@ class FailureScheduler(threading.Thread):
         self.failures = list(failures)
         self.t0_ns = t0_ns
         self.progress = progress
-        self.log = [{"index": index, "action": f.action,
-                     "target": "-".join(f.link) if f.link else (f.switch or ""), "loss": f.loss,
-                     "planned_at_s": f.at_s, "applied_at_s": None, "apply_s": None, "error": None,
-                     "mechanism": None}
-                    for index, f in enumerate(self.failures)]
+        self.log = [log_row(index, failure) for index, failure in enumerate(self.failures)]
         self._cancelled = threading.Event()
 
     def cancel(self):

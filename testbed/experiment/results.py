@@ -75,7 +75,8 @@ clock values are ISO 8601 UTC::
       "failures": [{"index": int, "action": str, "target": str, "loss": float | null,
                     "planned_at_s": float, "applied_at_s": float | null, "apply_s": float | null,
                     "error": str | null,
-                    "mechanism": "netem" | "embedded-port" | null}],  # how a lossy_link was applied (or ended)
+                    "mechanism": "netem" | "embedded-port" | null,   # how a lossy_link was applied (or ended)
+                    "cause": str | null}],  # failure_trace entries: "link a-b" or "switch s"
       "traffic": [{"index": int, "pattern": str, "hosts": [str], "planned_start_s": float,
                    "started_at_s": float | null, "error": str | null,
                    "sent_packets": int | null, "received_packets": int | null, "lost_packets": int | null,

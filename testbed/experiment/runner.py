@@ -20,7 +20,7 @@ from testbed.experiment import analysis, overload, plots, results as results_mod
 from testbed.experiment.counters import (dataplane_counters, link_loads, read_port_counters, receive_lag_delta,
                                         uplink_loads)
 from testbed.experiment.dsf_metrics import FabricRecorder, drops_by_place, ever_failed
-from testbed.experiment.failures import FailureScheduler
+from testbed.experiment.failures import FailureScheduler, log_row as failure_log_row
 from testbed.experiment.spec import ExperimentSpec, check_capabilities, load_spec
 from testbed.experiment.traffic_jobs import READY_TIMEOUT_S, TimeZero, TrafficJob
 from testbed.fabrics import spec_fabric
@@ -267,11 +267,7 @@ def _fill_results(record, spec, fabric, scheduler, controller, jobs, before, aft
     if scheduler is not None:
         record["failures"] = scheduler.log
     else:
-        record["failures"] = [{"index": i, "action": f.action,
-                               "target": "-".join(f.link) if f.link else (f.switch or ""), "loss": f.loss,
-                               "planned_at_s": f.at_s, "applied_at_s": None, "apply_s": None, "error": None,
-                               "mechanism": None}
-                              for i, f in enumerate(spec.failures)]
+        record["failures"] = [failure_log_row(index, failure) for index, failure in enumerate(spec.failures)]
     if controller is not None:
         record["controller"].update(entries_written=int(controller.entries_written or 0),
                                     mode_params_written=dict(controller.mode_params_written),

@@ -23,6 +23,11 @@ A spec (every field but ``name`` and ``seed`` has a default)::
       - {at_s: 3.0, action: link_up, link: [l1, s1]}
       - {at_s: 2.0, action: switch_crash, switch: s2}
       - {at_s: 1.0, action: lossy_link, link: [l1, s1], loss: 0.01}   # netem, else embedded ports; a later link_up ends it
+    failure_trace:                      # optional: random failures drawn with the seed (seed 002, 7.2)
+      start_s: 1.0                      # failures start in [start_s, end_s); repairs after end_s are dropped
+      end_s: 4.0
+      links: {between_failures_s: {median: 1.0, sigma: 0.8}, repair_s: {median: 0.5, sigma: 0.8}}
+      switches: {between_failures_s: {median: 3.0, sigma: 0.8}, repair_s: {median: 1.0, sigma: 0.5}}
     duration_s: 5
     metrics: [link_load, mmr, goodput, loss, out_of_order, recovery, timeline, controller]
     out_dir: results/leafspine-ecmp-failure
@@ -39,6 +44,16 @@ paired in order, h1->h3, h2->h4) or a collective of
 (default; each QP its own port, as Linux derives it) or ``per_nic_pair`` (one
 port for every QP between two NICs: 5-tuple ECMP then sees one flow per NIC
 pair and only E-ECMP separates the QPs; seed 004 4.1).
+
+``failure_trace`` adds ``link_down``/``link_up`` entries to ``failures``, drawn
+by :func:`testbed.experiment.failure_traces.lognormal_trace` from the spec's
+seed: log-normal times between failures and to repair (median in seconds,
+log-scale spread ``sigma``), one process for switch-to-switch links and one
+for switches (never edge switches; a switch failure takes all its fabric
+links down together).  Each drawn entry records its ``cause``.  A mode that
+changes the topology (``f10`` runs the AB FatTree) draws the trace again on
+its own topology with the same seed: switch failures are then the same,
+link failures fall on that topology's links.
 
 Every error names the field path and the value (shortened when long):
 ``traffic[1].rate_mbps: must be > 0 (got -5)``.  Numbers must be finite (no
@@ -62,6 +77,7 @@ from testbed import modes as mode_table
 from testbed.controllers.kinds import CONTROLLER_KINDS, DEFAULT_DETECTION_DELAY_MS
 from testbed.emulation.netem import netem_available
 from testbed.errors import ParameterError, SpecError, short_repr
+from testbed.experiment.failure_traces import FailureProcess, LogNormal, lognormal_trace
 from testbed.experiment.spec_yaml import read_spec_yaml
 from testbed.p4.embedded_only import refuse_for_bmv2
 from testbed.targets import bmv2_available
@@ -82,10 +98,13 @@ DEFAULT_MTU = 1024
 DEFAULT_TAIL_S = 1.0
 
 _TOP_FIELDS = ("name", "seed", "topology", "target", "program", "mode", "mode_params", "controller",
-               "traffic", "failures", "duration_s", "metrics", "out_dir")
+               "traffic", "failures", "failure_trace", "duration_s", "metrics", "out_dir")
 _TRAFFIC_FIELDS = ("pattern", "hosts", "size_bytes", "qps", "qp_scaling", "udp_sport", "rate_mbps", "start_s",
                    "duration_s", "mtu")
 _FAILURE_FIELDS = ("at_s", "action", "link", "switch", "loss")
+_FAILURE_TRACE_FIELDS = ("start_s", "end_s", "links", "switches")
+_FAILURE_PROCESS_FIELDS = ("between_failures_s", "repair_s")
+_LOGNORMAL_FIELDS = ("median", "sigma")
 
 
 # ---------------------------------------------------------------------- dataclasses
@@ -179,12 +198,32 @@ class FailureSpec:
     link: Optional[Tuple[str, str]] = None
     switch: Optional[str] = None
     loss: Optional[float] = None
+    cause: Optional[str] = None  # drawn by failure_trace: "link a-b" or "switch s" (None: written in the spec)
 
     def label(self):
         """Short text for plots and logs (``link_down l1-s1``)."""
         target = "-".join(self.link) if self.link else (self.switch or "")
         extra = f" loss={self.loss}" if self.loss is not None else ""
+        if self.cause and self.cause.startswith("switch"):
+            extra += f" ({self.cause})"
         return f"{self.action} {target}{extra}".strip()
+
+
+@dataclass
+class FailureTraceSpec:
+    """``failure_trace``: random failures drawn in ``[start_s, end_s)`` (see the module docstring)."""
+
+    start_s: float
+    end_s: float
+    links: Optional[FailureProcess] = None
+    switches: Optional[FailureProcess] = None
+
+    def failures(self, graph, seed):
+        """The trace's entries on a topology graph: ``[FailureSpec]`` with their ``cause``."""
+        events = lognormal_trace(graph, derive_seed(seed, "failure_trace"), self.start_s, self.end_s,
+                                 links=self.links, switches=self.switches)
+        return [FailureSpec(at_s=at_s, action=action, link=link, cause=cause)
+                for at_s, action, link, cause in events]
 
 
 @dataclass
@@ -201,7 +240,9 @@ class ExperimentSpec:
             is derived from the seed when absent.
         controller: :class:`ControllerSpec`.
         traffic: list of :class:`TrafficSpec`.
-        failures: list of :class:`FailureSpec`, sorted by time.
+        failures: list of :class:`FailureSpec`: those written in the spec, in its order, then
+            those drawn by ``failure_trace`` in time order (the runner applies all in time order).
+        failure_trace: :class:`FailureTraceSpec` or None.
         duration_s: the run's length.
         metrics: the metrics to report (plots and summary lines).
         out_dir: default output directory.
@@ -218,6 +259,7 @@ class ExperimentSpec:
     controller: ControllerSpec = field(default_factory=ControllerSpec)
     traffic: List[TrafficSpec] = field(default_factory=list)
     failures: List[FailureSpec] = field(default_factory=list)
+    failure_trace: Optional["FailureTraceSpec"] = None
     duration_s: float = 0.0
     metrics: List[str] = field(default_factory=lambda: list(METRICS))
     out_dir: str = ""
@@ -265,6 +307,10 @@ def _apply_mode(spec, mode):
             raise SpecError("mode", mode.name, f"runs on a {mode.topology} topology, whose parameters do not "
                             f"fit topology.params ({error})") from None
         spec.topology.kind = mode.topology
+        if spec.failure_trace is not None:
+            written = [failure for failure in spec.failures if failure.cause is None]
+            spec.failures = written + spec.failure_trace.failures(
+                make_topology(mode.topology, **spec.topology.params).graph(), spec.seed)
     if mode.controller:
         spec.controller.kind = mode.controller
     elif spec.controller.requested_kind:
@@ -554,6 +600,50 @@ def _parse_failures(data, topo, switches):
     return parsed
 
 
+def _parse_lognormal(raw, path):
+    raw = _require_mapping(raw, path)
+    _check_keys(raw, _LOGNORMAL_FIELDS, path)
+    for name in _LOGNORMAL_FIELDS:
+        if name not in raw:
+            raise SpecError(f"{path}.{name}", None, "is required (median: seconds > 0; sigma: log-scale "
+                            "spread >= 0)", show_value=False)
+    return LogNormal(float(_number(raw["median"], f"{path}.median", minimum=0, exclusive=True)),
+                     float(_number(raw["sigma"], f"{path}.sigma", minimum=0)))
+
+
+def _parse_failure_trace(data, topo, seed):
+    """``failure_trace`` -> (:class:`FailureTraceSpec` or None, its failures on ``topo``)."""
+    raw = data.get("failure_trace")
+    if raw is None:
+        return None, []
+    raw = _require_mapping(raw, "failure_trace")
+    _check_keys(raw, _FAILURE_TRACE_FIELDS, "failure_trace")
+    for name in ("start_s", "end_s"):
+        if name not in raw:
+            raise SpecError(f"failure_trace.{name}", None, "is required (seconds)", show_value=False)
+    start_s = float(_number(raw["start_s"], "failure_trace.start_s", minimum=0))
+    end_s = float(_number(raw["end_s"], "failure_trace.end_s", minimum=start_s, exclusive=True))
+    processes = {}
+    for kind in ("links", "switches"):
+        if kind not in raw:
+            continue
+        path = f"failure_trace.{kind}"
+        section = _require_mapping(raw[kind], path)
+        _check_keys(section, _FAILURE_PROCESS_FIELDS, path)
+        for name in _FAILURE_PROCESS_FIELDS:
+            if name not in section:
+                raise SpecError(f"{path}.{name}", None, "is required ({median, sigma})", show_value=False)
+        processes[kind] = FailureProcess(_parse_lognormal(section["between_failures_s"], f"{path}.between_failures_s"),
+                                         _parse_lognormal(section["repair_s"], f"{path}.repair_s"))
+    if not processes:
+        raise SpecError("failure_trace", raw, "needs links, switches or both (what fails)")
+    trace = FailureTraceSpec(start_s, end_s, **processes)
+    try:
+        return trace, trace.failures(topo.graph(), seed)
+    except ParameterError as error:
+        raise SpecError(error.field, error.value, error.allowed) from None
+
+
 # ---------------------------------------------------------------------- capabilities
 def lossy_link_mechanism(target):
     """How a ``lossy_link`` failure is emulated here for a target, or None when it cannot be.
@@ -637,9 +727,12 @@ def parse_spec(data, source=None, check_machine=True):
     all_hosts = list(topo.hosts())
     switches = list(topo.switches())
     traffic = _parse_traffic(data, all_hosts, seed)
-    failures = _parse_failures(data, topo, switches)
+    written = _parse_failures(data, topo, switches)
+    failure_trace, drawn = _parse_failure_trace(data, topo, seed)
     ends = [entry.start_s + (entry.duration_s or 0.0) for entry in traffic]
-    default_duration = max(ends + [f.at_s for f in failures] + [1.0]) + DEFAULT_TAIL_S
+    if failure_trace is not None:
+        ends.append(failure_trace.end_s)
+    default_duration = max(ends + [f.at_s for f in written] + [1.0]) + DEFAULT_TAIL_S
     duration = float(_number(data.get("duration_s", default_duration), "duration_s", minimum=0, exclusive=True))
     for index, entry in enumerate(traffic):
         if entry.start_s >= duration:
@@ -647,9 +740,12 @@ def parse_spec(data, source=None, check_machine=True):
         if entry.duration_s is not None and entry.start_s + entry.duration_s > duration:
             raise SpecError(f"traffic[{index}].duration_s", entry.duration_s,
                             f"start_s + duration_s must be <= duration_s ({duration})")
-    for index, failure in enumerate(failures):
+    for index, failure in enumerate(written):
         if failure.at_s >= duration:
             raise SpecError(f"failures[{index}].at_s", failure.at_s, f"must be < duration_s ({duration})")
+    if failure_trace is not None and failure_trace.end_s > duration:
+        raise SpecError("failure_trace.end_s", failure_trace.end_s, f"must be <= duration_s ({duration})")
+    failures = written + drawn
     metrics = data.get("metrics", list(METRICS))
     if not isinstance(metrics, list):
         raise SpecError("metrics", metrics, "must be a list; allowed: " + ", ".join(METRICS))
@@ -659,7 +755,7 @@ def parse_spec(data, source=None, check_machine=True):
     _string(out_dir, "out_dir")
     spec = ExperimentSpec(name=name, seed=seed, topology=topology, target=target, mode=mode, program=program,
                           mode_params=mode_params, controller=controller, traffic=traffic,
-                          failures=failures, duration_s=duration,
+                          failures=failures, failure_trace=failure_trace, duration_s=duration,
                           metrics=list(metrics), out_dir=out_dir, source=source)
     if mode is not None:
         _apply_mode(spec, mode_table.MODES[mode])
