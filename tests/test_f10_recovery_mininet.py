@@ -143,6 +143,12 @@ def test_portland_recovers_only_after_its_keepalive_and_the_ratio_is_printed(run
         print(f"median flow recovery portland / {mode}: {flows['median_recovery_s'] / f10_median:.2f} "
               f"({1000 * flows['median_recovery_s']:.0f} ms / {1000 * f10_median:.0f} ms; probe period "
               f"{PARAMETERS['probe_period_us'].default / 1000:g} ms)")
+    # the paper's second figure of merit: packets lost to congestion (queue drops), portland / f10
+    queue_drops = {mode: runs[mode]["dataplane"]["drops"]["congestion"] for mode in ("portland", "f10")}
+    connectivity = {mode: runs[mode]["dataplane"]["drops"]["connectivity"] for mode in ("portland", "f10")}
+    ratio = (f"{queue_drops['portland'] / queue_drops['f10']:.2f}" if queue_drops["f10"]
+             else "undefined (f10 had no queue drops: this spec's links are not shaped)")
+    print(f"congestion loss portland / f10: {ratio}; queue drops {queue_drops}, connectivity losses {connectivity}")
 
 
 @pytest.mark.parametrize("mode, extra, required", [("f10", "2", False), ("fattree-local", "4", True),
