@@ -7,8 +7,8 @@ import contextlib
 import socket
 import subprocess
 import sys
-import time
 
+from testbed.emulation.p4switch import wait_listening
 
 
 def free_ports(count):
@@ -23,19 +23,6 @@ def free_ports(count):
     finally:
         for sock in sockets:
             sock.close()
-
-
-def wait_listening(address, timeout=60.0):
-    """True once ``host:port`` accepts TCP connections, False after ``timeout`` seconds."""
-    host, port = address.rsplit(":", 1)
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            with socket.create_connection((host, int(port)), timeout=0.2):
-                return True
-        except OSError:
-            time.sleep(0.1)
-    return False
 
 
 @contextlib.contextmanager

@@ -22,6 +22,7 @@ import testbed.p4src
 from testbed.controllers.launcher import FabricController, free_port, program_fabric
 from testbed.controllers.parameters import switch_salt
 from testbed.controllers.notify import FabricControllerError
+from testbed.emulation.p4switch import wait_listening
 from testbed.errors import TestbedError
 from testbed.p4runtime.client import P4RuntimeClient
 from testbed.testing import settled
@@ -86,7 +87,7 @@ def portless_fabric(tmp_path):
             state["switches"][name] = {"grpc": address, "device_id": device_id, "target": "embedded",
                                        "ports": {}}
         for name, info in state["switches"].items():
-            if not _wait_listening(info["grpc"]):
+            if not wait_listening(info["grpc"], timeout=30.0):
                 pytest.fail(f"switch {name} not listening on {info['grpc']}")
         state_file = tmp_path / "net.json"
         state_file.write_text(json.dumps(state))
@@ -97,20 +98,6 @@ def portless_fabric(tmp_path):
             process.terminate()
         for process in processes:
             process.wait(timeout=10)
-
-
-def _wait_listening(address, timeout=30.0):
-    import socket
-
-    host, port = address.rsplit(":", 1)
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            with socket.create_connection((host, int(port)), timeout=0.2):
-                return True
-        except OSError:
-            time.sleep(0.05)
-    return False
 
 
 @pytest.mark.slow

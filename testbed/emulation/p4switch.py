@@ -47,6 +47,26 @@ def _raise_priority():
         pass
 
 
+def accepts_connections(address):
+    """True when ``host:port`` accepts a TCP connection now."""
+    host, port = address.rsplit(":", 1)
+    try:
+        with socket.create_connection((host, int(port)), timeout=0.2):
+            return True
+    except OSError:
+        return False
+
+
+def wait_listening(address, timeout=60.0):
+    """True once ``host:port`` accepts TCP connections, False after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if accepts_connections(address):
+            return True
+        time.sleep(0.05)
+    return False
+
+
 class P4Switch(Switch):
     """Common part of the P4 switch classes: process, ports, log, readiness.
 
@@ -127,11 +147,7 @@ class P4Switch(Switch):
                 f"log {self.log_path}:\n{log_tail(self.log_path)}")
 
     def _listening(self):
-        try:
-            with socket.create_connection(("127.0.0.1", self.grpc_port), timeout=0.2):
-                return True
-        except OSError:
-            return False
+        return accepts_connections(f"127.0.0.1:{self.grpc_port}")
 
     def wait_ready(self, timeout=READY_TIMEOUT_S):
         """Block until the P4Runtime server accepts connections.
