@@ -14,10 +14,11 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 #: folder -> the testbed modules its files may import (prefixes)
 ALLOWED = {
-    "testbed/p4": ("testbed.p4", "testbed.errors"),
-    "testbed/p4runtime": ("testbed.p4runtime", "testbed.p4", "testbed.errors"),
-    "testbed/embedded_switch": ("testbed.embedded_switch", "testbed.p4runtime", "testbed.p4", "testbed.errors"),
-    "topologies": ("testbed.topologies", "testbed.errors"),
+    "testbed/p4": ("testbed.p4", "testbed.errors", "testbed.log_format"),
+    "testbed/p4runtime": ("testbed.p4runtime", "testbed.p4", "testbed.errors", "testbed.log_format"),
+    "testbed/embedded_switch": ("testbed.embedded_switch", "testbed.p4runtime", "testbed.p4", "testbed.errors",
+                                "testbed.log_format"),
+    "topologies": ("testbed.topologies", "testbed.errors", "testbed.log_format"),
 }
 #: folder -> testbed modules its files must not import (prefixes)
 FORBIDDEN = {

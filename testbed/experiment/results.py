@@ -16,6 +16,7 @@ clock values are ISO 8601 UTC::
       "name": str, "seed": int, "mode": str | null, "program": str, "target": "embedded" | "bmv2",
       "status": "ok" | "error" | "interrupted", "error": str | null,
       "started_at": str, "finished_at": str, "wall_s": float, "t0_ns": int | null,
+      "t0_utc": str | null,   # t0 as switch and controller log lines write time (testbed.log_format)
       "traffic_start_s": float | null,   # how long the traffic processes took to be ready (before t0)
       "spec": {...the validated spec, ExperimentSpec.to_dict()...},
       "topology": {"kind": str, "params": {...}, "hosts": int, "switches": int, "links": int},
@@ -118,7 +119,8 @@ RESULTS_SCHEMA = {
     "schema_version": int,
     "name": str, "seed": int, "mode": OPT_STR, "program": str, "target": str,
     "status": str, "error": OPT_STR,
-    "started_at": str, "finished_at": str, "wall_s": NUMBER, "t0_ns": OPT_INT, "traffic_start_s": OPT_NUMBER,
+    "started_at": str, "finished_at": str, "wall_s": NUMBER, "t0_ns": OPT_INT, "t0_utc": OPT_STR,
+    "traffic_start_s": OPT_NUMBER,
     "spec": dict,
     "topology": {"kind": str, "params": dict, "hosts": int, "switches": int, "links": int},
     "controller": {"kind": str, "detection_delay_ms": NUMBER, "entries_written": int,

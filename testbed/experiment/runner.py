@@ -22,6 +22,7 @@ from testbed.experiment.failures import FailureScheduler
 from testbed.experiment.spec import ExperimentSpec, check_capabilities, load_spec
 from testbed.experiment.traffic_jobs import READY_TIMEOUT_S, TimeZero, TrafficJob
 from testbed.fabrics import spec_fabric
+from testbed.log_format import format_timestamp
 from testbed.targets import resolve_target
 
 PROGRESS_EVERY_S = 1.0
@@ -49,7 +50,8 @@ def _base_record(spec, target):
     return {
         "schema_version": 1, "name": spec.name, "seed": spec.seed, "mode": spec.mode,
         "program": spec.program, "target": target, "status": "error", "error": None,
-        "started_at": _now_iso(), "finished_at": "", "wall_s": 0.0, "t0_ns": None, "traffic_start_s": None,
+        "started_at": _now_iso(), "finished_at": "", "wall_s": 0.0, "t0_ns": None, "t0_utc": None,
+        "traffic_start_s": None,
         "spec": spec.to_dict(),
         "topology": {"kind": spec.topology.kind, "params": dict(spec.topology.params),
                      "hosts": 0, "switches": 0, "links": 0},
@@ -126,6 +128,7 @@ def run_experiment(spec, out_dir=None, target=None, progress=print, state_file=N
                     job.start()
                 t0_ns = _wait_for_time_zero(fabric, jobs, time_zero)
                 record["t0_ns"] = t0_ns
+                record["t0_utc"] = format_timestamp(t0_ns)
                 record["traffic_start_s"] = (t0_ns - time_zero.created_ns) / 1e9
                 fabric.controller.set_time_zero(t0_ns)
                 scheduler = FailureScheduler(fabric, spec.failures, t0_ns, progress)
