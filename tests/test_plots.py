@@ -77,6 +77,7 @@ def test_failure_labels_sit_above_the_curve_and_do_not_overlap(closing, tmp_path
     # which is less than the width of the first one (about 0.6 s of this 4.3 s axis)
     failures = [(1.0 + 0.02 * index, label) for index, label in enumerate(labels)]
     failures += [(2.6, "link_up leaf0-spine0"), (3.1, "link_up leaf1-spine1")]
+    failures += [(3.95, "link_down leaf0-spine1")]   # near the right edge: its label ends there
     events = {"failure": failures, "detection": [(1.01, "leaf0")], "reaction": [(1.2, "reaction")]}
     figure = plots.timeline_figure(timeline, events)
     closing(figure)
@@ -88,7 +89,7 @@ def test_failure_labels_sit_above_the_curve_and_do_not_overlap(closing, tmp_path
     axes_box = axis.get_window_extent(renderer)
     for box in boxes:
         assert box.y0 > curve_top_px, "a failure label covers the curve"
-        assert box.y1 <= axes_box.y1 + 1, "a failure label leaves the axes"
+        assert box.y1 <= axes_box.y1 + 1 and box.x1 <= axes_box.x1 + 1, "a failure label leaves the axes"
     for first, second in itertools.combinations(boxes, 2):
         assert not first.overlaps(second), "failure labels overlap"
     legend = axis.get_legend()

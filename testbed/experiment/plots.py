@@ -250,11 +250,12 @@ LABEL_MAX_ROWS = 8          # the band takes at most 2 + 8 * 7 = 58 % of the axe
 def event_label_layout(labels, x_min, x_max, curve_top):
     """Where to write event labels so that they do not cover the curve.
 
-    Labels are written horizontally from their event's time, in rows in a band
-    above the curve's highest point; a label goes to the first row where it does
-    not overlap an earlier one.  With more than :data:`LABEL_MAX_ROWS` rows' worth
-    of crowded labels, the surplus goes to the row that frees up first (labels may
-    then overlap each other, still never the curve).
+    Labels are written horizontally from their event's time (or, for an event
+    too near the right edge, ending at the edge, so that the text stays inside
+    the axes), in rows in a band above the curve's highest point; a label goes
+    to the first row where it does not overlap an earlier one.  With more than
+    :data:`LABEL_MAX_ROWS` rows' worth of crowded labels, the surplus goes to the
+    row that frees up first (labels may then overlap each other, still never the curve).
 
     Args:
         labels: ``[(time_s, text)]``.
@@ -263,16 +264,17 @@ def event_label_layout(labels, x_min, x_max, curve_top):
 
     Returns:
         dict: ``y_top`` (the y limit that makes room for the band) and ``labels``
-        ``[(time_s, y, text)]`` with ``y`` the top of the text in data units; each
-        label's text lies between ``y - row_height`` and ``y``, all above ``curve_top``.
-        Also ``row_height`` (data units) and ``char_width`` (x units per character).
+        ``[(x, y, text)]`` with ``x`` where the text begins and ``y`` its top, in data
+        units; each label's text lies between ``y - row_height`` and ``y``, all above
+        ``curve_top``.  Also ``row_height`` (data units) and ``char_width`` (x units per character).
     """
     char_width = max(x_max - x_min, 1e-9) / LABEL_CHARS_PER_AXIS
+    starts = sorted((max(x_min, min(time_s, x_max - (len(text) + 1) * char_width)), text) for time_s, text in labels)
     row_ends = []   # per row: the x where its last label ends
     placed = []
-    for time_s, text in sorted(labels):
-        end = time_s + (len(text) + 1) * char_width
-        free = [row for row, row_end in enumerate(row_ends) if time_s >= row_end]
+    for start, text in starts:
+        end = start + (len(text) + 1) * char_width
+        free = [row for row, row_end in enumerate(row_ends) if start >= row_end]
         if free:
             row = free[0]
         elif len(row_ends) < LABEL_MAX_ROWS:
@@ -281,13 +283,13 @@ def event_label_layout(labels, x_min, x_max, curve_top):
         else:
             row = min(range(len(row_ends)), key=row_ends.__getitem__)
         row_ends[row] = max(row_ends[row], end)
-        placed.append((time_s, row, text))
+        placed.append((start, row, text))
     band = LABEL_TOP_MARGIN + LABEL_ROW_FRACTION * len(row_ends)
     y_top = curve_top / (1 - band) if row_ends else curve_top * 1.05
     row_height = LABEL_ROW_FRACTION * y_top
     return {"y_top": y_top, "row_height": row_height, "char_width": char_width,
-            "labels": [(time_s, y_top * (1 - LABEL_TOP_MARGIN) - row * row_height, text)
-                       for time_s, row, text in placed]}
+            "labels": [(start, y_top * (1 - LABEL_TOP_MARGIN) - row * row_height, text)
+                       for start, row, text in placed]}
 
 
 #: how each kind of event is marked on a timeline: (legend label, colour, line style)
@@ -317,8 +319,8 @@ def timeline_figure(timeline, events, title="Aggregate receiver throughput", plo
                 marked = True
         x_min, x_max = axis.get_xlim()  # autoscaled to the curve and the event lines
         layout = event_label_layout(events.get("failure", []), x_min, x_max, max(mbps, default=0) or 1.0)
-        for time_s, y, label in layout["labels"]:
-            axis.text(time_s, y, " " + label, ha="left", va="top", fontsize=7, color=EVENT_STYLES["failure"][1])
+        for x, y, label in layout["labels"]:
+            axis.text(x, y, " " + label, ha="left", va="top", fontsize=7, color=EVENT_STYLES["failure"][1])
         axis.set_xlim(x_min, x_max)
         axis.set_xlabel("time since start (s)")
         axis.set_ylabel("Mbit/s")
