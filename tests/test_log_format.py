@@ -39,6 +39,7 @@ def test_configured_logging_writes_one_format(monkeypatch):
     stream = io.StringIO()
     before = time.time()
     log_format.configure_process_logging(logging.INFO, stream=stream)
+    logging.captureWarnings(False)  # configure sent Python warnings to logging: not in the test process
     # the root logger: in this process, loggers made after Mininet was imported (by other tests) are
     # MininetLoggers with their own handler and level; switch and controller processes do not import it
     root.info("port %d loss %g", 3, 0.5)
