@@ -42,6 +42,7 @@ itself::
 ``testbed net up --program``.
 """
 import faulthandler
+import logging
 import os
 import shutil
 import signal
@@ -54,6 +55,7 @@ import time
 
 from testbed.emulation.logs import log_tail
 from testbed.errors import ParameterError, TestbedError
+from testbed.log_format import configure_process_logging
 
 HUB_ENV = "OSKEN_HUB_TYPE"
 APP_ROUTING = "testbed.controllers.fabric_app"
@@ -84,23 +86,22 @@ def apps_for_mode(mode, rest=True):
 
 # -- the manager (runs inside the controller process) --------------------------------------
 def main(argv=None):
-    """Run fabric apps like ``osken-manager``: ``[--config-file F] APP...``; returns the exit status."""
+    """Run fabric apps like ``osken-manager``: ``[--config-file F] APP...``; returns the exit status.
+
+    Log lines go to stderr (the controller's log file) in :mod:`testbed.log_format`'s format (timestamped).
+    """
+    configure_process_logging(logging.INFO)
+    log = logging.getLogger("testbed.controllers.launcher")
     hub_type = os.environ.setdefault(HUB_ENV, "native")
     if hub_type != "native":
-        print(f"{HUB_ENV}={hub_type}: the fabric apps need the native hub (gRPC does not work under "
-              "eventlet monkey patching)", file=sys.stderr)
+        log.error("%s=%s: the fabric apps need the native hub (gRPC does not work under eventlet monkey "
+                  "patching)", HUB_ENV, hub_type)
         return 2
-    import logging
-
     from os_ken import cfg
     from os_ken.base.app_manager import AppManager
 
-    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
-                        format="%(asctime)s.%(msecs)03d %(name)s %(levelname)s: %(message)s",
-                        datefmt="%H:%M:%S")
     # Loggers created after Mininet is imported are MininetLoggers at level 25 ("output"); fix the
     # level of the parent of the fabric apps' loggers now, so their INFO lines are kept.
-    log = logging.getLogger("testbed.controllers.launcher")
     for name in ("testbed", "testbed.controllers", "testbed.controllers.launcher"):
         logging.getLogger(name).setLevel(logging.INFO)
     conf = cfg.CONF
@@ -110,7 +111,7 @@ def main(argv=None):
         conf(args=sys.argv[1:] if argv is None else argv, project="testbed-fabric",
              default_config_files=[])
     except cfg.ConfigFilesNotFoundError as error:
-        print(f"configuration: {error}", file=sys.stderr)
+        log.error("configuration: %s", error)
         return 2
     stop = threading.Event()
 
@@ -135,7 +136,7 @@ def main(argv=None):
                 break
             stop.wait(0.2)
     except (ParameterError, ImportError) as error:
-        print(f"configuration: {error}", file=sys.stderr)
+        log.error("configuration: %s", error)
         return 2
     finally:
         manager.close()

@@ -24,6 +24,7 @@ from testbed.controllers.parameters import switch_salt
 from testbed.controllers.notify import FabricControllerError
 from testbed.emulation.p4switch import wait_listening
 from testbed.errors import TestbedError
+from testbed.log_format import LINE_RE
 from testbed.p4runtime.client import P4RuntimeClient
 from testbed.testing import settled
 from testbed.topologies.registry import make_topology
@@ -157,7 +158,8 @@ def test_controller_programs_reroutes_and_reports(portless_fabric):
             assert route_ports(leaf0)[remote] == {up_spine0, up_spine1}
         finally:
             leaf0.close()
-        assert "reacted to link leaf0-spine0 down" in controller.log_text()
+        reacted = [line for line in controller.log_text().splitlines() if "reacted to link leaf0-spine0 down" in line]
+        assert reacted and LINE_RE.fullmatch(reacted[0])["name"] == "testbed.controllers.fabric_app"  # timestamped
     finally:
         process = controller.process
         controller.stop()

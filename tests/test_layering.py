@@ -15,14 +15,14 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 #: folder -> the testbed modules its files may import (prefixes)
 ALLOWED = {
-    "testbed/p4": ("testbed.p4", "testbed.errors"),
-    "testbed/p4runtime": ("testbed.p4runtime", "testbed.p4", "testbed.errors"),
+    "testbed/p4": ("testbed.p4", "testbed.errors", "testbed.log_format"),
+    "testbed/p4runtime": ("testbed.p4runtime", "testbed.p4", "testbed.errors", "testbed.log_format"),
     "testbed/embedded_switch": ("testbed.embedded_switch", "testbed.p4runtime", "testbed.p4", "testbed.errors",
-                                "testbed.packet_sockets"),
-    "topologies": ("testbed.topologies", "testbed.errors"),
+                                "testbed.packet_sockets", "testbed.log_format"),
+    "topologies": ("testbed.topologies", "testbed.errors", "testbed.log_format"),
 }
 #: leaf modules: they import nothing of the testbed
-LEAVES = ("testbed/errors.py", "testbed/packet_sockets.py")
+LEAVES = ("testbed/errors.py", "testbed/packet_sockets.py", "testbed/log_format.py")
 #: folder -> testbed modules its files must not import (prefixes)
 FORBIDDEN = {
     "controllers": ("testbed.experiment", "testbed.commands", "testbed.cli"),

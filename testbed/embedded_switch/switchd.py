@@ -25,6 +25,7 @@ import argparse
 import collections
 import errno
 import gc
+import logging
 import os
 import random
 import select
@@ -36,6 +37,7 @@ import time
 from testbed.embedded_switch.p4runtime_target import EmbeddedTarget
 from testbed.embedded_switch.port_control import ControlRequestError, ControlSocket, parse_request
 from testbed.errors import TestbedError
+from testbed.log_format import configure_process_logging
 from testbed.packet_sockets import (PACKET_IGNORE_OUTGOING, SOL_PACKET, ReceiveLag, SocketDrops, enable_timestamps,
                                     open_packet_socket, receive_stamped)
 from testbed.p4runtime.server import P4RuntimeServer
@@ -182,6 +184,7 @@ class SwitchDaemon:
     def __init__(self, target, ports, pcap_dir=None, name="switch", seed=0, control_path=None):
         self.target = target
         self.name = name
+        self.log = switch_logger(name)
         self.sockets = {}
         self.control = None
         try:
@@ -267,7 +270,7 @@ class SwitchDaemon:
             self.impaired[port] = impairment
         else:
             self.impaired.pop(port, None)
-        print(f"switchd {self.name}: port {port} loss {impairment.loss:g} delay {delay_ms:g} ms", flush=True)
+        self.log.info("port %d loss %g delay %g ms", port, impairment.loss, delay_ms)
 
     def handle_control(self, data):
         """Answer one control request (see :mod:`testbed.embedded_switch.port_control`)."""
@@ -375,7 +378,7 @@ class SwitchDaemon:
         drops = {port: state.drops for port, state in getattr(self, "impairment_state", {}).items()
                  if state.drops}
         if drops:
-            print(f"switchd {self.name}: impairment drops per port {drops}", flush=True)
+            self.log.info("impairment drops per port %s", drops)
 
 
 def parse_ports(items):
@@ -412,9 +415,18 @@ def build_arg_parser():
     return parser
 
 
+def switch_logger(name):
+    """The logger of switch ``name``: ``testbed.switchd.<name>``."""
+    return logging.getLogger(f"testbed.switchd.{name}")
+
+
 def main(argv=None):
-    """Run the switch until SIGTERM/SIGINT; returns the exit status."""
+    """Run the switch until SIGTERM/SIGINT; returns the exit status.
+
+    Log lines go to stderr in :mod:`testbed.log_format`'s format (timestamped).
+    """
     args = build_arg_parser().parse_args(argv)
+    configure_process_logging()
     try:
         ports = parse_ports(args.port)
         target = EmbeddedTarget(cpu_port=args.cpu_port, seed=args.seed)
@@ -423,7 +435,7 @@ def main(argv=None):
         daemon = SwitchDaemon(target, ports, pcap_dir=args.pcap_dir, name=args.name, seed=args.seed,
                               control_path=args.control_socket)
     except (TestbedError, OSError) as error:
-        print(f"switchd {args.name}: {error}", file=sys.stderr)
+        switch_logger(args.name).error("%s", error)
         return 2
     server = P4RuntimeServer(target, device_id=args.device_id, address=args.grpc_addr)
     signal.signal(signal.SIGTERM, daemon.stop)
@@ -433,7 +445,7 @@ def main(argv=None):
         if args.ready_file:
             with open(args.ready_file, "w") as handle:
                 handle.write(f"{os.getpid()}\n")
-        print(f"switchd {args.name}: ports {ports}, P4Runtime on {args.grpc_addr}", flush=True)
+        switch_logger(args.name).info("ports %s, P4Runtime on %s", ports, args.grpc_addr)
         daemon.run()
     finally:
         server.stop()

@@ -16,6 +16,7 @@ clock values are ISO 8601 UTC::
       "name": str, "seed": int, "mode": str | null, "program": str, "target": "embedded" | "bmv2",
       "status": "ok" | "error" | "interrupted", "error": str | null,
       "started_at": str, "finished_at": str, "wall_s": float, "t0_ns": int | null,
+      "t0_utc": str | null,   # t0 as switch and controller log lines write time (testbed.log_format)
       "traffic_start_s": float | null,   # how long the traffic processes took to be ready (before t0)
       # did the emulator keep up (testbed.experiment.overload)?  If not, say why
       "overload": {"overloaded": bool, "reasons": [str], "switch_socket_drops": int,
@@ -155,7 +156,8 @@ RESULTS_SCHEMA = {
     "schema_version": int,
     "name": str, "seed": int, "mode": OPT_STR, "program": str, "target": str,
     "status": str, "error": OPT_STR,
-    "started_at": str, "finished_at": str, "wall_s": NUMBER, "t0_ns": OPT_INT, "traffic_start_s": OPT_NUMBER,
+    "started_at": str, "finished_at": str, "wall_s": NUMBER, "t0_ns": OPT_INT, "t0_utc": OPT_STR,
+    "traffic_start_s": OPT_NUMBER,
     "overload": {"overloaded": bool, "reasons": [str], "switch_socket_drops": int, "switch_waits_over_limit": int,
                  "receiver_socket_drops": int,
                  "sender_lag_max_ms": OPT_NUMBER, "latency_p99_ms": OPT_NUMBER, "trigger_late_max_ms": OPT_NUMBER},

@@ -24,6 +24,7 @@ from testbed.experiment.failures import FailureScheduler, log_row as failure_log
 from testbed.experiment.spec import ExperimentSpec, check_capabilities, load_spec
 from testbed.experiment.traffic_jobs import READY_TIMEOUT_S, TimeZero, TrafficJob
 from testbed.fabrics import spec_fabric
+from testbed.log_format import format_timestamp
 from testbed.targets import resolve_target
 
 PROGRESS_EVERY_S = 1.0
@@ -51,7 +52,8 @@ def _base_record(spec, target):
     return {
         "schema_version": 1, "name": spec.name, "seed": spec.seed, "mode": spec.mode,
         "program": spec.program, "target": target, "status": "error", "error": None,
-        "started_at": _now_iso(), "finished_at": "", "wall_s": 0.0, "t0_ns": None, "traffic_start_s": None,
+        "started_at": _now_iso(), "finished_at": "", "wall_s": 0.0, "t0_ns": None, "t0_utc": None,
+        "traffic_start_s": None,
         "overload": {"overloaded": False, "reasons": [], "switch_socket_drops": 0, "switch_waits_over_limit": 0,
                      "receiver_socket_drops": 0,
                      "sender_lag_max_ms": None, "latency_p99_ms": None, "trigger_late_max_ms": None},
@@ -133,6 +135,7 @@ def run_experiment(spec, out_dir=None, target=None, progress=print, state_file=N
                 t0_ns = _wait_for_time_zero(fabric, jobs, time_zero)
                 lag_before = fabric.network.receive_lag()  # after the traffic processes' start-up burst
                 record["t0_ns"] = t0_ns
+                record["t0_utc"] = format_timestamp(t0_ns)
                 record["traffic_start_s"] = (t0_ns - time_zero.created_ns) / 1e9
                 fabric.controller.set_time_zero(t0_ns)
                 scheduler = FailureScheduler(fabric, spec.failures, t0_ns, progress)
