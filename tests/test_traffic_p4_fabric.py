@@ -204,7 +204,12 @@ def test_spine_link_down_mid_stream_counts_loss_and_delivery_resumes(p4_fabric):
     expected = 4 * RATE_MBPS * 1e6 / 8 / (1024 + roce.FRAME_OVERHEAD) * outage_s
     assert report["lost_packets"] < 1.5 * expected + 20
     per_qp_lost = [entry["lost"] for pair in report["pairs"] for entry in pair["receiver"]["per_qp"]]
-    assert any(lost == 0 for lost in per_qp_lost), "every QP lost packets: ECMP did not spread them"
+    # a QP hashed onto spine0 lost about its share of the outage; one on spine1 none, or a few
+    # frames when the loaded machine made a switch socket drop (seen in CI): ECMP spread them if
+    # some QP lost far less than the outage
+    per_qp_outage = RATE_MBPS / 4 * 1e6 / 8 / (1024 + roce.FRAME_OVERHEAD) * outage_s
+    print(f"lost per QP {sorted(per_qp_lost)}; a QP on the failed link: about {per_qp_outage:.0f}")
+    assert min(per_qp_lost) < 0.25 * per_qp_outage, "every QP lost its outage: ECMP did not spread them"
     # delivery resumed after the reroute, and the longest gap is about the outage.  Only the QPs
     # hashed onto the failed link stopped; the others kept every receiver busy, so the outage shows
     # in the per-flow gaps, not in the receiver-wide ones
