@@ -52,8 +52,9 @@ def for_each(items, work, workers, done=None, cancel=None, name="fabric"):
                     done(items[index], results[index])
     except BaseException:
         with signals_deferred():
+            pool.shutdown(wait=False, cancel_futures=True)  # nothing starts from now on
             cancel.set()
-            pool.shutdown(wait=True, cancel_futures=True)
+            pool.shutdown(wait=True)
         raise
     pool.shutdown(wait=True)
     return results
