@@ -51,6 +51,7 @@ FAILURE_ACTIONS = ("link_down", "link_up", "switch_crash", "lossy_link")
 PRIVATE_STATE_DIR = "/run/testbed"
 FABRIC_LOG = "fabric.log"  # in log_dir: the bring-up and teardown events
 PING_BATCH_HOSTS = 8  # source hosts probing at once in unreachable_pairs (each pings all its peers at once)
+PING_LINE_DESTINATIONS = 200  # destinations per shell line in unreachable_pairs (a line's IPs fit in 4 KiB)
 
 _SEND_FRAMES = ("import socket,sys\n"
                 "s=socket.socket(socket.AF_PACKET,socket.SOCK_RAW)\n"
@@ -477,18 +478,25 @@ class Fabric:
         for src, dst in pairs:
             by_source.setdefault(src, []).append(dst)
         wait = max(1, round(timeout_s))
+        ips = {name: self.host(name).IP() for name in names}
+        by_ip = {ip: name for name, ip in ips.items()}
         failed = []
         sources = sorted(by_source)
         for start in range(0, len(sources), PING_BATCH_HOSTS):
             batch = sources[start:start + PING_BATCH_HOSTS]
-            for src in batch:
-                probes = " ".join(f"(ping -n -q -c 1 -W {wait} {self.host(dst).IP()} >/dev/null 2>&1 || "
-                                  f"echo UNREACHABLE {dst}) &" for dst in by_source[src])
-                self.host(src).sendCmd(f"{probes} wait")
-            for src in batch:
-                output = self.host(src).waitOutput()
-                failed += [(src, line.split()[1]) for line in output.splitlines()
-                           if line.startswith("UNREACHABLE ")]
+            # one shell line per chunk of destinations: a node's shell reads a terminal line (4 KiB at most)
+            chunks = {src: [by_source[src][i:i + PING_LINE_DESTINATIONS]
+                            for i in range(0, len(by_source[src]), PING_LINE_DESTINATIONS)] for src in batch}
+            for turn in range(max(len(each) for each in chunks.values())):
+                active = [src for src in batch if turn < len(chunks[src])]
+                for src in active:
+                    targets = " ".join(ips[dst] for dst in chunks[src][turn])
+                    self.host(src).sendCmd(f"for d in {targets}; do (ping -n -q -c 1 -W {wait} $d >/dev/null 2>&1 "
+                                           "|| echo UNREACHABLE $d) & done; wait")
+                for src in active:
+                    output = self.host(src).waitOutput()
+                    failed += [(src, by_ip[line.split()[1]]) for line in output.splitlines()
+                               if line.startswith("UNREACHABLE ")]
         return sorted(failed)
 
     # -- traffic ---------------------------------------------------------------------------
