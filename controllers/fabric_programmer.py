@@ -15,6 +15,7 @@ entries.  P4Runtime lets a server apply the updates of one Write in any order
 refers to it goes in an earlier Write.
 """
 import os
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -62,6 +63,10 @@ class FabricProgrammer:
         pipeline: a :class:`testbed.targets.PipelineConfig`.
         tables: the routing object names of the program.
         election_id: P4Runtime election id of this controller.
+        progress: ``callable(step, done, total)`` told each time a switch finished a step
+            of :meth:`push_pipeline` (``"pipelines pushed"``, counted in switches) or
+            :meth:`install_routes` (``"route entries written"``, counted in entries); it is
+            called from the worker threads.  None: nothing is told.
 
     Attributes:
         clients: ``{switch: P4RuntimeClient}`` once :meth:`connect` ran.
@@ -71,8 +76,9 @@ class FabricProgrammer:
             others from being updated).
     """
 
-    def __init__(self, graph, switches, pipeline, tables=RoutingTables(), election_id=(0, 1)):
+    def __init__(self, graph, switches, pipeline, tables=RoutingTables(), election_id=(0, 1), progress=None):
         self.graph = graph
+        self.progress = progress
         self.switches = switches
         self.pipeline = pipeline
         self.tables = tables
@@ -88,8 +94,11 @@ class FabricProgrammer:
 
     # -- concurrency --------------------------------------------------------------------
     @staticmethod
-    def _for_each(names, work, workers=MAX_CONCURRENT_SWITCHES):
+    def _for_each(names, work, workers=MAX_CONCURRENT_SWITCHES, done=None):
         """Run ``work(name)`` for every name in at most ``workers`` threads.
+
+        ``done(name, result)`` (if given) is called in the worker after each success.
+        When the calling thread is interrupted (Ctrl-C), names not started are dropped.
 
         Returns:
             dict: ``{name: (result, None) | (None, exception)}``.
@@ -101,14 +110,33 @@ class FabricProgrammer:
 
         def run(name):
             try:
-                return name, (work(name), None)
+                result = work(name)
             except Exception as error:  # noqa: BLE001 - reported per switch to the caller
                 return name, (None, error)
+            if done is not None:
+                done(name, result)
+            return name, (result, None)
 
-        with ThreadPoolExecutor(max_workers=min(workers, len(names)),
-                                thread_name_prefix="fabric-programmer") as pool:
+        pool = ThreadPoolExecutor(max_workers=min(workers, len(names)), thread_name_prefix="fabric-programmer")
+        try:
             outcomes.update(pool.map(run, names))
+        except BaseException:
+            pool.shutdown(wait=True, cancel_futures=True)
+            raise
+        pool.shutdown(wait=True)
         return outcomes
+
+    def _reporter(self, step, total):
+        """A ``done(name, amount)`` callback that tells :attr:`progress` how far ``step`` is (thread-safe)."""
+        if self.progress is None:
+            return None
+        lock, state = threading.Lock(), {"done": 0}
+
+        def done(_name, amount):
+            with lock:
+                state["done"] += amount
+                self.progress(step, state["done"], total)
+        return done
 
     @staticmethod
     def _raise_first(outcomes):
@@ -176,7 +204,9 @@ class FabricProgrammer:
             self.clients[name].set_pipeline(p4info=config.p4info, device_config=config.device_config,
                                             target=config.target)
 
-        self._raise_first(self._for_each(self.clients, push, MAX_CONCURRENT_PIPELINES))
+        reporter = self._reporter("pipelines pushed", len(self.clients))
+        self._raise_first(self._for_each(self.clients, push, MAX_CONCURRENT_PIPELINES,
+                                         done=reporter and (lambda name, _result: reporter(name, 1))))
 
     def _neighbor(self, switch, port):
         """The node at the other end of ``switch``'s ``port`` (None if no link uses it)."""
@@ -313,8 +343,10 @@ class FabricProgrammer:
         self._write(client, [entry_update(ip, route) for ip, route in entries], record_entry)
         return len(entries)
 
-    def _apply(self, ips_by_switch):
+    def _apply(self, ips_by_switch, done=None):
         """Write the routes of every switch concurrently; ``ips_by_switch[s]`` None means all.
+
+        ``done(switch, entries written)`` is called as each switch finishes (see :meth:`_for_each`).
 
         A switch whose write fails is listed in :attr:`unreachable` and does not
         stop the others.
@@ -330,7 +362,7 @@ class FabricProgrammer:
             return self._apply_switch(switch, desired, ips)
 
         targets = [switch for switch in ips_by_switch if switch in self.clients]
-        outcomes = self._for_each(targets, apply)
+        outcomes = self._for_each(targets, apply, done=done)
         self.unreachable = {}
         written = 0
         for switch, (count, error) in sorted(outcomes.items()):
@@ -351,7 +383,8 @@ class FabricProgrammer:
         self._groups = {}
         self._installed = {}
         self._routes = HostRoutes(self.graph, self.failed_links)
-        return self._apply(dict.fromkeys(self.switches))
+        total = sum(len(self._routes.routes.get(switch, {})) for switch in self.switches if switch in self.clients)
+        return self._apply(dict.fromkeys(self.switches), done=self._reporter("route entries written", total))
 
     def reroute(self, failed_links):
         """Recompute routes without ``failed_links`` and write only what changed.

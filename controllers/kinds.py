@@ -19,7 +19,8 @@
   DSF app (:mod:`testbed.controllers.dsf.app`: node programs, reachability,
   Input Balanced Mode on every link event) through the launcher.
 
-Every controller offers ``start(network, pipeline, mode_params, required_params, state_file=, log_path=)``,
+Every controller offers ``start(network, pipeline, mode_params, required_params, state_file=, log_path=,
+progress=)`` (``progress(step, done, total)`` is told how programming advances, where the controller knows),
 ``notify(failure)`` (a :class:`Failure`), ``client(switch)`` (its P4Runtime session, if in-process),
 ``reactions`` (rows of results.json's ``controller.reactions``), ``notes``, ``entries_written``,
 ``mode_params_written``, ``set_time_zero(t0_ns)`` and ``stop()``.
@@ -188,7 +189,7 @@ class StaticController(_ReactingController):
         super().__init__(detection_delay_ms, react)
         self.programmer = None
 
-    def start(self, network, pipeline, mode_params, required_params=(), **_options):
+    def start(self, network, pipeline, mode_params, required_params=(), progress=None, **_options):
         """Connect to every switch, push pipeline, routes and run-time parameters.
 
         Args:
@@ -196,8 +197,9 @@ class StaticController(_ReactingController):
             pipeline: the :class:`~testbed.targets.PipelineConfig` to push.
             mode_params: ``{name: int}`` run-time parameters (checked).
             required_params: names the program must carry.
+            progress: ``callable(step, done, total)`` (see :class:`FabricProgrammer`), or None.
         """
-        self.programmer = programmer_for_network(network, pipeline)
+        self.programmer = programmer_for_network(network, pipeline, progress=progress)
         self.programmer.connect()
         self.entries_written = self.programmer.program()
         self.mode_params_written, notes = write_mode_params(self.programmer.clients, pipeline.p4info,
@@ -246,7 +248,8 @@ class OskenController(_ReactingController):
         self.options = dict(options)
         self.controller = None
 
-    def start(self, network, pipeline, mode_params, required_params=(), state_file=None, log_path=None):
+    def start(self, network, pipeline, mode_params, required_params=(), state_file=None, log_path=None,
+              progress=None):
         """Launch the os-ken application on the running fabric and wait until it programmed it.
 
         Args:
@@ -256,6 +259,8 @@ class OskenController(_ReactingController):
             required_params: names the program must carry.
             state_file: the network's state file, which the app reads.
             log_path: the controller's log.
+            progress: not used: the application programs the switches in its own process
+                and reports only when it is done.
 
         Raises:
             TestbedError: no state file, the launcher is missing, or the controller failed.

@@ -118,12 +118,15 @@ def test_every_interrupted_flow_recovers_after_the_detection_without_the_control
     record = runs[mode]
     failed_at = record["failures"][0]["applied_at_s"]
     last_detection_s = max(row["switch_at_s"] for row in _failed_link_transitions(record)) - failed_at
-    allowance_s = _spacing_s(record) + record["summary"]["latency"]["p99_ms"] / 1000.0
+    # a flow's next packet leaves at most one spacing after the detection and then takes as long
+    # as packets took in this run: the longest, not the p99, because the controller's work at the
+    # failure (pushback writes, rescheduler reads) competes for the cores right then
+    allowance_s = _spacing_s(record) + record["summary"]["latency"]["max_ms"] / 1000.0
     [flows] = record["summary"]["flow_recovery"]
     assert flows["flows_interrupted"] >= 1, "the failed link carried flows"
     print(f"{mode}: {flows['flows_interrupted']} flows recovered in "
           f"{[round(1000 * s) for s in flows['recovery_s']]} ms (detection {1000 * last_detection_s:.0f} ms, "
-          f"+ spacing and p99 latency {1000 * allowance_s:.0f} ms)")
+          f"+ spacing and longest latency {1000 * allowance_s:.0f} ms)")
     assert flows["max_recovery_s"] <= last_detection_s + allowance_s
     assert record["controller"]["reactions"][0]["reaction_s"] is None   # the controller did not reroute
     if mode == "fattree-local":

@@ -77,7 +77,8 @@ class DSFController(OskenController):
         self.dsf = {}
         self._private_state = None
 
-    def start(self, network, pipeline, mode_params, required_params=(), state_file=None, log_path=None):
+    def start(self, network, pipeline, mode_params, required_params=(), state_file=None, log_path=None,
+              progress=None):
         """Configure the fabric links' queues, then launch the app and wait until it programmed the fabric.
 
         Args:
@@ -87,6 +88,7 @@ class DSFController(OskenController):
             required_params: names the program must carry.
             state_file: the network's state file (unused: the app reads a private one, removed at stop).
             log_path: the controller's log.
+            progress: not used: the app programs the switches in its own process.
         """
         frames = mode_params.get("dsf_fabric_queue_frames", PARAMETERS["dsf_fabric_queue_frames"].default)
         queues = set_fabric_queues(network, frames)

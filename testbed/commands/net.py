@@ -5,7 +5,7 @@ import signal
 import time
 
 from testbed.controllers.kinds import CONTROLLER_KINDS
-from testbed.emulation.network import termination_as_interrupt
+from testbed.emulation.signals import termination_as_interrupt
 from testbed.emulation.state import DEFAULT_STATE_FILE, read_state
 from testbed.errors import ParameterError
 
@@ -45,6 +45,9 @@ def register(subparsers):
     up.add_argument("--state-file", default=DEFAULT_STATE_FILE,
                     help="state file of the running network (default: %(default)s)")
     up.add_argument("-v", "--verbose", action="store_true", help="Mininet info logging")
+    up.add_argument("-q", "--quiet", action="store_true",
+                    help="no progress lines while the fabric comes up and goes down (they still go to "
+                    "fabric.log in --log-dir)")
     up.set_defaults(func=run_up)
 
     status = actions.add_parser("status", help="print the running fabric's description as JSON")
@@ -71,7 +74,8 @@ def run_up(args):
         raise ParameterError("--switch", "bridge", "embedded or bmv2 with --program")
     fabric = Fabric(args.kind, program=args.program, target=args.switch or args.target,
                     controller=args.controller, shape_links=args.shape_links, state_file=args.state_file,
-                    packet_log=args.packet_log, pcap=args.pcap, log_dir=args.log_dir, progress=print,
+                    packet_log=args.packet_log, pcap=args.pcap, log_dir=args.log_dir,
+                    progress=None if args.quiet else _print_flushed,
                     log_level="info" if args.verbose else "warning",
                     **parse_key_values(args.params))
     status = 0
@@ -97,11 +101,17 @@ def run_up(args):
                 print("holding; Ctrl-C to stop")
                 while True:
                     time.sleep(3600)
-        except KeyboardInterrupt:
-            print("interrupted: tearing the network down")
+        except KeyboardInterrupt as interrupt:
+            print(f"interrupted ({interrupt.args[0] if interrupt.args else 'SIGINT'}): tearing the network down",
+                  flush=True)
         finally:
             fabric.stop()
     return status
+
+
+def _print_flushed(line):
+    """Print one progress line at once (the terminal or a pipe sees it as it happens)."""
+    print(line, flush=True)
 
 
 def run_status(args):

@@ -1,12 +1,82 @@
-"""Link class for emulated fabrics, and setting a link's ends up or down at a known instant."""
+"""Links of emulated fabrics: veth pairs made and removed in batches, and set up or down at a known instant.
+
+Mininet makes a link with three shell commands (``ip link add`` and one
+``ifconfig up`` per end), 1,150 round trips for the 384 links of a k=8
+FatTree.  Here :class:`FabricLink` objects only describe their veth pair
+while the network is built; :class:`LinkBatch` then creates every pair with
+one ``ip -batch`` (each end placed straight into its node's namespace, the
+root-namespace ends tagged with the network's interface group), turns IPv6
+and offloads off on the root-namespace (switch) ends with system calls
+(:mod:`testbed.emulation.interfaces`), and sets them up with a second batch.
+Teardown removes every pair with one ``ip link del group N``, which the kernel
+does as a single batch (a namespace end goes with its peer).  Namespace
+(host) ends are configured and set up by their host
+(:class:`testbed.emulation.hosts.FabricHost`).
+"""
 import fcntl
+import random
 import socket
 import struct
+import subprocess
 
-from mininet.link import Link, TCIntf
+from mininet.link import Intf, Link, TCIntf
+
+from testbed.emulation.interfaces import disable_ipv6, disable_offloads
+from testbed.emulation.parallel import for_each
+from testbed.errors import EmulationError
 
 # Mininet's htb shaping accepts at most this many Mbit/s.
 MAX_SHAPED_MBPS = 1000
+# shaped interfaces configured at once (each runs tc in its node's shell)
+SHAPING_WORKERS = 16
+
+
+def ip_batch(lines, force=False):
+    """Run ``ip -batch -`` in this process's namespace with ``lines``.
+
+    Args:
+        lines: ``ip`` commands without the leading ``ip``.
+        force: go on after a failed line (``ip -force``).
+
+    Raises:
+        EmulationError: a line failed (ip's message, with the line number).
+    """
+    argv = ["ip"] + (["-force"] if force else []) + ["-batch", "-"]
+    result = subprocess.run(argv, input="\n".join(lines) + "\n", capture_output=True, text=True, check=False)
+    if result.returncode != 0 and not force:
+        raise EmulationError(f"ip -batch: {result.stderr.strip()}")
+    return result
+
+
+class _CreatedLater:
+    """Mixin of interface classes whose veth pair :class:`LinkBatch` creates after the object.
+
+    Mininet configures an interface in its constructor; here that waits until
+    the pair exists (:meth:`configure`).
+    """
+
+    created = False
+    pending_config = None
+
+    def config(self, **params):
+        """Keep ``params`` until the interface exists; then configure as the base class does."""
+        if self.created:
+            return super().config(**params)
+        self.pending_config = params
+        return {}
+
+    def configure(self):
+        """Apply the configuration kept by :meth:`config` (the pair now exists)."""
+        self.created = True
+        return self.config(**(self.pending_config or {}))
+
+
+class BatchedIntf(_CreatedLater, Intf):
+    """A plain interface made by :class:`LinkBatch` (set up by the batch or its host; nothing else to do)."""
+
+
+class BatchedTCIntf(_CreatedLater, TCIntf):
+    """A tc-shaped interface made by :class:`LinkBatch` (shaped once the pair exists)."""
 
 
 class FabricLink(Link):
@@ -21,15 +91,130 @@ class FabricLink(Link):
         node1, node2, port1, port2: as :class:`mininet.link.Link`.
         capacity_mbps: the link's capacity from the topology.
         shape: shape with htb (capacities above 1000 Mbit/s are capped).
+        batch: a :class:`LinkBatch` that creates the veth pair later (with the
+            network's other links); None: created now, as Mininet does.
         **params: passed to :class:`mininet.link.Link`.
     """
 
-    def __init__(self, node1, node2, port1=None, port2=None, capacity_mbps=None, shape=False, **params):
+    def __init__(self, node1, node2, port1=None, port2=None, capacity_mbps=None, shape=False, batch=None,
+                 **params):
         self.capacity_mbps = capacity_mbps
-        if shape and capacity_mbps:
-            params["intf"] = TCIntf
+        self.batch = batch
+        shaped = bool(shape and capacity_mbps)
+        if shaped:
             params["bw"] = min(float(capacity_mbps), MAX_SHAPED_MBPS)
+        if batch is not None:
+            params["intf"] = BatchedTCIntf if shaped else BatchedIntf
+        elif shaped:
+            params["intf"] = TCIntf
         super().__init__(node1, node2, port1=port1, port2=port2, **params)
+        if batch is not None:
+            batch.links.append(self)
+
+    def makeIntfPair(self, intfname1, intfname2, addr1=None, addr2=None, node1=None, node2=None,
+                     deleteIntfs=True):
+        """Create the veth pair now, or remember it for the batch."""
+        if self.batch is None:
+            return Link.makeIntfPair(intfname1, intfname2, addr1, addr2, node1, node2, deleteIntfs)
+        return None
+
+
+def _end(intf, group):
+    """The ``ip link add`` words of one end of a pair: name, address, namespace or group."""
+    words = [f"name {intf.name}"]
+    if intf.mac:
+        words.append(f"address {intf.mac}")
+    words.append(f"netns {intf.node.pid}" if intf.node.inNamespace else f"group {group}")
+    return " ".join(words)
+
+
+def unused_interface_group():
+    """A random interface group number (not 0, the default group) that no interface uses yet."""
+    while True:
+        group = random.randrange(1 << 20, 1 << 31)
+        shown = subprocess.run(["ip", "-o", "link", "show", "group", str(group)], capture_output=True, text=True,
+                               check=False)
+        if shown.returncode == 0 and not shown.stdout.strip():
+            return group
+
+
+class LinkBatch:
+    """Creates the veth pairs of a network's :class:`FabricLink` objects at once, and removes them at once.
+
+    Args:
+        group: the interface group of the network's root-namespace ends (not 0);
+            default: an unused one.
+
+    Attributes:
+        links: the links to create (filled by :class:`FabricLink`).
+        created: True once :meth:`create` made the pairs.
+    """
+
+    def __init__(self, group=None):
+        self.group = group if group is not None else unused_interface_group()
+        if not self.group:
+            raise EmulationError("the links' interface group must not be 0 (every interface is in group 0)")
+        self.links = []
+        self.created = False
+
+    def root_interfaces(self):
+        """Names of the links' ends in the root namespace (switch ports)."""
+        return [intf.name for link in self.links for intf in (link.intf1, link.intf2)
+                if not intf.node.inNamespace]
+
+    def create(self):
+        """Create every pair, turn IPv6 and offloads off on the root ends, set them up, shape what is shaped.
+
+        Returns:
+            int: the number of veth pairs.
+
+        Raises:
+            EmulationError: ``ip`` refused a pair (for example an interface name in use).
+        """
+        self.created = True  # from here on, teardown removes the group whatever happened
+        ip_batch([f"link add {_end(link.intf1, self.group)} type veth peer {_end(link.intf2, self.group)}"
+                  for link in self.links])
+        root = self.root_interfaces()
+        for name in root:
+            disable_ipv6(name)
+            disable_offloads(name)
+        ip_batch([f"link set dev {name} up" for name in root])
+        for link in self.links:
+            for intf in (link.intf1, link.intf2):
+                intf.created = True
+        self._shape()
+        return len(self.links)
+
+    def _shape(self):
+        """Configure the shaped interfaces (tc in each node's shell; a node's interfaces one after another)."""
+        by_node = {}
+        for link in self.links:
+            for intf in (link.intf1, link.intf2):
+                if isinstance(intf, BatchedTCIntf):
+                    by_node.setdefault(intf.node, []).append(intf)
+
+        def shape(node):
+            for intf in by_node[node]:
+                intf.configure()
+
+        for_each(list(by_node), shape, SHAPING_WORKERS, name="shape")
+
+    def remove(self):
+        """Remove every pair that has a root-namespace end (one kernel batch); safe to call twice.
+
+        Returns:
+            list: names of root-namespace ends still there afterwards (normally none).
+        """
+        if not self.created:
+            return []
+        subprocess.run(["ip", "link", "del", "group", str(self.group)], capture_output=True, check=False)
+        left = subprocess.run(["ip", "-o", "link", "show", "group", str(self.group)], capture_output=True,
+                              text=True, check=False).stdout
+        names = [line.split(":", 2)[1].strip().split("@", 1)[0] for line in left.splitlines() if ":" in line]
+        if names:
+            ip_batch([f"link del dev {name}" for name in names], force=True)
+        self.created = False
+        return names
 
 
 _SIOCGIFFLAGS, _SIOCSIFFLAGS, _IFF_UP = 0x8913, 0x8914, 0x1

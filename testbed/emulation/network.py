@@ -14,8 +14,6 @@ network is stopped and nothing is left behind.  While it runs, a state file
 (:mod:`testbed.emulation.state`) tells other ``testbed`` commands how to
 reach it.
 """
-import contextlib
-import functools
 import json
 import os
 import re
@@ -24,18 +22,29 @@ import signal
 import subprocess
 import tempfile
 import threading
+import time
 
 from mininet.log import setLogLevel
 from mininet.net import Mininet
+from mininet.node import Switch
 
 from testbed.embedded_switch.port_control import check_impairment
 from testbed.emulation.cleanup import mark_owner
+from testbed.emulation.forkserver import ForkServer
 from testbed.emulation.hosts import FabricHost
-from testbed.emulation.links import FabricLink, set_link_ends
+from testbed.emulation.links import FabricLink, LinkBatch, set_link_ends
 from testbed.emulation.netem import netem_available
+from testbed.emulation.parallel import for_each
+from testbed.emulation.progress import Progress
+from testbed.emulation.signals import signals_deferred
 from testbed.emulation.state import DEFAULT_STATE_FILE, write_state
 from testbed.emulation.switches import BridgeSwitch
 from testbed.errors import EmulationError, ParameterError
+
+#: node shells started, hosts configured and switch processes started or stopped at once
+BRINGUP_WORKERS = 16
+#: how often the switches' P4Runtime servers are probed while waiting for them
+READY_POLL_S = 0.05
 
 
 def switch_classes():
@@ -53,47 +62,6 @@ def switch_classes():
     return kinds
 
 
-@contextlib.contextmanager
-def termination_as_interrupt():
-    """Turn SIGTERM and SIGHUP into KeyboardInterrupt inside the block (main thread only).
-
-    So ``finally`` clauses (network teardown) run when a run is killed
-    politely, exactly as they do on Ctrl-C.  Outside the main thread (where
-    Python cannot set signal handlers) it does nothing.
-    """
-
-    def interrupt(signum, _frame):
-        raise KeyboardInterrupt(f"signal {signum}")
-
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    previous = {sig: signal.signal(sig, interrupt) for sig in (signal.SIGTERM, signal.SIGHUP)}
-    try:
-        yield
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-
-
-@contextlib.contextmanager
-def signals_deferred():
-    """Ignore SIGINT/SIGTERM/SIGHUP inside the block (teardown must finish), then restore them.
-
-    Main thread only; elsewhere it does nothing.
-    """
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    signals = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-    previous = {sig: signal.signal(sig, signal.SIG_IGN) for sig in signals}
-    try:
-        yield
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-
-
 def qdisc_drops(interface):
     """Packets the root qdiscs of ``interface`` dropped (``tc -s qdisc``), 0 if none or unknown."""
     result = subprocess.run(["tc", "-s", "qdisc", "show", "dev", interface], capture_output=True, text=True,
@@ -103,6 +71,18 @@ def qdisc_drops(interface):
 
 class FabricNetwork:
     """A Mininet network built from a fabric topology, started and stopped as one.
+
+    Bring-up: node shells started in parallel; every veth pair created by one
+    ``ip -batch`` (:class:`~testbed.emulation.links.LinkBatch`); each host
+    configured by one shell command, static neighbour entries for every other
+    host included (no ARP, no ``arp -s`` per host pair); switch processes
+    started at once (embedded switches forked from one
+    :class:`~testbed.emulation.forkserver.ForkServer`) and their P4Runtime
+    servers awaited together.  Teardown: every switch process asked to stop at
+    once, every veth pair removed by one ``ip link del group``, every node
+    shell hung up at once.  The steps run in worker threads
+    (:func:`testbed.emulation.parallel.for_each`), so a signal lands between
+    steps, never inside one, and teardown finds a consistent state.
 
     Args:
         topo: a :class:`testbed.topologies.base.FabricTopo`.
@@ -119,13 +99,18 @@ class FabricNetwork:
         log_dir: where P4 switches write their logs (and pcaps); by default a
             temporary directory removed at stop.
         log_level: Mininet's log level (``"warning"``, ``"info"``...).
+        progress: a :class:`~testbed.emulation.progress.Progress` told about every
+            step (default: silent).
+        fork_switches: start embedded switches from a fork server (one Python
+            start-up for all); False starts each with its own interpreter.
 
     Raises:
         ParameterError: unknown switch kind.
     """
 
     def __init__(self, topo, switch="bridge", switch_params=None, shape_links=False,
-                 state_file=DEFAULT_STATE_FILE, log_dir=None, log_level="warning", publish_on_start=True):
+                 state_file=DEFAULT_STATE_FILE, log_dir=None, log_level="warning", publish_on_start=True,
+                 progress=None, fork_switches=True):
         kinds = switch_classes()
         if switch not in kinds:
             raise ParameterError("switch", switch, "one of: " + ", ".join(sorted(kinds)))
@@ -138,50 +123,161 @@ class FabricNetwork:
         self.publish_on_start = publish_on_start
         self.log_level = log_level
         self.log_dir = log_dir
-        self._temporary_log_dir = None
+        self.progress = progress or Progress()
+        self.fork_switches = fork_switches
+        self._temporary_dirs = []  # removed at stop
         self.net = None
+        self._nodes = []  # every node whose shell was started, registered in the net or not
+        self._nodes_lock = threading.Lock()
+        self._links = None
+        self._launcher = None
+        self._cancel = threading.Event()
 
     # -- lifecycle -----------------------------------------------------------------
     def start(self):
-        """Build and start the network; on any failure tear down what was built.
+        """Build and start the network; on any failure (or signal) tear down what was built.
 
         Returns:
             FabricNetwork: ``self``.
 
         Raises:
             EmulationError: Mininet could not build or start the network.
+            KeyboardInterrupt: interrupted (what was built is torn down).
         """
         setLogLevel(self.log_level)
         mark_owner()  # every process started for this network inherits the mark (cleanup, leftover checks)
-        params = dict(self.switch_params)
-        if self.switch_kind != "bridge":
-            if self.log_dir is None:
-                self._temporary_log_dir = tempfile.mkdtemp(prefix="testbed-logs-")
-            params.setdefault("log_dir", self.log_dir or self._temporary_log_dir)
-        switch = functools.partial(self.switch_class, **params)
-        link = functools.partial(FabricLink, shape=self.shape_links)
-        self.net = Mininet(topo=self.topo, switch=switch, host=FabricHost, link=link,
-                           controller=None, build=False, autoSetMacs=False, waitConnected=False)
+        self._cancel = threading.Event()
         try:
-            self.net.build()
-            self.net.start()
-            self.net.staticArp()
-            self._wait_switches_ready()
+            self._build()
+            self._start_switches()
             if self.publish_on_start:
                 self.publish_state()
         except BaseException as error:
-            self.stop()
+            with signals_deferred():
+                self.progress.begin("down")
+                cause = "a signal" if isinstance(error, KeyboardInterrupt) else "an error"
+                self.progress.event(f"stopped by {cause} while starting: tearing down")
+                self.stop()
             if isinstance(error, Exception) and not isinstance(error, EmulationError):
                 raise EmulationError(f"could not start the network: {error}") from error
             raise
         return self
 
-    def _wait_switches_ready(self):
-        """Wait for switches that report readiness (P4 switches); raise if one died."""
-        for switch in self.net.switches:
-            wait = getattr(switch, "wait_ready", None)
-            if wait is not None:
-                wait()
+    def _switch_factory(self):
+        """The switch class with this network's options (log dir, fork server...)."""
+        params = dict(self.switch_params)
+        if self.switch_kind != "bridge":
+            params.setdefault("log_dir", self.log_dir or self._temporary_dir("logs"))
+            os.makedirs(params["log_dir"], exist_ok=True)
+        if self.switch_kind == "embedded" and self.fork_switches:
+            from testbed.emulation.p4switch import SWITCHD_MODULE
+
+            program = params.get("program")
+            warm = program if program and os.path.isfile(program) else None
+            self._launcher = ForkServer(SWITCHD_MODULE, log_path=os.path.join(params["log_dir"], "forkserver.log"),
+                                        warm=warm)
+            for_each([self._launcher], ForkServer.start, 1, name="forkserver")
+            params["launcher"] = self._launcher
+
+        def make(name, position, **node_params):
+            if self.switch_kind == "bridge":
+                node_params.setdefault("prio", BridgeSwitch.FIRST_PRIORITY + position)  # as in topology order
+            return self.switch_class(name, **params, **node_params)
+
+        return make
+
+    def _temporary_dir(self, purpose):
+        """A new private directory in the temporary directory, removed at stop whenever a signal comes.
+
+        Its name is recorded before it exists, so an interrupt cannot leave it unknown.
+        """
+        path = os.path.join(tempfile.gettempdir(), f"testbed-{purpose}-{os.getpid()}-{id(self):x}")
+        self._temporary_dirs.append(path)
+        os.makedirs(path, mode=0o700, exist_ok=True)
+        return path
+
+    def _created(self, node):
+        with self._nodes_lock:
+            self._nodes.append(node)
+        return node
+
+    def _build(self):
+        """Node shells, links, host configuration (addresses and static neighbours)."""
+        topo, progress = self.topo, self.progress
+        make_switch = self._switch_factory()
+        self._links = LinkBatch()
+        self.net = Mininet(topo=topo, switch=self.switch_class, host=FabricHost, controller=None, build=False,
+                           autoSetMacs=False, waitConnected=False,
+                           link=lambda *args, **kwargs: FabricLink(*args, shape=self.shape_links, batch=self._links,
+                                                                   **kwargs))
+        hosts, switches = list(topo.hosts()), list(topo.switches())
+        index = {name: i for i, name in enumerate(switches)}
+
+        def start_shell(name):
+            info = topo.nodeInfo(name)
+            if name in index:
+                # the defaults Mininet.addSwitch gives (switches live in the root namespace)
+                params = dict({"listenPort": self.net.listenPort, "inNamespace": self.net.inNamespace}, **info)
+                return self._created(make_switch(name, index[name], **params))
+            return self._created(FabricHost(name, **info))
+
+        shells = progress.count("node shells started", len(hosts) + len(switches))
+        nodes = dict(zip(hosts + switches, for_each(hosts + switches, start_shell, BRINGUP_WORKERS,
+                                                    done=lambda *_: shells.add(), cancel=self._cancel,
+                                                    name="shell")))
+        for name in hosts:
+            self.net.addHost(name, cls=lambda _name, **_params: nodes[_name])
+        for name in switches:
+            self.net.addSwitch(name, cls=lambda _name, **_params: nodes[_name])
+        for _src, _dst, params in topo.links(sort=True, withInfo=True):
+            self.net.addLink(**params)
+        for_each([self._links], LinkBatch.create, 1, name="links")
+        progress.event(f"links created: {len(self._links.links)} veth pairs")
+        self._configure_hosts()
+        self.net.built = True
+
+    def _configure_hosts(self):
+        """Addresses, IPv6 and offloads off, and a permanent neighbour entry for every other host."""
+        addresses = {}
+        for host in self.net.hosts:
+            ip, mac = host.params.get("ip"), host.params.get("mac")
+            if ip and mac:
+                addresses[host.name] = (ip.split("/")[0], mac)
+        batch_dir = self._temporary_dir("hosts")
+
+        def configure(host):
+            neighbours = [address for name, address in addresses.items() if name != host.name]
+            host.config(**host.params, neighbours=neighbours, batch_dir=batch_dir)
+
+        count = self.progress.count("hosts configured", len(self.net.hosts),
+                                    f"({max(0, len(addresses) - 1)} static neighbours each)")
+        for_each(self.net.hosts, configure, BRINGUP_WORKERS, done=lambda *_: count.add(), cancel=self._cancel,
+                 name="host")
+
+    def _start_switches(self):
+        """Start every switch, then wait until every P4 switch's P4Runtime server listens."""
+        switches = list(self.net.switches)
+        for_each(switches, lambda switch: switch.start([]), BRINGUP_WORKERS, cancel=self._cancel, name="switch")
+        self._wait_switches_ready(switches)
+
+    def _wait_switches_ready(self, switches, timeout=None):
+        """Wait for the switches that report readiness (P4 switches); raise if one died or is late."""
+        from testbed.emulation.p4switch import READY_TIMEOUT_S
+
+        waiting = [switch for switch in switches if hasattr(switch, "is_ready")]
+        count = self.progress.count("switches started", len(switches))
+        if len(waiting) < len(switches):
+            count.add(len(switches) - len(waiting))
+        deadline = time.monotonic() + (timeout or READY_TIMEOUT_S)
+        while waiting:
+            ready = [switch for switch in waiting if switch.is_ready()]
+            if ready:
+                count.add(len(ready))
+                waiting = [switch for switch in waiting if switch not in ready]
+            if waiting and time.monotonic() > deadline:
+                waiting[0].wait_ready(timeout=0)  # raises with the switch's log
+            if waiting:
+                time.sleep(READY_POLL_S)
 
     def check_switches(self):
         """Raise EmulationError naming the first switch whose process has died."""
@@ -191,23 +287,75 @@ class FabricNetwork:
                 check()
 
     def stop(self):
-        """Stop the network, remove its state file and temporary logs; safe to call twice."""
-        net, self.net = self.net, None
-        try:
-            if net is not None:
-                net.stop()
-        finally:
-            if self._temporary_log_dir is not None:
-                shutil.rmtree(self._temporary_log_dir, ignore_errors=True)
-                self._temporary_log_dir = None
-            if self.state_file and os.path.exists(self.state_file):
+        """Stop the network, remove its state file and temporary logs; safe to call twice.
+
+        Switch processes are asked to stop all at once, the links removed in one
+        kernel batch, the node shells hung up all at once; SIGINT/SIGTERM wait
+        until this is done.
+        """
+        with signals_deferred():
+            self.net = None
+            try:
+                self._teardown()
+            finally:
+                self._remove_files()
+
+    def _teardown(self):
+        self._cancel.set()
+        with self._nodes_lock:
+            nodes, self._nodes = list(self._nodes), []
+        switches = [node for node in nodes if isinstance(node, Switch)]
+        errors = []
+        if switches:
+            for switch in switches:
+                request = getattr(switch, "request_stop", None)
+                if request is not None:
+                    request()
+            count = self.progress.count("switches stopped", len(switches))
+            self._for_all(switches, lambda switch: switch.stop(deleteIntfs=False), count, errors)
+        links, self._links = self._links, None
+        if links is not None and links.created:
+            left = links.remove()
+            self.progress.event(f"links removed: {len(links.links)} veth pairs"
+                                + (f" ({len(left)} removed one by one)" if left else ""))
+        for node in nodes:
+            shell = node.shell
+            if shell is not None and shell.poll() is None:
                 try:
-                    with open(self.state_file) as handle:
-                        owner = json.load(handle).get("pid")
-                except (OSError, ValueError):
-                    owner = os.getpid()
-                if owner == os.getpid():
-                    os.remove(self.state_file)
+                    os.killpg(shell.pid, signal.SIGHUP)
+                except ProcessLookupError:
+                    pass
+        if nodes:
+            self._for_all(nodes, lambda node: node.terminate(), self.progress.count("node shells stopped",
+                                                                                    len(nodes)), errors)
+        launcher, self._launcher = self._launcher, None
+        if launcher is not None:
+            launcher.stop()
+        if errors:
+            raise EmulationError(f"teardown: {errors[0]}")
+
+    @staticmethod
+    def _for_all(nodes, work, count, errors):
+        """Run ``work`` on every node in parallel; errors are collected, not raised (the rest goes on)."""
+        def guarded(node):
+            try:
+                work(node)
+            except Exception as error:  # noqa: BLE001 - teardown goes on; the first error is raised at the end
+                errors.append(f"{node.name}: {type(error).__name__}: {error}")
+
+        for_each(nodes, guarded, BRINGUP_WORKERS, done=lambda *_: count.add(), name="teardown")
+
+    def _remove_files(self):
+        while self._temporary_dirs:
+            shutil.rmtree(self._temporary_dirs.pop(), ignore_errors=True)
+        if self.state_file and os.path.exists(self.state_file):
+            try:
+                with open(self.state_file) as handle:
+                    owner = json.load(handle).get("pid")
+            except (OSError, ValueError):
+                owner = os.getpid()
+            if owner == os.getpid():
+                os.remove(self.state_file)
 
     def __enter__(self):
         return self.start()

@@ -30,6 +30,7 @@ THRIFT_BASE_PORT = 9090  # BMv2's Thrift runtime port (its default); each switch
 DEFAULT_CPU_PORT = 255  # the CPU_PORT_ID of p4src/include/headers.p4
 READY_TIMEOUT_S = 60.0
 UNIX_PATH_MAX = 107  # sun_path holds 108 bytes with the terminating NUL
+SWITCHD_MODULE = "testbed.embedded_switch.switchd"
 
 
 def _raise_priority():
@@ -111,27 +112,24 @@ class P4Switch(Switch):
         raise NotImplementedError
 
     def start(self, _controllers):
-        """Start the switch process (Mininet calls this after links exist).
+        """Start the switch process (after its ports exist and are up: :class:`~testbed.emulation.links.LinkBatch`).
 
         Raises:
             EmulationError: another process already listens on this switch's gRPC
-                port (readiness could not be told apart from it).
+                port (readiness could not be told apart from it), or the process could not start.
         """
         if self._listening():
             raise EmulationError(f"switch {self.name}: TCP port {self.grpc_port} is already in use "
                                  "(another fabric or a leftover switch: run `testbed cleanup`)")
         os.makedirs(self.log_dir, exist_ok=True)
-        for intf in self.intfList():
-            if intf.name != "lo":
-                self.cmd(f"ip link set {intf.name} up")
-                self.cmd(f"ethtool -K {intf.name} rx off tx off sg off tso off gso off gro off lro off "
-                         ">/dev/null 2>&1")
-                self.cmd(f"sysctl -qw net.ipv6.conf.{intf.name}.disable_ipv6=1")
+        self.process = self.launch()
+
+    def launch(self):
+        """Start the switch process with :meth:`command`, output appended to the log; return its handle."""
         log = open(self.log_path, "ab")
         try:
-            self.process = subprocess.Popen(self.command(), stdout=log, stderr=subprocess.STDOUT,
-                                            stdin=subprocess.DEVNULL, start_new_session=True,
-                                            preexec_fn=_raise_priority)
+            return subprocess.Popen(self.command(), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                    start_new_session=True, preexec_fn=_raise_priority)
         finally:
             log.close()
 
@@ -149,6 +147,15 @@ class P4Switch(Switch):
     def _listening(self):
         return accepts_connections(f"127.0.0.1:{self.grpc_port}")
 
+    def is_ready(self):
+        """True once the P4Runtime server accepts connections.
+
+        Raises:
+            EmulationError: the process died (with the log's tail).
+        """
+        self.check_alive()
+        return self._listening()
+
     def wait_ready(self, timeout=READY_TIMEOUT_S):
         """Block until the P4Runtime server accepts connections.
 
@@ -156,16 +163,26 @@ class P4Switch(Switch):
             EmulationError: the process died or did not listen within ``timeout``.
         """
         deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            self.check_alive()
-            if self._listening():
+        while True:
+            if self.is_ready():
                 return
+            if time.monotonic() >= deadline:
+                break
             time.sleep(0.05)
         raise EmulationError(f"switch {self.name}: P4Runtime server not listening on {self.grpc_address} "
                              f"after {timeout:.0f} s; log {self.log_path}:\n{log_tail(self.log_path)}")
 
+    def request_stop(self):
+        """Ask the switch process to stop (SIGTERM to its process group) without waiting; see :meth:`stop`."""
+        process = self.process
+        if process is not None and process.poll() is None:
+            try:
+                os.killpg(process.pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+
     def stop(self, deleteIntfs=True):
-        """Stop the process (SIGTERM, then SIGKILL) and remove the interfaces."""
+        """Stop the process (SIGTERM, then SIGKILL after 5 s) and, with ``deleteIntfs``, remove the interfaces."""
         process, self.process = self.process, None
         if process is not None and process.poll() is None:
             try:
@@ -229,6 +246,9 @@ class EmbeddedP4Switch(P4Switch):
 
     Args (besides :class:`P4Switch`'s):
         seed: passed as ``--seed`` (the target's random() extern and the per-port loss draws).
+        launcher: a started :class:`~testbed.emulation.forkserver.ForkServer` of
+            :data:`SWITCHD_MODULE` that forks the process (one Python start-up for the whole
+            fabric), or None to start it with its own interpreter.
 
     Its control socket (``control_path``: ``<log_dir>/<name>.ctl``, or a short path in the
     temporary directory when that is too long for a Unix socket) sets per-port loss/delay.
@@ -236,9 +256,10 @@ class EmbeddedP4Switch(P4Switch):
 
     target_name = "embedded"
 
-    def __init__(self, name, log_dir=None, seed=0, **params):
+    def __init__(self, name, log_dir=None, seed=0, launcher=None, **params):
         super().__init__(name, log_dir=log_dir, **params)
         self.seed = int(seed)  # the run's seed: the target's random() and per-port loss draws
+        self.launcher = launcher
         path = os.path.join(self.log_dir, f"{name}.ctl")
         if len(os.fsencode(path)) > UNIX_PATH_MAX:  # too long for a Unix socket address
             path = os.path.join(tempfile.gettempdir(), f"testbed-{os.getpid()}-{name}.ctl")
@@ -249,10 +270,9 @@ class EmbeddedP4Switch(P4Switch):
         """The embedded target is always available."""
         return True
 
-    def command(self):
-        """argv of ``python -m testbed.embedded_switch.switchd`` for this switch."""
-        argv = [sys.executable, "-m", "testbed.embedded_switch.switchd", "--name", self.name,
-                "--device-id", str(self.device_id), "--grpc-addr", self.grpc_address,
+    def switchd_args(self):
+        """The arguments of ``testbed.embedded_switch.switchd`` for this switch."""
+        argv = ["--name", self.name, "--device-id", str(self.device_id), "--grpc-addr", self.grpc_address,
                 "--cpu-port", str(self.cpu_port), "--seed", str(self.seed)]
         for port, interface in self.port_interfaces().items():
             argv += ["--port", f"{port}={interface}"]
@@ -260,6 +280,16 @@ class EmbeddedP4Switch(P4Switch):
             argv += ["--pcap-dir", self.log_dir]
         argv += ["--control-socket", self.control_path]
         return argv
+
+    def command(self):
+        """argv of ``python -m testbed.embedded_switch.switchd`` for this switch."""
+        return [sys.executable, "-m", SWITCHD_MODULE] + self.switchd_args()
+
+    def launch(self):
+        """Fork the process from the launcher when there is one, else start it as its own interpreter."""
+        if self.launcher is None:
+            return super().launch()
+        return self.launcher.spawn(self.switchd_args(), self.log_path, niceness=SWITCH_NICENESS, name=self.name)
 
     def describe(self):
         """The state file entry, with the impairment control socket (``control_path``)."""

@@ -14,7 +14,7 @@ import datetime
 import os
 import time
 
-from testbed.emulation.network import signals_deferred, termination_as_interrupt
+from testbed.emulation.signals import signals_deferred, termination_as_interrupt
 from testbed.errors import EmulationError, TestbedError
 from testbed.experiment import analysis, overload, plots, results as results_module
 from testbed.experiment.counters import (dataplane_counters, link_loads, read_port_counters, receive_lag_delta,

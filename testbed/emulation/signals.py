@@ -1,0 +1,67 @@
+"""Signals during a fabric's life: termination as an interrupt, and teardown that signals cannot cut short.
+
+Python runs signal handlers in the main thread only.  A run turns SIGTERM and
+SIGHUP into :class:`KeyboardInterrupt` (:func:`termination_as_interrupt`), so
+a polite kill tears the fabric down exactly as Ctrl-C does; teardown itself
+runs with those signals ignored (:func:`signals_deferred`), so a second Ctrl-C
+cannot leave half a network behind.
+"""
+import contextlib
+import signal
+import threading
+
+TERMINATION_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
+STOP_SIGNALS = (signal.SIGINT,) + TERMINATION_SIGNALS
+
+
+def signal_name(signum):
+    """``"SIGTERM"`` for 15; ``"signal N"`` for numbers without a name."""
+    try:
+        return signal.Signals(signum).name
+    except ValueError:
+        return f"signal {signum}"
+
+
+def _in_main_thread():
+    return threading.current_thread() is threading.main_thread()
+
+
+@contextlib.contextmanager
+def termination_as_interrupt():
+    """Turn SIGTERM and SIGHUP into KeyboardInterrupt inside the block (main thread only).
+
+    The interrupt's text names the signal (``KeyboardInterrupt("SIGTERM")``), so
+    ``finally`` clauses (network teardown) run when a run is killed politely,
+    exactly as they do on Ctrl-C.  Outside the main thread (where Python cannot
+    set signal handlers) it does nothing.
+    """
+
+    def interrupt(signum, _frame):
+        raise KeyboardInterrupt(signal_name(signum))
+
+    if not _in_main_thread():
+        yield
+        return
+    previous = {sig: signal.signal(sig, interrupt) for sig in TERMINATION_SIGNALS}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+@contextlib.contextmanager
+def signals_deferred():
+    """Ignore SIGINT/SIGTERM/SIGHUP inside the block (teardown must finish), then restore them.
+
+    Main thread only; elsewhere it does nothing.
+    """
+    if not _in_main_thread():
+        yield
+        return
+    previous = {sig: signal.signal(sig, signal.SIG_IGN) for sig in STOP_SIGNALS}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
