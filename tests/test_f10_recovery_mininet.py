@@ -33,9 +33,11 @@ import os
 import pytest
 import yaml
 
+from testbed.experiment.overload import SWITCH_WAIT_MS
 from testbed.experiment.runner import run_experiment
 from testbed.experiment.spec import parse_spec
 from testbed.modes import PARAMETERS
+from testbed.packet_sockets import LAG_BUCKETS_MS
 from testbed.topologies.ab_fattree import ABFatTree
 from testbed.topologies.f10_pushback import simulate_pushback
 from testbed.traffic.streams import packet_spacing_ms
@@ -44,6 +46,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SPEC = os.path.join(REPO, "experiments", "f10_vs_portland.yaml")
 MODES = ("portland", "fattree-local", "f10")
 PORTLAND_KEEPALIVE_S = 0.065
+RUNS_PER_MODE = 3  # a run the emulator could not keep up with is repeated, up to this many runs
 
 pytestmark = [pytest.mark.mininet, pytest.mark.slow]
 
@@ -63,8 +66,14 @@ def runs(tmp_path_factory):
     results = {}
     for mode in MODES:
         spec = parse_spec(data, source=SPEC).with_mode(mode)
-        record = run_experiment(spec, str(tmp_path_factory.mktemp(mode)), target="embedded", progress=lambda _: None)
-        assert record["status"] == "ok", f"{mode}: {record['error']}"
+        for attempt in range(1, RUNS_PER_MODE + 1):
+            record = run_experiment(spec, str(tmp_path_factory.mktemp(mode)), target="embedded",
+                                    progress=lambda _: None)
+            assert record["status"] == "ok", f"{mode}: {record['error']}"
+            if not record["overload"]["overloaded"]:
+                break
+            # the machine, not the network, set this run's timings: run it again
+            print(f"\n{mode}: run {attempt} overloaded ({'; '.join(record['overload']['reasons'])})")
         results[mode] = record
     return results
 
@@ -79,6 +88,26 @@ def _detector_bound_s():
     window = PARAMETERS["detector_window_periods"].default
     c = PARAMETERS["detector_down_below"].default
     return window * period_s + c * period_s + 0.002
+
+
+def _receive_lag_s(record):
+    """How late the switches may have counted a frame: the upper edge of the longest socket wait seen.
+
+    A frame that reached a switch before the failure but waited in its socket is counted in a
+    later bucket, which delays the detection by as much.  Switches count read batches by wait in
+    the buckets of :data:`testbed.packet_sockets.LAG_BUCKETS_MS`; None when a wait reached
+    :data:`testbed.experiment.overload.SWITCH_WAIT_MS` (the run is marked overloaded: its timings
+    are the machine's, not the detector's).
+    """
+    counts = record["dataplane"]["switch_receive_lag"]["at_least_ms"]
+    edges = [edge if edge <= SWITCH_WAIT_MS else None for edge in LAG_BUCKETS_MS[1:]] + [None]
+    allowance_ms = LAG_BUCKETS_MS[0]
+    for at_least, edge in zip(LAG_BUCKETS_MS, edges):
+        if counts.get(str(at_least), 0):
+            allowance_ms = edge
+            if edge is None:
+                return None
+    return allowance_ms / 1000.0
 
 
 def _spacing_s(record):
@@ -100,14 +129,18 @@ def _failed_link_transitions(record):
 def test_the_detector_declares_the_failed_link_down_within_its_bound(runs, mode):
     record = runs[mode]
     late_s = max(record["controller"]["trigger_late_max_us"].values()) / 1e6
-    bound_s = _detector_bound_s() + late_s
+    lag_s = _receive_lag_s(record)
+    assert lag_s is not None, (f"{mode}: switches read frames {SWITCH_WAIT_MS} ms or more late in "
+                               f"{RUNS_PER_MODE} runs: {record['overload']['reasons']}")
+    bound_s = _detector_bound_s() + late_s + lag_s
     failed_at = record["failures"][0]["applied_at_s"]
     ends = _failed_link_transitions(record)
     assert {row["switch"] for row in ends} == {"a0_0", "c0"}, "both ends see the link go down"
     for row in ends:
         detected_s = row["switch_at_s"] - failed_at
         print(f"{mode}: {row['switch']} port {row['port']} down {1000 * detected_s:.1f} ms after the failure "
-              f"(bound {1000 * _detector_bound_s():.0f} ms + trigger lateness {1000 * late_s:.1f} ms)")
+              f"(bound {1000 * _detector_bound_s():.0f} ms + trigger lateness {1000 * late_s:.1f} ms "
+              f"+ socket wait up to {1000 * lag_s:.0f} ms)")
         assert 0 < detected_s <= bound_s
     [detection] = record["controller"]["detections"]
     assert detection["clock"] == "switch" and detection["detection_s"] <= bound_s
