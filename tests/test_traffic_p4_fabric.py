@@ -251,8 +251,10 @@ def test_spine_link_down_mid_allreduce_is_recovered(p4_fabric):
             if kind == "nak_received":
                 resent = [e[0] for e in events if e[1] == "resend_nak" and e[2:4] == [peer, qpn] and e[0] >= when]
                 assert resent and resent[0] - when < 350_000_000, (rank["host"], events)
+    # the longest-interrupted flow resumes once the controller rewrote its switch: after the reroute
+    # began, possibly before the last switch was written ("rerouted"; seen 0.8 ms before it in CI)
     flow = report["flow_recovery"]
-    assert flow is not None and flow["flows_interrupted"] >= 1 and flow["resumed_ns"] > times["rerouted"]
+    assert flow is not None and flow["flows_interrupted"] >= 1 and flow["resumed_ns"] > times["reroute_start"]
 
 
 # -- (4): the CLI end to end ---------------------------------------------------------------------
