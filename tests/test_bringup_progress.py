@@ -45,6 +45,24 @@ def test_event_counts_from_the_phase_start_and_silent_progress_only_logs(tmp_pat
     assert "[down] links removed (1.2 s)" in (tmp_path / "fabric.log").read_text()
 
 
+def test_a_terminal_that_went_away_stops_terminal_lines_but_not_the_log(tmp_path):
+    # a closed pipe or a hung-up tty must not abort the teardown the lines report
+    log, shown = tmp_path / "fabric.log", []
+
+    def report(line):
+        if shown:
+            raise BrokenPipeError(32, "Broken pipe")
+        shown.append(line)
+
+    progress = Progress(report=report, log_path=str(log))
+    progress.event("switches stopped 1/2")
+    progress.event("switches stopped 2/2")
+    progress.event("links removed")
+    assert len(shown) == 1
+    assert [line.split("] ", 1)[1].split(" (")[0] for line in log.read_text().splitlines()] == [
+        "switches stopped 1/2", "switches stopped 2/2", "links removed"]
+
+
 def test_for_each_keeps_order_and_tells_done_in_the_calling_thread():
     caller, seen = threading.current_thread(), []
 

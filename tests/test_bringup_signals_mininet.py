@@ -37,7 +37,7 @@ POINTS = [
 class Child:
     """``testbed net up`` in a child process, its output read line by line in a thread."""
 
-    def __init__(self, tmp_path, *options):
+    def __init__(self, tmp_path, *options, sigint_ignored=False):
         self.tmpdir = tmp_path / "tmp"
         self.tmpdir.mkdir()
         self.state_file = tmp_path / "net.json"
@@ -45,7 +45,9 @@ class Child:
         self.process = subprocess.Popen(
             [sys.executable, "-m", "testbed.cli", "net", "up", "fattree", "k=4", "--program", "ecmp", "--no-cli",
              "--state-file", str(self.state_file), *options],
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
+            # as a background job of a non-interactive shell (a script's `testbed net up ... &`, a CI job) starts
+            preexec_fn=(lambda: signal.signal(signal.SIGINT, signal.SIG_IGN)) if sigint_ignored else None)
         self.lines = []
         self._queue = queue.Queue()
         self._reader = threading.Thread(target=self._read, daemon=True)
@@ -132,3 +134,43 @@ def test_quiet_bringup_prints_no_progress_and_one_line_when_interrupted(tmp_path
     assert not [line for line in child.lines if "/" in line and "started" in line], child.output()
     events = (log_dir / "fabric.log").read_text()  # the progress still goes to the run's log
     assert "switches started 20/20" in events and "switches stopped 20/20" in events
+
+
+def test_sigint_stops_a_run_started_with_sigint_ignored(tmp_path, no_leftovers):
+    child = Child(tmp_path, sigint_ignored=True)
+    try:
+        child.wait_for("fattree: 16 hosts")
+        child.process.send_signal(signal.SIGINT)
+    finally:
+        status = child.finish()
+    check_one_line_and_nothing_left(child, status)
+    assert "interrupted (SIGINT)" in child.output()
+
+
+def test_sigterm_after_the_terminal_went_away_still_tears_everything_down(tmp_path, no_leftovers):
+    # `testbed net up ... | head`, or a terminal closed under it: its output pipe is gone when the
+    # signal comes, and the teardown's progress lines must not cut the teardown short
+    tmpdir = tmp_path / "tmp"
+    tmpdir.mkdir()
+    env = dict(os.environ, TMPDIR=str(tmpdir), PYTHONUNBUFFERED="1")
+    process = subprocess.Popen(
+        [sys.executable, "-m", "testbed.cli", "net", "up", "fattree", "k=4", "--program", "ecmp", "--no-cli",
+         "--state-file", str(tmp_path / "net.json")],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    try:
+        seen = []
+        for line in process.stdout:
+            seen.append(line)
+            if line.startswith("fattree: 16 hosts"):
+                break
+        assert seen and seen[-1].startswith("fattree: 16 hosts"), "".join(seen)
+        process.stdout.close()
+        process.send_signal(signal.SIGTERM)
+        status = process.wait(timeout=TEARDOWN_TIMEOUT_S)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    assert status == 0
+    assert not (tmp_path / "net.json").exists()
+    assert not os.listdir(tmpdir), f"temporary files left: {os.listdir(tmpdir)}"

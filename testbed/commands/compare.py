@@ -4,6 +4,7 @@ Runs the spec once per mode (same seed: same flows and failures), each into
 ``<out>/<mode>/``, and writes one side-by-side table (comparison.txt, .csv,
 .json) and one plot (comparison.png) into ``--out``.
 """
+from testbed.emulation.progress import print_line
 
 
 def register(subparsers):
@@ -50,7 +51,7 @@ def run(args):
         if len(modes) != 1:
             raise ParameterError("--modes", args.modes, "exactly one mode with --sweep")
         sweep = (param, values)
-    progress = _headlines_only if args.quiet else print
+    progress = _headlines_only if args.quiet else print_line
     if sweep is not None:
         from testbed.experiment.compare import sweep_mode_param
 
@@ -64,4 +65,4 @@ def run(args):
 def _headlines_only(line):
     """Progress printer for --quiet: only the run headlines and the comparison."""
     if line.startswith(("===", "\n", "comparison")):
-        print(line, flush=True)
+        print_line(line)

@@ -5,6 +5,7 @@ import signal
 import time
 
 from testbed.controllers.kinds import CONTROLLER_KINDS
+from testbed.emulation.progress import print_line
 from testbed.emulation.signals import termination_as_interrupt
 from testbed.emulation.state import DEFAULT_STATE_FILE, read_state
 from testbed.errors import ParameterError
@@ -75,43 +76,38 @@ def run_up(args):
     fabric = Fabric(args.kind, program=args.program, target=args.switch or args.target,
                     controller=args.controller, shape_links=args.shape_links, state_file=args.state_file,
                     packet_log=args.packet_log, pcap=args.pcap, log_dir=args.log_dir,
-                    progress=None if args.quiet else _print_flushed,
+                    progress=None if args.quiet else print_line,
                     log_level="info" if args.verbose else "warning",
                     **parse_key_values(args.params))
     status = 0
     with termination_as_interrupt():
         try:
             fabric.start()
-            print(f"{fabric.topo.kind}: {len(fabric.hosts)} hosts, {len(fabric.switches)} {fabric.target} switches "
-                  f"up (state in {args.state_file})")
+            print_line(f"{fabric.topo.kind}: {len(fabric.hosts)} hosts, {len(fabric.switches)} "
+                           f"{fabric.target} switches up (state in {args.state_file})")
             if fabric.controller is not None:
-                print(f"programmed {len(fabric.switches)} switches over P4Runtime: "
-                      f"{fabric.controller.entries_written} route entries")
+                print_line(f"programmed {len(fabric.switches)} switches over P4Runtime: "
+                               f"{fabric.controller.entries_written} route entries")
             if args.test == "pingall":
                 pairs = len(fabric.hosts) * (len(fabric.hosts) - 1)
                 unreachable = fabric.unreachable_pairs(timeout_s=2)
-                print(f"pingall: {100.0 * len(unreachable) / max(1, pairs):.1f}% dropped "
-                      f"({len(unreachable)} of {pairs} pairs unreachable)")
+                print_line(f"pingall: {100.0 * len(unreachable) / max(1, pairs):.1f}% dropped "
+                               f"({len(unreachable)} of {pairs} pairs unreachable)")
                 status = 0 if not unreachable else 1
             if not args.no_cli:
                 CLI(fabric.net)
             elif args.hold is not None:
                 time.sleep(args.hold)
             elif args.test == "none":
-                print("holding; Ctrl-C to stop")
+                print_line("holding; Ctrl-C to stop")
                 while True:
                     time.sleep(3600)
         except KeyboardInterrupt as interrupt:
-            print(f"interrupted ({interrupt.args[0] if interrupt.args else 'SIGINT'}): tearing the network down",
-                  flush=True)
+            print_line(f"interrupted ({interrupt.args[0] if interrupt.args else 'SIGINT'}): "
+                           "tearing the network down")
         finally:
             fabric.stop()
     return status
-
-
-def _print_flushed(line):
-    """Print one progress line at once (the terminal or a pipe sees it as it happens)."""
-    print(line, flush=True)
 
 
 def run_status(args):

@@ -9,6 +9,8 @@ invalid spec, 130 when interrupted.
 """
 import sys
 
+from testbed.emulation.progress import print_line
+
 
 def register(subparsers):
     """Add the ``run`` subcommand."""
@@ -81,7 +83,7 @@ def run(args):
     if args.check:
         print(json.dumps(spec.to_dict(), indent=1))
         return 0
-    progress = (lambda _line: None) if args.quiet else (lambda line: print(line, flush=True))
+    progress = (lambda _line: None) if args.quiet else print_line
     try:
         results = run_experiment(spec, args.out, target=args.target, progress=progress)
     except ExperimentFailed as error:

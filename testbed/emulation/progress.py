@@ -6,7 +6,9 @@ the phase (bring-up or teardown) began.  Counts are reported at most every
 ``min_interval_s`` (always their first and last value), so an 80-switch
 fabric prints a few lines per step, not one per switch.  The log, when there
 is one, gets every line the terminal gets, with the wall-clock time in front.
+:func:`print_line` is the CLI's terminal printer for these lines and the runner's.
 """
+import sys
 import threading
 import time
 from datetime import datetime
@@ -66,7 +68,12 @@ class Progress:
 
     def _emit(self, line):
         if self.report is not None:
-            self.report(line)
+            try:
+                self.report(line)
+            except OSError:
+                # the terminal went away (a closed pipe, a hung-up tty): the teardown this line
+                # reports must still finish, so the remaining lines go to the log only
+                self.report = None
         if self.log_path is not None:
             stamp = datetime.now().isoformat(timespec="milliseconds")
             try:
@@ -107,3 +114,20 @@ class Count:
         if due and self.done != self._reported:
             self._reported_at, self._reported = now, self.done
             progress._emit(f"{self.what} {self.done}/{self.total}{self.unit} ({now - progress._began:.1f} s)")
+
+
+def print_line(line, stream=None):
+    """Print one line and flush it, so a terminal or a pipe sees it as it happens.
+
+    A terminal that went away (a closed pipe such as ``testbed run ... | head``,
+    a hung-up tty) loses the line without an error: the lines report a bring-up
+    or teardown that must still finish and leave nothing behind.
+
+    Args:
+        line: the text.
+        stream: a text stream; None: ``sys.stdout``.
+    """
+    try:
+        print(line, file=stream or sys.stdout, flush=True)
+    except OSError:
+        pass

@@ -1,17 +1,21 @@
 """Signals during a fabric's life: termination as an interrupt, and teardown that signals cannot cut short.
 
-Python runs signal handlers in the main thread only.  A run turns SIGTERM and
-SIGHUP into :class:`KeyboardInterrupt` (:func:`termination_as_interrupt`), so
-a polite kill tears the fabric down exactly as Ctrl-C does; teardown itself
+Python runs signal handlers in the main thread only.  A run turns SIGINT,
+SIGTERM and SIGHUP into :class:`KeyboardInterrupt` (:func:`termination_as_interrupt`),
+so a polite kill tears the fabric down exactly as Ctrl-C does; teardown itself
 runs with those signals ignored (:func:`signals_deferred`), so a second Ctrl-C
 cannot leave half a network behind.
+
+SIGINT is set explicitly rather than left to Python's default: a process
+started in the background by a non-interactive shell (``testbed net up ... &``
+in a script, a CI job) inherits SIGINT ignored, and Python then installs no
+handler, so ``kill -INT`` would leave the network up forever.
 """
 import contextlib
 import signal
 import threading
 
-TERMINATION_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
-STOP_SIGNALS = (signal.SIGINT,) + TERMINATION_SIGNALS
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
 def signal_name(signum):
@@ -28,12 +32,13 @@ def _in_main_thread():
 
 @contextlib.contextmanager
 def termination_as_interrupt():
-    """Turn SIGTERM and SIGHUP into KeyboardInterrupt inside the block (main thread only).
+    """Turn SIGINT, SIGTERM and SIGHUP into KeyboardInterrupt inside the block (main thread only).
 
     The interrupt's text names the signal (``KeyboardInterrupt("SIGTERM")``), so
     ``finally`` clauses (network teardown) run when a run is killed politely,
-    exactly as they do on Ctrl-C.  Outside the main thread (where Python cannot
-    set signal handlers) it does nothing.
+    exactly as they do on Ctrl-C, even when the process inherited SIGINT
+    ignored.  Outside the main thread (where Python cannot set signal handlers)
+    it does nothing.
     """
 
     def interrupt(signum, _frame):
@@ -42,7 +47,7 @@ def termination_as_interrupt():
     if not _in_main_thread():
         yield
         return
-    previous = {sig: signal.signal(sig, interrupt) for sig in TERMINATION_SIGNALS}
+    previous = {sig: signal.signal(sig, interrupt) for sig in STOP_SIGNALS}
     try:
         yield
     finally:
