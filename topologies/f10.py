@@ -289,14 +289,21 @@ def downward_path_count(graph, top, bottom):
     return total
 
 
-def shortest_path_counts(graph, source):
+def shortest_path_counts(graph, source, failed_links=()):
     """Number of shortest paths (hosts never transit) from ``source`` to every reachable node.
 
     Parallel links count as distinct paths.
 
+    Args:
+        graph: topology multigraph.
+        source: the node the paths start at.
+        failed_links: links that are down, as ``(a, b)`` pairs (every parallel
+            link between them) or ``(a, b, key)``.
+
     Returns:
-        dict: node -> ``(distance, number of shortest paths)``.
+        dict: node -> ``(distance in links, number of shortest paths)``.
     """
+    down = _failed_pairs(graph, failed_links)
     distance = {source: 0}
     count = {source: 1}
     queue = deque([source])
@@ -305,7 +312,9 @@ def shortest_path_counts(graph, source):
         if node != source and _is_host(graph, node):
             continue
         for neighbour in graph.neighbors(node):
-            multiplicity = graph.number_of_edges(node, neighbour)
+            multiplicity = _links_up(graph, node, neighbour, down)
+            if not multiplicity:
+                continue
             if neighbour not in distance:
                 distance[neighbour] = distance[node] + 1
                 count[neighbour] = count[node] * multiplicity
@@ -313,6 +322,11 @@ def shortest_path_counts(graph, source):
             elif distance[neighbour] == distance[node] + 1:
                 count[neighbour] += count[node] * multiplicity
     return {node: (distance[node], count[node]) for node in distance}
+
+
+def _distance(graph, source, target, failed_links=()):
+    """Links on a shortest path from ``source`` to ``target`` (hosts never transit), or None."""
+    return shortest_path_counts(graph, source, failed_links).get(target, (None, 0))[0]
 
 
 def host_pair_path_counts(graph):
@@ -396,24 +410,8 @@ def switch_hops(graph, src, dst, failed_links=()):
             raise ParameterError(field, host, "a host of the topology")
     if src == dst:
         return 0
-    distance = _hop_distances(graph, src, _failed_pairs(graph, failed_links)).get(dst)
+    distance = _distance(graph, src, dst, failed_links)
     return None if distance is None else distance - 1
-
-
-def _hop_distances(graph, source, down=None):
-    """Links from ``source`` to every node it reaches (hosts never transit); ``down`` as :func:`_failed_pairs`."""
-    down = down or {}
-    distance = {source: 0}
-    queue = deque([source])
-    while queue:
-        node = queue.popleft()
-        if node != source and _is_host(graph, node):
-            continue
-        for neighbour in graph.neighbors(node):
-            if neighbour not in distance and not _link_down(graph, node, neighbour, down):
-                distance[neighbour] = distance[node] + 1
-                queue.append(neighbour)
-    return distance
 
 
 def _failed_pairs(graph, failed_links):
@@ -430,13 +428,12 @@ def _failed_pairs(graph, failed_links):
     return down
 
 
-def _link_down(graph, a, b, down):
-    """True when every parallel link between ``a`` and ``b`` is down."""
-    pair = frozenset((a, b))
-    if pair not in down:
-        return False
-    keys = down[pair]
-    return keys is None or set(graph[a][b]) <= keys
+def _links_up(graph, a, b, down):
+    """How many of the parallel links between ``a`` and ``b`` are up (``down`` as :func:`_failed_pairs`)."""
+    keys = down.get(frozenset((a, b)), set())
+    if keys is None:
+        return 0
+    return sum(1 for key in graph[a][b] if key not in keys)
 
 
 def host_switch_hops(graph, failed_links=()):
@@ -524,15 +521,15 @@ def detoured_switch_hops(graph, src, dst, failed_link, host_sets=None):
     expected = switch_hops(graph, src, dst)
     if dst not in host_sets[v]:
         raise ParameterError("dst", dst, f"a host below {v}", "the failed link does not lead to it")
-    to_u = _hop_distances(graph, src).get(u)
-    from_v = _hop_distances(graph, v).get(dst)
+    to_u = _distance(graph, src, u)
+    from_v = _distance(graph, v, dst)
     if to_u is None or from_v is None or to_u + 1 + from_v != expected + 1:
         raise ParameterError("failed_link", failed_link, f"a link on a shortest path from {src} to {dst}")
     detour = local_detour(graph, failed_link, host_sets)
     if detour is None:
         raise ParameterError("failed_link", failed_link, "a link F10 can detour around (above the edge tier)")
     _scheme, path, _extra = detour
-    from_w = _hop_distances(graph, path[-1])[dst]
+    from_w = _distance(graph, path[-1], dst)
     return (to_u - 1) + len(path) + (from_w - 1), expected
 
 
