@@ -41,7 +41,8 @@ class Child:
         self.tmpdir = tmp_path / "tmp"
         self.tmpdir.mkdir()
         self.state_file = tmp_path / "net.json"
-        env = dict(os.environ, TMPDIR=str(self.tmpdir), PYTHONUNBUFFERED="1")
+        # faulthandler: a child that does not end in time is sent SIGABRT and prints every thread's stack
+        env = dict(os.environ, TMPDIR=str(self.tmpdir), PYTHONUNBUFFERED="1", PYTHONFAULTHANDLER="1")
         self.process = subprocess.Popen(
             [sys.executable, "-m", "testbed.cli", "net", "up", "fattree", "k=4", "--program", "ecmp", "--no-cli",
              "--state-file", str(self.state_file), *options],
@@ -72,9 +73,17 @@ class Child:
                 return
 
     def finish(self):
-        """Wait until the child exits; return its status."""
+        """Wait until the child exits; return its status (fail with its threads' stacks if it hangs)."""
         try:
             status = self.process.wait(timeout=TEARDOWN_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            self.process.send_signal(signal.SIGABRT)  # faulthandler dumps every thread into the output
+            try:
+                self.process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                pass
+            self._reader.join(timeout=30)
+            pytest.fail(f"the child did not end within {TEARDOWN_TIMEOUT_S} s:\n" + self.output())
         finally:
             if self.process.poll() is None:
                 self.process.kill()
