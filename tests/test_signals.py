@@ -13,7 +13,7 @@ def run_child(body):
     """Run ``body`` (Python source) in a child interpreter; return its stdout lines."""
     prelude = textwrap.dedent("""
         import os, signal, time
-        from testbed.emulation.signals import signals_deferred, termination_as_interrupt
+        from testbed.emulation.signals import signals_deferred, signals_held, termination_as_interrupt
     """)
     done = subprocess.run([sys.executable, "-c", prelude + textwrap.dedent(body)], capture_output=True,
                           text=True, timeout=60)
@@ -65,3 +65,19 @@ def test_signals_during_a_deferred_block_are_ignored_and_handlers_restored():
                 print(interrupt.args[0])
     """)
     assert lines == ["teardown-finished", "SIGTERM"]
+
+
+def test_a_signal_during_a_held_block_is_raised_right_after_it_not_inside_or_never():
+    lines = run_child("""
+        with termination_as_interrupt():
+            try:
+                with signals_held():
+                    os.kill(os.getpid(), signal.SIGTERM)
+                    time.sleep(0.2)
+                    print("block-finished")
+                time.sleep(30)
+            except KeyboardInterrupt as interrupt:
+                print(interrupt.args[0])
+            print(signal.getsignal(signal.SIGTERM).__name__)  # the block's own handler is gone
+    """)
+    assert lines == ["block-finished", "SIGTERM", "interrupt"]

@@ -11,9 +11,10 @@ process would.
 
 The server is single-threaded and has opened no gRPC channel or server when it
 forks (so the children's gRPC starts clean).  Each child runs in its own
-session (its pid is its process group), at the requested CPU priority, with
-stdout and stderr appended to its log and stdin on /dev/null, exactly like a
-switch started with :class:`subprocess.Popen`.
+session (its pid is its process group, already when the server answers with
+it), at the requested CPU priority, with stdout and stderr appended to its log
+and stdin on /dev/null, exactly like a switch started with
+:class:`subprocess.Popen`.
 
 Protocol, one JSON object per line: the owner writes ``{"id": n, "argv": [...],
 "log": path, "niceness": -10, "name": "e0_0"}`` on the server's stdin; the server
@@ -58,11 +59,17 @@ def _set_process_name(name):
         pass
 
 
-def _run_child(module, request, closed_fds):
-    """In the forked child: become the switch process and never return."""
+def _run_child(module, request, closed_fds, ready_fd):
+    """In the forked child: become the switch process and never return.
+
+    ``ready_fd`` is written and closed once the child leads its own session, the
+    moment from which the owner may signal its process group.
+    """
     status = 1
     try:
         os.setsid()
+        os.write(ready_fd, b"1")
+        os.close(ready_fd)
         signal.set_wakeup_fd(-1)
         for sig in (signal.SIGCHLD, signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
             signal.signal(sig, signal.SIG_DFL)
@@ -129,11 +136,19 @@ class _Server:
             self._send({"exit": pid, "status": os.waitstatus_to_exitcode(status)})
 
     def _spawn(self, request):
-        closed = [self.wakeup_read, self.wakeup_write, self.selector.fileno()]
+        ready_read, ready_write = os.pipe()
+        closed = [self.wakeup_read, self.wakeup_write, self.selector.fileno(), ready_read]
         gc.freeze()  # the children share the imported modules' pages instead of copying them
         pid = os.fork()
         if pid == 0:
-            _run_child(self.module, request, closed)
+            _run_child(self.module, request, closed, ready_write)
+        os.close(ready_write)
+        try:
+            # answer only once the child leads its own session (or died): a stop request that
+            # signals its process group right after the answer must reach it, not miss it
+            os.read(ready_read, 1)
+        finally:
+            os.close(ready_read)
         return pid
 
     def _handle(self, line):

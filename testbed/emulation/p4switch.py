@@ -29,8 +29,24 @@ GRPC_BASE_PORT = 50000
 THRIFT_BASE_PORT = 9090  # BMv2's Thrift runtime port (its default); each switch gets 9090 + device id
 DEFAULT_CPU_PORT = 255  # the CPU_PORT_ID of p4src/include/headers.p4
 READY_TIMEOUT_S = 60.0
+STOP_WAIT_S = 5.0  # SIGTERM, then SIGKILL
+KILL_WAIT_S = 30.0
 UNIX_PATH_MAX = 107  # sun_path holds 108 bytes with the terminating NUL
 SWITCHD_MODULE = "testbed.embedded_switch.switchd"
+
+
+def _signal_process_group(process, signum):
+    """Send ``signum`` to the switch process's group (its pid: it leads its own session), or to the process alone.
+
+    A process that has not become its group's leader yet still gets the signal.
+    """
+    try:
+        os.killpg(process.pid, signum)
+    except ProcessLookupError:
+        try:
+            os.kill(process.pid, signum)
+        except ProcessLookupError:
+            pass
 
 
 def _raise_priority():
@@ -176,24 +192,26 @@ class P4Switch(Switch):
         """Ask the switch process to stop (SIGTERM to its process group) without waiting; see :meth:`stop`."""
         process = self.process
         if process is not None and process.poll() is None:
-            try:
-                os.killpg(process.pid, signal.SIGTERM)
-            except ProcessLookupError:
-                pass
+            _signal_process_group(process, signal.SIGTERM)
 
     def stop(self, deleteIntfs=True):
-        """Stop the process (SIGTERM, then SIGKILL after 5 s) and, with ``deleteIntfs``, remove the interfaces."""
+        """Stop the process (SIGTERM, then SIGKILL after 5 s) and, with ``deleteIntfs``, remove the interfaces.
+
+        Raises:
+            EmulationError: the process outlived SIGKILL by ``KILL_WAIT_S`` (a teardown never hangs).
+        """
         process, self.process = self.process, None
         if process is not None and process.poll() is None:
+            _signal_process_group(process, signal.SIGTERM)
             try:
-                os.killpg(process.pid, signal.SIGTERM)
-                process.wait(timeout=5)
-            except (ProcessLookupError, subprocess.TimeoutExpired):
+                process.wait(timeout=STOP_WAIT_S)
+            except subprocess.TimeoutExpired:
+                _signal_process_group(process, signal.SIGKILL)
                 try:
-                    os.killpg(process.pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-                process.wait()
+                    process.wait(timeout=KILL_WAIT_S)
+                except subprocess.TimeoutExpired:
+                    raise EmulationError(f"switch {self.name}: process {process.pid} still running "
+                                         f"{KILL_WAIT_S:.0f} s after SIGKILL") from None
         super().stop(deleteIntfs)
 
     def describe(self):

@@ -3,15 +3,25 @@
 The work runs in worker threads while the calling thread only waits.  Python
 runs signal handlers in the main thread, so Ctrl-C or SIGTERM (as
 KeyboardInterrupt, :func:`testbed.emulation.signals.termination_as_interrupt`)
-lands in that wait, never inside a node's shell command or process start:
-items not yet started are dropped, a ``cancel`` event tells long waits to give
-up, the running ones finish, and then the interrupt is raised.  What was built
-is then in a known state and the caller tears it down.
+lands in that thread, and only in one place: a plain sleep between two looks
+at the finished items.  Everything else the calling thread does
+(handing work to the pool, taking results, progress, shutting the pool down)
+runs with signals held (:func:`~testbed.emulation.signals.signals_held`),
+because an exception raised inside library code that holds a lock (a
+future's condition, a thread that is starting) leaves that lock held and the
+pool's shutdown waiting forever.  On an interrupt, items not yet started are
+dropped, a ``cancel`` event tells long waits to give up, the running ones
+finish, and then the interrupt is raised.  What was built is then in a known
+state and the caller tears it down.
 """
+import collections
 import threading
-from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+import time
+from concurrent.futures import ThreadPoolExecutor
 
-from testbed.emulation.signals import signals_deferred
+from testbed.emulation.signals import signals_deferred, signals_held
+
+POLL_S = 0.002  # how often the calling thread looks for finished items
 
 
 def for_each(items, work, workers, done=None, cancel=None, name="fabric"):
@@ -40,21 +50,39 @@ def for_each(items, work, workers, done=None, cancel=None, name="fabric"):
         return []
     cancel = cancel if cancel is not None else threading.Event()
     results = [None] * len(items)
-    pool = ThreadPoolExecutor(max_workers=max(1, min(workers, len(items))), thread_name_prefix=name)
+    finished = collections.deque()  # (index, result, error), appended by the workers (atomic)
+
+    def run(index):
+        try:
+            finished.append((index, work(items[index]), None))
+        except BaseException as error:  # noqa: BLE001 - raised in the calling thread
+            finished.append((index, None, error))
+
+    pool = None
     try:
-        pending = {pool.submit(work, item): index for index, item in enumerate(items)}
-        while pending:
-            finished, _ = wait(pending, return_when=FIRST_COMPLETED)
-            for future in sorted(finished, key=pending.get):
-                index = pending.pop(future)
-                results[index] = future.result()
-                if done is not None:
-                    done(items[index], results[index])
+        with signals_held():
+            pool = ThreadPoolExecutor(max_workers=max(1, min(workers, len(items))), thread_name_prefix=name)
+            for index in range(len(items)):
+                pool.submit(run, index)
+        remaining = len(items)
+        while remaining:
+            while not finished:
+                time.sleep(POLL_S)  # the one place a signal lands
+            with signals_held():
+                index, result, error = finished.popleft()
+                remaining -= 1
+                if error is None:
+                    results[index] = result
+                    if done is not None:
+                        done(items[index], result)
+            if error is not None:
+                raise error
     except BaseException:
         with signals_deferred():
-            pool.shutdown(wait=False, cancel_futures=True)  # nothing starts from now on
             cancel.set()
-            pool.shutdown(wait=True)
+            if pool is not None:
+                pool.shutdown(wait=True, cancel_futures=True)  # nothing starts now; the running ones finish
         raise
-    pool.shutdown(wait=True)
+    with signals_held():
+        pool.shutdown(wait=True)
     return results

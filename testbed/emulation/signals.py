@@ -4,7 +4,9 @@ Python runs signal handlers in the main thread only.  A run turns SIGINT,
 SIGTERM and SIGHUP into :class:`KeyboardInterrupt` (:func:`termination_as_interrupt`),
 so a polite kill tears the fabric down exactly as Ctrl-C does; teardown itself
 runs with those signals ignored (:func:`signals_deferred`), so a second Ctrl-C
-cannot leave half a network behind.
+cannot leave half a network behind.  Short steps that must not be cut in half
+and must not lose a signal either (handing work to worker threads) hold the
+signals pending (:func:`signals_held`).
 
 SIGINT is set explicitly rather than left to Python's default: a process
 started in the background by a non-interactive shell (``testbed net up ... &``
@@ -70,3 +72,32 @@ def signals_deferred():
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+
+
+@contextlib.contextmanager
+def signals_held():
+    """Hold SIGINT/SIGTERM/SIGHUP inside the block and deliver the first one that came right after it.
+
+    Unlike :func:`signals_deferred` nothing is lost: the signal is raised again
+    (``signal.raise_signal``) once the handlers the block replaced are back, so a
+    run interrupted during the block sees its KeyboardInterrupt just after it.
+    Meant for short steps an interrupt must not cut in half, such as starting
+    worker threads and handing them work (an interrupt inside
+    ``ThreadPoolExecutor.submit`` can leave a started thread the pool no longer
+    waits for).  Main thread only (Python's handlers run there); elsewhere it
+    does nothing.
+    """
+    if not _in_main_thread():
+        yield
+        return
+    caught = []
+    previous = {}
+    try:
+        for sig in STOP_SIGNALS:
+            previous[sig] = signal.signal(sig, lambda signum, _frame: caught.append(signum))
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        if caught:
+            signal.raise_signal(caught[0])
