@@ -111,8 +111,8 @@ def test_an_interrupt_while_work_is_handed_out_leaves_no_work_running_after_for_
                 if returned.is_set():
                     late.append(item)
             killer = threading.Timer(rng.uniform(0, 0.004), os.kill, (os.getpid(), signal.SIGINT))
-            killer.start()
             try:
+                killer.start()  # on a loaded machine the signal may come before start() returns
                 for_each(range(64), work, 64)
                 killer.join()  # the signal was sent after for_each returned: it lands here
                 deadline = time.monotonic() + 10
