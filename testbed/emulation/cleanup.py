@@ -3,15 +3,22 @@
 A clean machine after every run is part of the product: ``leftovers()``
 lists network namespaces, Mininet-style interfaces (``<node>-eth<N>``), the
 processes emulation starts (Mininet node shells, switch daemons, BMv2,
-os-ken managers) and the testbed's state file; ``cleanup()`` removes them.
-``testbed cleanup`` calls it; tests compare ``leftovers()`` before and after.
+os-ken managers) and the testbed's state file; tests compare it before and
+after.  ``cleanup()`` (``testbed cleanup``) removes what testbed runs left
+behind, and only that: other processes and interfaces on the machine, even
+ones whose names look alike, are not touched.
 
 Ownership: :func:`mark_owner` puts ``TESTBED_OWNER=<pid>`` into the
 environment of the process that builds a network, so every process started
-for it (node shells, switches, controllers, traffic) inherits the mark.
-``leftovers(owner=pid)`` lists only that owner's processes, which is how a
-test checks its own leftovers while other work runs on the machine.
+for it (node shells, switches, controllers, traffic) inherits the mark, and
+the network's root-namespace interfaces are put into an interface group that
+encodes the same pid (:func:`owner_interface_group`).  ``leftovers(owner=pid)``
+lists only that owner's processes, which is how a test checks its own
+leftovers while other work runs on the machine; ``cleanup()`` removes the
+processes, interfaces and state files of owners that are gone (a run killed
+with SIGKILL), and with ``include_running`` those of running owners too.
 """
+import json
 import os
 import re
 import signal
@@ -20,6 +27,10 @@ import time
 
 STATE_DIR = "/run/testbed"
 OWNER_ENV = "TESTBED_OWNER"
+# interface groups of testbed networks: OWNER_GROUP_FLAG | owner pid << 8 | slot (1..255); pids < 2^22
+OWNER_GROUP_FLAG = 1 << 30
+OWNER_GROUP_SLOTS = 255
+_PID_LIMIT = 1 << 22
 INTERFACE_PATTERN = re.compile(r"^[-_.A-Za-z0-9]+-eth[0-9]+$")
 # Command lines of processes that belong to an emulated network.
 PROCESS_PATTERNS = (
@@ -59,6 +70,47 @@ def mark_owner():
     A process started by an owner (``testbed run`` inside a test) keeps the outer owner.
     """
     return os.environ.setdefault(OWNER_ENV, str(os.getpid()))
+
+
+def owner_interface_group(owner, slot):
+    """The interface group of one network's root-namespace interfaces, encoding its owner.
+
+    Args:
+        owner: the owner's pid (see :func:`mark_owner`).
+        slot: 1..255, to tell apart networks of the same owner.
+
+    Returns:
+        int: a group number below 2^31 (``ip`` prints it unsigned).
+
+    >>> owner_interface_group(12345, 1), interface_group_owner(owner_interface_group(12345, 1))
+    (1076902145, 12345)
+    """
+    owner, slot = int(owner), int(slot)
+    if not 0 < owner < _PID_LIMIT or not 0 < slot <= OWNER_GROUP_SLOTS:
+        raise ValueError(f"owner {owner} or slot {slot} out of range")
+    return OWNER_GROUP_FLAG | owner << 8 | slot
+
+
+def interface_group_owner(group):
+    """The owner pid a testbed interface group encodes, or None for any other group.
+
+    >>> interface_group_owner(0) is None, interface_group_owner(5) is None
+    (True, True)
+    """
+    group = int(group)
+    if group >> 30 != 1 or not group & 0xFF:
+        return None
+    return (group >> 8) & (_PID_LIMIT - 1) or None
+
+
+def owner_alive(owner):
+    """True while process ``owner`` runs (a zombie counts as gone)."""
+    try:
+        with open(f"/proc/{int(owner)}/stat") as handle:
+            state = handle.read().rsplit(")", 1)[1].split()[0]
+    except (OSError, ValueError, IndexError):
+        return False
+    return state not in ("Z", "X")
 
 
 def process_owner(pid):
@@ -102,6 +154,19 @@ def emulation_processes(owner=None):
     return sorted(found)
 
 
+def interface_groups():
+    """``{group: [interface names]}`` of the root namespace's interfaces, by interface group number."""
+    out = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True, check=False).stdout
+    groups = {}
+    for line in out.splitlines():
+        fields = line.split(":", 2)
+        match = re.search(r" group (\d+) ", line)
+        if len(fields) < 3 or not match:
+            continue  # "group default" is group 0
+        groups.setdefault(int(match.group(1)), []).append(fields[1].strip().split("@", 1)[0])
+    return groups
+
+
 def leftovers(owner=None):
     """Return everything an emulated network may leave behind, by kind.
 
@@ -142,44 +207,123 @@ def _terminate(pids, grace_seconds=2.0):
             pass
 
 
-def cleanup(log=print):
-    """Remove every leftover of emulated networks from this machine.
+def cleanup_plan(include_running=False):
+    """What :func:`cleanup` would remove: the testbed's own leftovers, by owner.
 
-    Kills emulation processes, deletes Mininet-style interfaces and Linux
-    bridges they belonged to, and removes the state directory.  Network
-    namespaces named by ``ip netns`` are only removed when they carry the
-    testbed's ``tb-`` prefix (others may belong to something else).
+    Args:
+        include_running: also the networks whose owner still runs.
+
+    Returns:
+        dict: ``{"processes": [(pid, command line)], "interface_groups": {group: [names]},
+        "netns": [...], "state_files": [...], "running_owners": [pids left alone]}``.
+    """
+    def removable(owner):
+        return owner is not None and (include_running or not owner_alive(owner))
+
+    running = set()
+    processes = []
+    own = os.getpid()
+    for pid, cmdline in emulation_processes_marked():
+        owner = process_owner(pid)
+        if pid == own or (owner is not None and int(owner) == own):
+            continue  # never this process nor what it started itself
+        if removable(owner):
+            processes.append((pid, cmdline))
+        else:
+            running.add(int(owner))
+    groups = {}
+    for group, names in interface_groups().items():
+        owner = interface_group_owner(group)
+        if owner is None:
+            continue
+        if removable(owner):
+            groups[group] = names
+        else:
+            running.add(owner)
+    state_files = []
+    if os.path.isdir(STATE_DIR):
+        for name in sorted(os.listdir(STATE_DIR)):
+            path = os.path.join(STATE_DIR, name)
+            owner = _state_file_owner(path)
+            if owner is None or removable(owner):
+                state_files.append(path)
+            else:
+                running.add(owner)
+    netns = [name for name in network_namespaces() if name.startswith("tb-")] if not running else []
+    return {"processes": processes, "interface_groups": groups, "netns": netns, "state_files": state_files,
+            "running_owners": sorted(running)}
+
+
+def emulation_processes_marked():
+    """``[(pid, command line)]`` of every process carrying a ``TESTBED_OWNER`` mark."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit() and process_owner(entry) is not None:
+            try:
+                with open(f"/proc/{entry}/cmdline", "rb") as handle:
+                    cmdline = handle.read().replace(b"\0", b" ").decode(errors="replace").strip()
+            except OSError:
+                continue
+            if cmdline:
+                found.append((int(entry), cmdline))
+    return sorted(found)
+
+
+def _state_file_owner(path):
+    """The ``pid`` a network state file records, or None when it cannot be read."""
+    try:
+        with open(path) as handle:
+            pid = json.load(handle).get("pid")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return pid if isinstance(pid, int) and pid > 0 else None
+
+
+def cleanup(log=print, include_running=False):
+    """Remove what testbed runs left behind on this machine, and nothing else.
+
+    Kills the processes carrying the mark of an owner that is gone, deletes the
+    interface groups of such owners (and Linux bridges their interfaces were
+    enslaved to), removes their state files and, when no testbed network is
+    running, the network namespaces with the testbed's ``tb-`` prefix.
+    Processes and interfaces without the testbed's marks are never touched.
 
     Args:
         log: called with one line per kind of thing removed.
+        include_running: also remove the networks whose owner still runs (like
+            Mininet's ``mn -c``); their owners are not signalled.
 
     Returns:
-        dict: what was found before cleaning (see :func:`leftovers`).
+        dict: what was removed (see :func:`cleanup_plan`).
     """
-    found = leftovers()
-    if found["processes"]:
-        log(f"killing {len(found['processes'])} emulation process(es)")
-        _terminate([pid for pid, _ in found["processes"]])
-    if found["interfaces"]:
-        log(f"deleting {len(found['interfaces'])} interface(s)")
+    plan = cleanup_plan(include_running)
+    if plan["processes"]:
+        log(f"killing {len(plan['processes'])} emulation process(es)")
+        _terminate([pid for pid, _ in plan["processes"]])
+    names = [name for group_names in plan["interface_groups"].values() for name in group_names]
+    if names:
+        log(f"deleting {len(names)} interface(s)")
         bridges = set()
-        for name in found["interfaces"]:
-            master = subprocess.run(["ip", "-o", "link", "show", name], capture_output=True, text=True,
-                                    check=False).stdout
-            match = re.search(r" master (\S+) ", master)
+        for name in names:
+            shown = subprocess.run(["ip", "-o", "link", "show", name], capture_output=True, text=True,
+                                   check=False).stdout
+            match = re.search(r" master (\S+) ", shown)
             if match:
                 bridges.add(match.group(1))
-            subprocess.run(["ip", "link", "del", name], capture_output=True, check=False)
+        for group in plan["interface_groups"]:
+            subprocess.run(["ip", "link", "del", "group", str(group)], capture_output=True, check=False)
         for bridge in sorted(bridges):
             subprocess.run(["ip", "link", "del", bridge], capture_output=True, check=False)
-    for namespace in found["netns"]:
-        if namespace.startswith("tb-"):
-            log(f"deleting network namespace {namespace}")
-            subprocess.run(["ip", "netns", "del", namespace], capture_output=True, check=False)
-    for path in found["state_files"]:
+    for namespace in plan["netns"]:
+        log(f"deleting network namespace {namespace}")
+        subprocess.run(["ip", "netns", "del", namespace], capture_output=True, check=False)
+    for path in plan["state_files"]:
         log(f"removing {path}")
         try:
             os.remove(path)
         except OSError:
             pass
-    return found
+    if plan["running_owners"]:
+        log(f"left alone: the network(s) of running owner(s) {', '.join(map(str, plan['running_owners']))} "
+            "(`testbed net down`, or `testbed cleanup --all`)")
+    return plan

@@ -14,13 +14,13 @@ does as a single batch (a namespace end goes with its peer).  Namespace
 (:class:`testbed.emulation.hosts.FabricHost`).
 """
 import fcntl
-import random
 import socket
 import struct
 import subprocess
 
 from mininet.link import Intf, Link, TCIntf
 
+from testbed.emulation.cleanup import OWNER_GROUP_SLOTS, mark_owner, owner_interface_group
 from testbed.emulation.interfaces import disable_ipv6, disable_offloads
 from testbed.emulation.parallel import for_each
 from testbed.errors import EmulationError
@@ -129,13 +129,22 @@ def _end(intf, group):
 
 
 def unused_interface_group():
-    """A random interface group number (not 0, the default group) that no interface uses yet."""
-    while True:
-        group = random.randrange(1 << 20, 1 << 31)
+    """An interface group no interface uses yet, encoding this network's owner (:func:`owner_interface_group`).
+
+    ``testbed cleanup`` tells the testbed's interfaces, and whose they are, by this group.
+
+    Raises:
+        EmulationError: the owner already has 255 networks' interfaces on the machine.
+    """
+    owner = mark_owner()
+    for slot in range(1, OWNER_GROUP_SLOTS + 1):
+        group = owner_interface_group(owner, slot)
         shown = subprocess.run(["ip", "-o", "link", "show", "group", str(group)], capture_output=True, text=True,
                                check=False)
         if shown.returncode == 0 and not shown.stdout.strip():
             return group
+    raise EmulationError(f"process {owner} has {OWNER_GROUP_SLOTS} networks' interfaces already: "
+                         "run `testbed cleanup`")
 
 
 class LinkBatch:
