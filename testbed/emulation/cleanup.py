@@ -127,14 +127,8 @@ def process_owner(pid):
     return None
 
 
-def emulation_processes(owner=None):
-    """Return ``[(pid, command line)]`` of processes an emulated network started.
-
-    Args:
-        owner: only processes carrying this ``TESTBED_OWNER`` mark (any process of
-            that owner, pattern or not); None: every process matching the known patterns.
-    """
-    found = []
+def _processes():
+    """``(pid, command line)`` of every process but this one (kernel threads and zombies have none)."""
     own = os.getpid()
     for entry in os.listdir("/proc"):
         if not entry.isdigit() or int(entry) == own:
@@ -144,13 +138,30 @@ def emulation_processes(owner=None):
                 cmdline = handle.read().replace(b"\0", b" ").decode(errors="replace").strip()
         except OSError:
             continue
-        if not cmdline:
-            continue  # kernel threads, zombies
-        if owner is not None:
-            if process_owner(entry) == str(owner):
-                found.append((int(entry), cmdline))
-        elif any(pattern.search(cmdline) for pattern in PROCESS_PATTERNS):
-            found.append((int(entry), cmdline))
+        if cmdline:
+            yield int(entry), cmdline
+
+
+def emulation_processes(owner=None):
+    """Return ``[(pid, command line)]`` of processes an emulated network started.
+
+    Args:
+        owner: only processes carrying this ``TESTBED_OWNER`` mark (any process of
+            that owner, pattern or not); None: every process matching the known patterns.
+    """
+    if owner is not None:
+        return sorted((pid, cmdline) for pid, cmdline in _processes() if process_owner(pid) == str(owner))
+    return sorted((pid, cmdline) for pid, cmdline in _processes()
+                  if any(pattern.search(cmdline) for pattern in PROCESS_PATTERNS))
+
+
+def marked_processes():
+    """``[(pid, command line, owner pid)]`` of every process carrying a valid ``TESTBED_OWNER`` mark."""
+    found = []
+    for pid, cmdline in _processes():
+        mark = process_owner(pid)
+        if mark is not None and mark.isdigit():
+            found.append((pid, cmdline, int(mark)))
     return sorted(found)
 
 
@@ -222,15 +233,13 @@ def cleanup_plan(include_running=False):
 
     running = set()
     processes = []
-    own = os.getpid()
-    for pid, cmdline in emulation_processes_marked():
-        owner = process_owner(pid)
-        if pid == own or (owner is not None and int(owner) == own):
-            continue  # never this process nor what it started itself
+    for pid, cmdline, owner in marked_processes():
+        if owner == os.getpid():
+            continue  # never what this process started itself
         if removable(owner):
             processes.append((pid, cmdline))
         else:
-            running.add(int(owner))
+            running.add(owner)
     groups = {}
     for group, names in interface_groups().items():
         owner = interface_group_owner(group)
@@ -252,21 +261,6 @@ def cleanup_plan(include_running=False):
     netns = [name for name in network_namespaces() if name.startswith("tb-")] if not running else []
     return {"processes": processes, "interface_groups": groups, "netns": netns, "state_files": state_files,
             "running_owners": sorted(running)}
-
-
-def emulation_processes_marked():
-    """``[(pid, command line)]`` of every process carrying a ``TESTBED_OWNER`` mark."""
-    found = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit() and process_owner(entry) is not None:
-            try:
-                with open(f"/proc/{entry}/cmdline", "rb") as handle:
-                    cmdline = handle.read().replace(b"\0", b" ").decode(errors="replace").strip()
-            except OSError:
-                continue
-            if cmdline:
-                found.append((int(entry), cmdline))
-    return sorted(found)
 
 
 def _state_file_owner(path):
