@@ -18,12 +18,13 @@ leftovers while other work runs on the machine; ``cleanup()`` removes the
 processes, interfaces and state files of owners that are gone (a run killed
 with SIGKILL), and with ``include_running`` those of running owners too.
 """
-import json
 import os
 import re
 import signal
 import subprocess
 import time
+
+from testbed.emulation.state import state_owner
 
 STATE_DIR = "/run/testbed"
 OWNER_ENV = "TESTBED_OWNER"
@@ -50,18 +51,27 @@ def network_namespaces():
     return sorted(line.split()[0] for line in out.splitlines() if line.strip())
 
 
-def mininet_interfaces():
-    """Return the interfaces in the root namespace named like Mininet's ``<node>-eth<N>``."""
+def _root_links():
+    """``[(name, group, master)]`` of the root namespace's interfaces, from one ``ip -o link show``.
+
+    ``group`` is 0 for the default group; ``master`` is the bridge an interface is enslaved to, or None.
+    """
     out = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True, check=False).stdout
-    names = []
+    links = []
     for line in out.splitlines():
         fields = line.split(":", 2)
-        if len(fields) < 2:
+        if len(fields) < 3:
             continue
-        name = fields[1].strip().split("@", 1)[0]
-        if INTERFACE_PATTERN.match(name):
-            names.append(name)
-    return sorted(names)
+        group = re.search(r" group (\d+) ", line)
+        master = re.search(r" master (\S+) ", line)
+        links.append((fields[1].strip().split("@", 1)[0], int(group.group(1)) if group else 0,
+                      master.group(1) if master else None))
+    return links
+
+
+def mininet_interfaces():
+    """Return the interfaces in the root namespace named like Mininet's ``<node>-eth<N>``."""
+    return sorted(name for name, _group, _master in _root_links() if INTERFACE_PATTERN.match(name))
 
 
 def mark_owner():
@@ -165,19 +175,6 @@ def marked_processes():
     return sorted(found)
 
 
-def interface_groups():
-    """``{group: [interface names]}`` of the root namespace's interfaces, by interface group number."""
-    out = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True, check=False).stdout
-    groups = {}
-    for line in out.splitlines():
-        fields = line.split(":", 2)
-        match = re.search(r" group (\d+) ", line)
-        if len(fields) < 3 or not match:
-            continue  # "group default" is group 0
-        groups.setdefault(int(match.group(1)), []).append(fields[1].strip().split("@", 1)[0])
-    return groups
-
-
 def leftovers(owner=None):
     """Return everything an emulated network may leave behind, by kind.
 
@@ -241,19 +238,19 @@ def cleanup_plan(include_running=False):
         else:
             running.add(owner)
     groups = {}
-    for group, names in interface_groups().items():
+    for name, group, _master in _root_links():
         owner = interface_group_owner(group)
         if owner is None:
             continue
         if removable(owner):
-            groups[group] = names
+            groups.setdefault(group, []).append(name)
         else:
             running.add(owner)
     state_files = []
     if os.path.isdir(STATE_DIR):
         for name in sorted(os.listdir(STATE_DIR)):
             path = os.path.join(STATE_DIR, name)
-            owner = _state_file_owner(path)
+            owner = state_owner(path)
             if owner is None or removable(owner):
                 state_files.append(path)
             else:
@@ -261,16 +258,6 @@ def cleanup_plan(include_running=False):
     netns = [name for name in network_namespaces() if name.startswith("tb-")] if not running else []
     return {"processes": processes, "interface_groups": groups, "netns": netns, "state_files": state_files,
             "running_owners": sorted(running)}
-
-
-def _state_file_owner(path):
-    """The ``pid`` a network state file records, or None when it cannot be read."""
-    try:
-        with open(path) as handle:
-            pid = json.load(handle).get("pid")
-    except (OSError, ValueError, AttributeError):
-        return None
-    return pid if isinstance(pid, int) and pid > 0 else None
 
 
 def cleanup(log=print, include_running=False):
@@ -294,16 +281,10 @@ def cleanup(log=print, include_running=False):
     if plan["processes"]:
         log(f"killing {len(plan['processes'])} emulation process(es)")
         _terminate([pid for pid, _ in plan["processes"]])
-    names = [name for group_names in plan["interface_groups"].values() for name in group_names]
+    names = {name for group_names in plan["interface_groups"].values() for name in group_names}
     if names:
         log(f"deleting {len(names)} interface(s)")
-        bridges = set()
-        for name in names:
-            shown = subprocess.run(["ip", "-o", "link", "show", name], capture_output=True, text=True,
-                                   check=False).stdout
-            match = re.search(r" master (\S+) ", shown)
-            if match:
-                bridges.add(match.group(1))
+        bridges = {master for name, _group, master in _root_links() if name in names and master}
         for group in plan["interface_groups"]:
             subprocess.run(["ip", "link", "del", "group", str(group)], capture_output=True, check=False)
         for bridge in sorted(bridges):

@@ -14,7 +14,6 @@ network is stopped and nothing is left behind.  While it runs, a state file
 (:mod:`testbed.emulation.state`) tells other ``testbed`` commands how to
 reach it.
 """
-import json
 import os
 import re
 import shutil
@@ -37,7 +36,7 @@ from testbed.emulation.netem import netem_available
 from testbed.emulation.parallel import for_each
 from testbed.emulation.progress import Progress
 from testbed.emulation.signals import signals_deferred
-from testbed.emulation.state import DEFAULT_STATE_FILE, write_state
+from testbed.emulation.state import DEFAULT_STATE_FILE, state_owner, write_state
 from testbed.emulation.switches import BridgeSwitch
 from testbed.errors import EmulationError, ParameterError
 
@@ -349,12 +348,7 @@ class FabricNetwork:
         while self._temporary_dirs:
             shutil.rmtree(self._temporary_dirs.pop(), ignore_errors=True)
         if self.state_file and os.path.exists(self.state_file):
-            try:
-                with open(self.state_file) as handle:
-                    owner = json.load(handle).get("pid")
-            except (OSError, ValueError):
-                owner = os.getpid()
-            if owner == os.getpid():
+            if state_owner(self.state_file) in (None, os.getpid()):  # not another run's file
                 os.remove(self.state_file)
 
     def __enter__(self):

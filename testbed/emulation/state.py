@@ -30,6 +30,16 @@ def write_state(description, state_file=DEFAULT_STATE_FILE):
     os.replace(temporary, state_file)
 
 
+def state_owner(state_file):
+    """The owner pid a state file records, or None when the file cannot be read or names none."""
+    try:
+        with open(state_file) as handle:
+            pid = json.load(handle).get("pid")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return pid if isinstance(pid, int) and pid > 0 else None
+
+
 def read_state(state_file=DEFAULT_STATE_FILE):
     """Return the description of the running network.
 
