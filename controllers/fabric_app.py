@@ -502,7 +502,10 @@ class FabricRoutingApp(app_manager.OSKenApp):
         LOG.info("port monitor: %d switch ports every %d ms", len(ports), self.fabric.config.port_poll_ms)
 
     def _fabric_ports(self):
-        """``{interface: (switch, neighbour)}`` for the switch ends of inter-switch links."""
+        """``{interface: (switch, neighbour, netns_pid)}`` for the switch ends of inter-switch links.
+
+        ``netns_pid`` is a process in the switch's network namespace (BMv2's), None for the root one.
+        """
         from testbed.controllers.routing import is_host, port_toward
 
         graph, state = self.fabric.graph, self.fabric.state
@@ -511,37 +514,34 @@ class FabricRoutingApp(app_manager.OSKenApp):
             if is_host(graph, u) or is_host(graph, v):
                 continue
             for here, there in ((u, v), (v, u)):
-                port = port_toward(data, here)
-                intf = (state["switches"].get(here) or {}).get("ports", {}).get(str(port))
+                info = state["switches"].get(here) or {}
+                intf = info.get("ports", {}).get(str(port_toward(data, here)))
                 if intf:
-                    ports[intf] = (here, there)
+                    ports[intf] = (here, there, info.get("netns_pid"))
         return ports
 
     def _watch_ports(self, ports):
-        """Poll operstates; send a link event when a pair's state changes (both ends considered)."""
+        """Poll port states; send a link event when a pair's state changes (both ends considered)."""
+        from testbed.emulation.namespaces import interface_is_up, namespace_socket
+
         period = self.fabric.config.port_poll_ms / 1000.0
+        sockets = {pid: namespace_socket(pid) for _here, _there, pid in ports.values()}
         known = {}
-        while not self._monitor_stop.wait(period):
-            try:
-                pair_up = {}
-                for intf, (here, there) in ports.items():
-                    pair = frozenset((here, there))
-                    up = _operstate(intf) == "up"
-                    pair_up[pair] = pair_up.get(pair, True) and up
-                for pair, up in sorted(pair_up.items(), key=lambda item: sorted(item[0])):
-                    if known.get(pair, True) != up:
-                        a, b = sorted(pair)
-                        self.send_event_to_observers(EventLinkStatus(a, b, "up" if up else "down",
-                                                                     source="port-monitor"))
-                    known[pair] = up
-            except Exception:
-                LOG.exception("port monitor")
-
-
-def _operstate(interface):
-    """The kernel's operstate of an interface in this namespace ("" if it is gone)."""
-    try:
-        with open(f"/sys/class/net/{interface}/operstate") as handle:
-            return handle.read().strip()
-    except OSError:
-        return ""
+        try:
+            while not self._monitor_stop.wait(period):
+                try:
+                    pair_up = {}
+                    for intf, (here, there, pid) in ports.items():
+                        pair = frozenset((here, there))
+                        pair_up[pair] = pair_up.get(pair, True) and interface_is_up(sockets[pid], intf)
+                    for pair, up in sorted(pair_up.items(), key=lambda item: sorted(item[0])):
+                        if known.get(pair, True) != up:
+                            a, b = sorted(pair)
+                            self.send_event_to_observers(EventLinkStatus(a, b, "up" if up else "down",
+                                                                         source="port-monitor"))
+                        known[pair] = up
+                except Exception:
+                    LOG.exception("port monitor")
+        finally:
+            for sock in sockets.values():
+                sock.close()

@@ -40,7 +40,7 @@ from testbed.emulation.signals import signals_deferred, termination_as_interrupt
 from testbed.errors import EmulationError, ParameterError
 from testbed.modes import MODES, check_parameters, resolve_program
 from testbed.p4runtime.client import P4RuntimeClient
-from testbed.targets import TARGETS, pipeline_config, resolve_target
+from testbed.targets import TARGETS, embedded_only_needs, pipeline_config, resolve_target
 from testbed.topologies.base import FabricTopo
 from testbed.topologies.registry import make_topology
 from testbed.traffic.collectives import run_collective
@@ -133,6 +133,7 @@ class Fabric:
         self.progress = Progress(progress, os.path.join(log_dir, FABRIC_LOG) if log_dir else None)
         self.log_level = log_level
         self.target = None
+        self.target_note = ""  # why target auto did not pick an installed BMv2
         self.pipeline = None
         self.network = None
         self.controller = None
@@ -163,7 +164,12 @@ class Fabric:
         if self.log_dir:
             os.makedirs(self.log_dir, exist_ok=True)
         progress.begin("up")
-        self.target = resolve_target(self.requested_target) if self.program else "bridge"
+        self.target, self.target_note = "bridge", ""
+        if self.program:
+            self.target, self.target_note = resolve_target(self.requested_target,
+                                                           embedded_only_needs(self.program))
+            if self.target_note:
+                progress.event(self.target_note)
         try:
             if self.program:
                 progress.event(f"loading {os.path.basename(self.program)} for the {self.target} target")

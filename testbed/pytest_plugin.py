@@ -24,6 +24,8 @@ Markers (skips print their reason with ``pytest -ra``):
 
 ``BOTH_TARGETS`` parametrizes a test over the embedded target and BMv2
 (``@pytest.mark.parametrize("target", BOTH_TARGETS)``); the BMv2 case skips where BMv2 is absent.
+A test that makes links lossy calls :func:`skip_unless_lossy_links` first: BMv2's ports cannot
+drop frames, so on a kernel without netem its BMv2 case skips with that reason.
 """
 import importlib.util
 import os
@@ -38,6 +40,16 @@ BMV2_MISSING = "BMv2 simple_switch_grpc and p4c are not installed (use the Vagra
 
 BOTH_TARGETS = [pytest.param("embedded", id="embedded"),
                 pytest.param("bmv2", id="bmv2", marks=pytest.mark.bmv2)]
+
+
+def skip_unless_lossy_links(target):
+    """Skip the running test, with the reason, when ``target`` cannot make links lossy on this machine."""
+    from testbed.targets import embedded_only_needs
+
+    if target == "bmv2":
+        needs = embedded_only_needs(lossy_links=True)
+        if needs:
+            pytest.skip(f"BMv2 ports cannot drop frames: {needs[0]} (the Vagrant VM has netem)")
 
 
 def mininet_missing():

@@ -9,7 +9,11 @@ Two targets run the same p4src programs:
   Programs are compiled with ``p4c --target bmv2 --arch v1model`` into a
   BMv2 JSON and a P4Info, cached by the content hash of the sources.
 
-``auto`` picks BMv2 when installed, else the embedded target.
+``auto`` picks BMv2 when installed, unless the run needs something only the
+embedded target has (:func:`embedded_only_needs`: the DSF traffic manager's
+externs, lossy links on a kernel without netem); then it picks the embedded
+target and says why.  ``bmv2`` asked for such a run is refused before anything
+starts, naming what BMv2 lacks.
 """
 import hashlib
 import os
@@ -40,20 +44,63 @@ def bmv2_available():
     return shutil.which("simple_switch_grpc") is not None and shutil.which("p4c") is not None
 
 
-def resolve_target(requested="auto"):
-    """Return ``"embedded"`` or ``"bmv2"`` for a requested target.
+def embedded_only_needs(program=None, lossy_links=False):
+    """What a run needs that only the embedded target has, one sentence each (empty: BMv2 can run it).
+
+    Args:
+        program: the P4 program; its ``@embedded_only`` externs count (:mod:`testbed.p4.embedded_only`).
+        lossy_links: the run makes links lossy; on a kernel without netem only the
+            embedded switches' ports can drop frames.
 
     Raises:
-        ParameterError: unknown target, or ``bmv2`` requested but not installed.
+        P4LoadError: the program does not parse (file:line).
+    """
+    from testbed.emulation.netem import netem_available
+    from testbed.p4.embedded_only import embedded_only_calls
+
+    needs = []
+    if program:
+        calls = embedded_only_calls(program)
+        if calls:
+            listed = "; ".join(f"{name} ({feature})" for name, feature in calls.items())
+            needs.append(f"{os.path.basename(program)} calls externs BMv2 does not have: {listed}")
+    if lossy_links and not netem_available():
+        needs.append("lossy links need the netem qdisc, which this kernel lacks, or the embedded switches' ports")
+    return needs
+
+
+def resolve_target(requested="auto", needs=()):
+    """The target a run uses, and why when ``auto`` did not pick BMv2 although it is installed.
+
+    Args:
+        requested: ``auto``, ``embedded`` or ``bmv2``.
+        needs: what the run needs that only the embedded target has (:func:`embedded_only_needs`).
+
+    Returns:
+        tuple: ``(target, note)``: ``"embedded"`` or ``"bmv2"``, and a sentence for the
+        run's log and results when ``auto`` chose the embedded target over an installed
+        BMv2 (else ``""``).
+
+    Raises:
+        ParameterError: unknown target, ``bmv2`` requested but not installed, or
+            requested for a run that needs the embedded target (what BMv2 lacks named).
     """
     if requested not in TARGETS:
         raise ParameterError("target", requested, "one of: " + ", ".join(TARGETS))
+    needs = list(needs)
     if requested == "auto":
-        return "bmv2" if bmv2_available() else "embedded"
-    if requested == "bmv2" and not bmv2_available():
-        raise ParameterError("target", requested, "embedded or auto on this machine",
-                             "simple_switch_grpc and p4c are not on PATH (use the Vagrant VM)")
-    return requested
+        if not bmv2_available():
+            return "embedded", ""
+        if needs:
+            return "embedded", f"target auto: the embedded target, not the installed BMv2: {needs[0]}"
+        return "bmv2", ""
+    if requested == "bmv2":
+        if not bmv2_available():
+            raise ParameterError("target", requested, "embedded or auto on this machine",
+                                 "simple_switch_grpc and p4c are not on PATH (use the Vagrant VM)")
+        if needs:
+            raise ParameterError("target", requested, "embedded or auto", "; ".join(needs))
+    return requested, ""
 
 
 def source_digest(path):
@@ -115,7 +162,7 @@ def pipeline_config(path, target="auto"):
 
     Args:
         path: the P4 program.
-        target: ``auto``, ``embedded`` or ``bmv2``.
+        target: ``auto``, ``embedded`` or ``bmv2`` (``auto`` resolved for this program).
 
     Returns:
         PipelineConfig: P4Info message and device config bytes.
@@ -125,11 +172,8 @@ def pipeline_config(path, target="auto"):
         externs (named; :mod:`testbed.p4.embedded_only`). P4LoadError / TestbedError: the
         program cannot be loaded or compiled.
     """
-    from testbed.p4.embedded_only import refuse_for_bmv2
-
-    if target == "bmv2" or (target == "auto" and bmv2_available()):
-        refuse_for_bmv2(path)  # before anything else: the clearest reason
-    target = resolve_target(target)
+    if target != "embedded":
+        target, _note = resolve_target(target, embedded_only_needs(path))
     if target == "bmv2":
         from google.protobuf import text_format
         from p4.config.v1 import p4info_pb2

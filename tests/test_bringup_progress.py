@@ -103,6 +103,8 @@ def test_an_interrupt_while_work_is_handed_out_leaves_no_work_running_after_for_
     program = textwrap.dedent("""
         import os, random, signal, threading, time
         from testbed.emulation.parallel import for_each
+        # a test run started as a background job inherits SIGINT ignored: take it back
+        signal.signal(signal.SIGINT, signal.default_int_handler)
         rng, late, interrupted = random.Random(7), [], 0
         for trial in range(200):
             returned = threading.Event()

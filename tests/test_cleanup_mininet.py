@@ -9,6 +9,7 @@ import sys
 import pytest
 
 from testbed.emulation.cleanup import OWNER_ENV, cleanup, cleanup_plan, owner_interface_group
+from testbed.pytest_plugin import BOTH_TARGETS
 
 pytestmark = pytest.mark.mininet
 
@@ -78,11 +79,17 @@ def test_cleanup_all_also_removes_running_owners_networks_but_never_unmarked_one
     assert not exists("tblive-eth1") and exists("tbother-eth1")
 
 
-def test_cleanup_removes_everything_a_run_killed_with_sigkill_left(tmp_path, no_leftovers):
+#: the processes of one switch, by target: the embedded target's switch processes (and their fork
+#: server), BMv2's simple_switch_grpc
+SWITCH_PROCESS = {"embedded": ("switchd", "forkserver"), "bmv2": ("simple_switch_grpc",)}
+
+
+@pytest.mark.parametrize("target", BOTH_TARGETS)
+def test_cleanup_removes_everything_a_run_killed_with_sigkill_left(tmp_path, no_leftovers, target):
     # no teardown runs on SIGKILL: its switches, node shells and veth pairs stay until `testbed cleanup`
     env = {key: value for key, value in os.environ.items() if key != OWNER_ENV}  # the run owns itself
     run = subprocess.Popen([sys.executable, "-m", "testbed.cli", "net", "up", "fattree", "k=4", "--program", "ecmp",
-                            "--no-cli", "--state-file", str(tmp_path / "net.json")],
+                            "--target", target, "--no-cli", "--state-file", str(tmp_path / "net.json")],
                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
     try:
         for line in run.stdout:
@@ -92,10 +99,13 @@ def test_cleanup_removes_everything_a_run_killed_with_sigkill_left(tmp_path, no_
         run.wait()
         run.stdout.close()
         left = cleanup_plan()
-        assert len([cmd for _pid, cmd in left["processes"] if "switchd" in cmd or "forkserver" in cmd]) >= 20
-        assert sum(len(names) for names in left["interface_groups"].values()) >= 64  # at least the switches' ends
+        switches = [cmd for _pid, cmd in left["processes"] if any(word in cmd for word in SWITCH_PROCESS[target])]
+        assert len(switches) >= 20
+        if target == "embedded":  # BMv2's ports live in the switches' own namespaces, which go with them
+            assert sum(len(names) for names in left["interface_groups"].values()) >= 64
+        assert left["temp_paths"]
         cleanup(log=lambda _line: None)
-        assert not any(cleanup_plan()[kind] for kind in ("processes", "interface_groups"))
+        assert not any(cleanup_plan()[kind] for kind in ("processes", "interface_groups", "temp_paths"))
     finally:
         if run.poll() is None:
             run.kill()

@@ -138,29 +138,43 @@ def test_entries_get_distinct_fixed_job_numbers_and_may_share_hosts():
     assert parse_spec(data).to_dict()["traffic"][1]["job"] == 2
 
 
-def test_lossy_link_without_netem_is_refused_for_bmv2_only(monkeypatch):
+def test_lossy_link_without_netem_makes_auto_embedded_and_refuses_bmv2(monkeypatch):
+    from testbed import targets
+    from testbed.emulation import netem
     from testbed.experiment import spec as spec_module
 
-    from testbed.emulation import netem
-
     monkeypatch.setitem(netem._NETEM, "ok", False)
-    monkeypatch.setattr(spec_module, "bmv2_available", lambda: False)
+    monkeypatch.setattr(targets, "bmv2_available", lambda: False)
     data = spec_with(failures__0={"at_s": 1, "action": "lossy_link", "link": ["leaf0", "spine0"], "loss": 0.01})
     for target in ("auto", "embedded"):  # the embedded switch's ports drop frames instead
         data["target"] = target
-        parse_spec(data)
-        assert spec_module.lossy_link_mechanism(target) == "embedded-port"
+        assert spec_module.resolve_spec_target(parse_spec(data)) == ("embedded", "")
+    assert spec_module.lossy_link_mechanism("embedded") == "embedded-port"
+    assert spec_module.lossy_link_mechanism("bmv2") is None
+    monkeypatch.setattr(targets, "bmv2_available", lambda: True)  # BMv2 installed: auto would pick it
+    data["target"] = "auto"
+    target, note = spec_module.resolve_spec_target(parse_spec(data))
+    assert target == "embedded" and "netem" in note and note.startswith("target auto: the embedded target")
     data["target"] = "bmv2"
     message = error_of(data)
-    assert message.startswith("failures[0].action: lossy_link is not supported on this machine for the bmv2")
-    assert "netem" in message and "use target embedded" in message
+    assert message.startswith("target: cannot be bmv2 for this spec: lossy links need the netem qdisc")
     parse_spec(data, check_machine=False)  # the spec itself is well formed
-    monkeypatch.setattr(spec_module, "bmv2_available", lambda: True)  # auto means BMv2 now
-    data["target"] = "auto"
-    assert error_of(data).startswith("failures[0].action: lossy_link is not supported")
     monkeypatch.setitem(netem._NETEM, "ok", True)
-    parse_spec(data)
+    assert spec_module.resolve_spec_target(parse_spec(data)) == ("bmv2", "")
     assert spec_module.lossy_link_mechanism("bmv2") == "netem"
+
+
+def test_an_embedded_only_program_makes_auto_embedded_and_refuses_bmv2(monkeypatch):
+    from testbed import targets
+    from testbed.experiment import spec as spec_module
+
+    monkeypatch.setattr(targets, "bmv2_available", lambda: True)
+    data = spec_with(program="p4src/dsf_rdsw.p4", mode=None)
+    data.pop("mode", None)
+    target, note = spec_module.resolve_spec_target(parse_spec(data, check_machine=False))
+    assert target == "embedded" and "dsf_rdsw.p4 calls externs BMv2 does not have" in note
+    data["target"] = "bmv2"
+    assert error_of(data).startswith("target: cannot be bmv2 for this spec: dsf_rdsw.p4 calls externs")
 
 
 # ---------------------------------------------------------------------------- defaults and seeds

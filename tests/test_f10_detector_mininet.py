@@ -27,7 +27,7 @@ import time
 import pytest
 
 from testbed.controllers.routing import port_toward
-from testbed.pytest_plugin import BOTH_TARGETS
+from testbed.pytest_plugin import BOTH_TARGETS, skip_unless_lossy_links
 
 LINK = ("c0", "a0_0")                  # an aggregation-core link, F10's case
 SEED = 12                              # the run's seed: the embedded ports' loss draws
@@ -123,6 +123,7 @@ def test_a_lossy_link_whose_frames_stay_above_c_is_never_declared_down(fabric_fa
     3000 x 6.4e-11 = 1.9e-7 < 1e-6 (3.8e-9 without skips).  Expected frames
     per window: 8 x 0.98 = 7.8, well above c = 1.
     """
+    skip_unless_lossy_links(target)
     fabric = start_f10(fabric_factory, target, LOSSY_PARAMS)
     settle(LOSSY_PARAMS)
     assert link_rows(fabric) == []                 # start-up reports nothing on a working link
@@ -153,6 +154,7 @@ def test_a_link_losing_more_than_the_threshold_goes_down_within_two_windows(fabr
     periods (one more for the loss reaching both ends) + the lateness
     allowance.
     """
+    skip_unless_lossy_links(target)
     fabric = start_f10(fabric_factory, target, LOSSY_PARAMS)
     settle(LOSSY_PARAMS)
     assert link_rows(fabric) == []

@@ -18,6 +18,7 @@ import yaml
 from testbed.experiment import results as results_module
 from testbed.experiment.runner import ExperimentFailed, run_experiment
 from testbed.experiment.spec import SpecError, parse_spec
+from testbed.pytest_plugin import BOTH_TARGETS
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CI_SPEC = os.path.join(REPO, "experiments", "leafspine_failure_ci.yaml")
@@ -72,6 +73,25 @@ def test_small_spec_end_to_end(no_leftovers, tmp_path, controller):
     for name in ("link_load.png", "throughput.png"):
         assert (tmp_path / name).read_bytes()[:4] == b"\x89PNG"
     assert any("link_down leaf0-spine0" in line for line in lines)
+
+
+@pytest.mark.parametrize("target", BOTH_TARGETS)
+def test_a_reroute_that_does_not_take_effect_makes_the_run_a_warning_not_ok(no_leftovers, tmp_path, target):
+    # the controller reacts only after the traffic ended: the flows the failure cut never deliver again,
+    # although the other spine could carry them
+    data = ci_spec_data()
+    data["controller"]["detection_delay_ms"] = (data["traffic"][0]["duration_s"] - data["failures"][0]["at_s"]
+                                                + 0.5) * 1000
+    lines = []
+    record = run_experiment(parse_spec(data), str(tmp_path), target=target, progress=lines.append)
+    assert record["summary"]["recovery"][0]["lost_in_window"] > 0  # seed 7 hashes a flow onto the failed link
+    assert record["status"] == "warning", record["warnings"]
+    assert record["summary"]["unrecovered_flows"] and all(
+        row["failure_index"] == 0 for row in record["summary"]["unrecovered_flows"])
+    assert record["warnings"][0].startswith("after failure 0, ")
+    assert any("WARNING: after failure 0" in line for line in lines)
+    with open(tmp_path / "results.json") as handle:
+        assert json.load(handle)["status"] == "warning"
 
 
 def test_error_in_the_middle_tears_down(no_leftovers, tmp_path):

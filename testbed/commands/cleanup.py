@@ -24,7 +24,7 @@ def run(args):
             print(f"process: {pid} {cmdline}")
         for group, names in sorted(plan["interface_groups"].items()):
             print(f"interfaces (group {group}): {' '.join(sorted(names))}")
-        for kind in ("netns", "state_files"):
+        for kind in ("netns", "state_files", "temp_paths"):
             for item in plan[kind]:
                 print(f"{kind}: {item}")
         for owner in plan["running_owners"]:
@@ -39,4 +39,4 @@ def run(args):
 
 
 def _anything(plan):
-    return any(plan[kind] for kind in ("processes", "interface_groups", "netns", "state_files"))
+    return any(plan[kind] for kind in ("processes", "interface_groups", "netns", "state_files", "temp_paths"))

@@ -5,7 +5,8 @@ and the failure schedule, collects counters and receiver reports, always tears
 down, and writes results.json, link_load.csv and PNG plots into the output
 folder (``--out``, default the spec's ``out_dir``).  Exit status 0 on
 success, 1 when the run failed midway (results still written), 2 for an
-invalid spec, 130 when interrupted.
+invalid spec, 3 when it ran but its result is suspect (status ``warning``:
+WARNING lines and results.json's ``warnings`` say why), 130 when interrupted.
 """
 import sys
 
@@ -55,6 +56,8 @@ def summary_lines(results):
             if row.get("gap_s") is not None:
                 lines.append(f"  failure {row['failure_index']}: longest delivery gap {row['gap_s'] * 1000:.0f} ms, "
                              f"delivery resumed at t={row['resumed_at_s']:.3f}s")
+    for line in results.get("warnings", []):
+        lines.append(f"  WARNING: {line}")
     if "controller" in wanted:
         for row in results["controller"]["reactions"]:
             if row.get("reaction_s") is not None:
@@ -92,4 +95,4 @@ def run(args):
         print(f"testbed run: error: {error}", file=sys.stderr)
         return 1
     print_summary(results)
-    return 0
+    return 3 if results["status"] == "warning" else 0

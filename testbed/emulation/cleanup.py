@@ -21,7 +21,9 @@ with SIGKILL), and with ``include_running`` those of running owners too.
 import os
 import re
 import signal
+import shutil
 import subprocess
+import tempfile
 import time
 
 from testbed.emulation.state import state_owner
@@ -43,6 +45,25 @@ PROCESS_PATTERNS = (
     re.compile(r"testbed\.traffic\.(sender|receiver|agent)"),
     re.compile(r"testbed\.emulation\.pktgen_injector"),
 )
+
+
+#: temporary files and folders of a network: ``testbed-<purpose>-<pid>-...`` or ``testbed-<pid>-...``
+TEMP_PATTERN = re.compile(r"^testbed-(?:[a-z0-9]+-)?(\d+)-")
+
+
+def temp_paths():
+    """``[(path, creator pid)]`` of the temporary files and folders emulated networks make.
+
+    >>> bool(TEMP_PATTERN.match("testbed-p4rt-4242-7f3a")), TEMP_PATTERN.match("testbed-4242-s1.ctl").group(1)
+    (True, '4242')
+    """
+    folder = tempfile.gettempdir()
+    found = []
+    for name in sorted(os.listdir(folder)):
+        match = TEMP_PATTERN.match(name)
+        if match:
+            found.append((os.path.join(folder, name), int(match.group(1))))
+    return found
 
 
 def network_namespaces():
@@ -179,11 +200,12 @@ def leftovers(owner=None):
     """Return everything an emulated network may leave behind, by kind.
 
     Args:
-        owner: list only the processes of this ``TESTBED_OWNER`` (see :func:`mark_owner`).
+        owner: list only the processes of this ``TESTBED_OWNER`` (see :func:`mark_owner`), and
+            only the temporary files it or a process that is gone made.
 
     Returns:
         dict: ``{"netns": [...], "interfaces": [...], "processes": [(pid, cmd)],
-        "state_files": [...]}``.
+        "state_files": [...], "temp_paths": [...]}``.
     """
     state_files = []
     if os.path.isdir(STATE_DIR):
@@ -193,6 +215,9 @@ def leftovers(owner=None):
         "interfaces": mininet_interfaces(),
         "processes": emulation_processes(owner),
         "state_files": state_files,
+        # another run's files while it runs are not a leftover
+        "temp_paths": [path for path, creator in temp_paths()
+                       if owner is None or creator == int(owner) or not owner_alive(creator)],
     }
 
 
@@ -223,7 +248,7 @@ def cleanup_plan(include_running=False):
 
     Returns:
         dict: ``{"processes": [(pid, command line)], "interface_groups": {group: [names]},
-        "netns": [...], "state_files": [...], "running_owners": [pids left alone]}``.
+        "netns": [...], "state_files": [...], "temp_paths": [...], "running_owners": [pids left alone]}``.
     """
     def removable(owner):
         return owner is not None and (include_running or not owner_alive(owner))
@@ -255,9 +280,15 @@ def cleanup_plan(include_running=False):
                 state_files.append(path)
             else:
                 running.add(owner)
+    temporary = []
+    for path, creator in temp_paths():
+        if creator != os.getpid() and removable(creator):
+            temporary.append(path)
+        elif creator != os.getpid():
+            running.add(creator)
     netns = [name for name in network_namespaces() if name.startswith("tb-")] if not running else []
     return {"processes": processes, "interface_groups": groups, "netns": netns, "state_files": state_files,
-            "running_owners": sorted(running)}
+            "temp_paths": temporary, "running_owners": sorted(running)}
 
 
 def cleanup(log=print, include_running=False):
@@ -265,7 +296,7 @@ def cleanup(log=print, include_running=False):
 
     Kills the processes carrying the mark of an owner that is gone, deletes the
     interface groups of such owners (and Linux bridges their interfaces were
-    enslaved to), removes their state files and, when no testbed network is
+    enslaved to), removes their state files and temporary files and, when no testbed network is
     running, the network namespaces with the testbed's ``tb-`` prefix.
     Processes and interfaces without the testbed's marks are never touched.
 
@@ -298,6 +329,16 @@ def cleanup(log=print, include_running=False):
             os.remove(path)
         except OSError:
             pass
+    if plan["temp_paths"]:
+        log(f"removing {len(plan['temp_paths'])} temporary file(s) and folder(s)")
+        for path in plan["temp_paths"]:
+            if os.path.isdir(path) and not os.path.islink(path):
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                try:
+                    os.remove(path)
+                except OSError:
+                    pass
     if plan["running_owners"]:
         log(f"left alone: the network(s) of running owner(s) {', '.join(map(str, plan['running_owners']))} "
             "(`testbed net down`, or `testbed cleanup --all`)")

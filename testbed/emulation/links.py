@@ -13,15 +13,13 @@ does as a single batch (a namespace end goes with its peer).  Namespace
 (host) ends are configured and set up by their host
 (:class:`testbed.emulation.hosts.FabricHost`).
 """
-import fcntl
-import socket
-import struct
 import subprocess
 
 from mininet.link import Intf, Link, TCIntf
 
 from testbed.emulation.cleanup import OWNER_GROUP_SLOTS, mark_owner, owner_interface_group
 from testbed.emulation.interfaces import disable_ipv6, disable_offloads
+from testbed.emulation.namespaces import set_interface_up
 from testbed.emulation.parallel import for_each
 from testbed.errors import EmulationError
 
@@ -226,36 +224,21 @@ class LinkBatch:
         return names
 
 
-_SIOCGIFFLAGS, _SIOCSIFFLAGS, _IFF_UP = 0x8913, 0x8914, 0x1
-
-
-def set_interface_up(name, up):
-    """Set the UP flag of interface ``name`` of this process's network namespace, at once.
-
-    One ioctl (what ``ip link set dev NAME up|down`` does over netlink) instead of
-    a shell command: the link fails within microseconds of the call, so a
-    failure's recorded instant is the instant it happened.
-
-    Raises:
-        OSError: no such interface, or no privilege.
-    """
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
-        request = struct.pack("16sH", name.encode()[:15], 0)
-        flags = struct.unpack("16sH", fcntl.ioctl(sock, _SIOCGIFFLAGS, request)[:18])[1]
-        flags = flags | _IFF_UP if up else flags & ~_IFF_UP
-        fcntl.ioctl(sock, _SIOCSIFFLAGS, struct.pack("16sH", name.encode()[:15], flags))
-
-
 def set_link_ends(link, up):
-    """Bring both ends of a Mininet link up or down, a switch end (in this namespace) first.
+    """Bring both ends of a Mininet link up or down, a root-namespace end first.
 
     A veth pair stops carrying frames as soon as one end is down, so the first
-    end sets the instant; a switch's interfaces live in the root namespace and
-    are set directly (:func:`set_interface_up`), a host's through its shell.
+    end sets the instant; an end in the root namespace is set with one ioctl
+    (:func:`testbed.emulation.namespaces.set_interface_up`), a host's through
+    its shell.  A switch that must know of its port first (BMv2: see
+    :meth:`testbed.emulation.p4switch.BMv2Switch.set_port_up`) sets its own end.
     """
     ends = sorted((link.intf1, link.intf2), key=lambda intf: intf.node.inNamespace)
     for intf in ends:
-        if intf.node.inNamespace:
+        own = getattr(intf.node, "set_port_up", None)
+        if own is not None:
+            own(intf, up)
+        elif intf.node.inNamespace:
             intf.ifconfig("up" if up else "down")
         else:
             set_interface_up(intf.name, up)

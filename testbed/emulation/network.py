@@ -168,6 +168,8 @@ class FabricNetwork:
         if self.switch_kind != "bridge":
             params.setdefault("log_dir", self.log_dir or self._temporary_dir("logs"))
             os.makedirs(params["log_dir"], exist_ok=True)
+        if self.switch_kind == "bmv2":
+            params.setdefault("socket_dir", self._temporary_dir("p4rt"))  # short Unix socket paths
         if self.switch_kind == "embedded" and self.fork_switches:
             from testbed.emulation.p4switch import SWITCHD_MODULE
 

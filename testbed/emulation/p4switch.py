@@ -8,7 +8,6 @@ The pipeline is pushed afterwards by a controller over P4Runtime
 (SetForwardingPipelineConfig), as with ``simple_switch_grpc --no-p4``.
 """
 import os
-import re
 import shutil
 import signal
 import socket
@@ -21,12 +20,15 @@ from mininet.node import Switch
 
 from testbed.embedded_switch.port_control import (check_impairment, port_status, set_packet_generator,
                                                   set_port_impairment, switch_status)
+from testbed.emulation.bmv2_runtime import THRIFT_PORT, BMv2Runtime
+from testbed.emulation.interfaces import disable_ipv6, disable_offloads
+from testbed.emulation.links import ip_batch
 from testbed.emulation.logs import log_tail
+from testbed.emulation.namespaces import in_namespace, interface_is_up, namespace_socket, set_interface_up
 from testbed.errors import EmulationError
 
 SWITCH_NICENESS = -10  # switches are the network's hardware: hosts' processes must not starve them
 GRPC_BASE_PORT = 50000
-THRIFT_BASE_PORT = 9090  # BMv2's Thrift runtime port (its default); each switch gets 9090 + device id
 DEFAULT_CPU_PORT = 255  # the CPU_PORT_ID of p4src/include/headers.p4
 READY_TIMEOUT_S = 60.0
 STOP_WAIT_S = 5.0  # SIGTERM, then SIGKILL
@@ -65,9 +67,14 @@ def _raise_priority():
 
 
 def accepts_connections(address):
-    """True when ``host:port`` accepts a TCP connection now."""
-    host, port = address.rsplit(":", 1)
+    """True when a gRPC address (``host:port`` or ``unix:path``) accepts a connection now."""
     try:
+        if address.startswith("unix:"):
+            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+                sock.settimeout(0.2)
+                sock.connect(address[len("unix:"):])
+            return True
+        host, port = address.rsplit(":", 1)
         with socket.create_connection((host, int(port)), timeout=0.2):
             return True
     except OSError:
@@ -75,7 +82,7 @@ def accepts_connections(address):
 
 
 def wait_listening(address, timeout=60.0):
-    """True once ``host:port`` accepts TCP connections, False after ``timeout`` seconds."""
+    """True once a gRPC address accepts connections, False after ``timeout`` seconds."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if accepts_connections(address):
@@ -379,11 +386,11 @@ class EmbeddedP4Switch(P4Switch):
 
 
 class BMv2Switch(P4Switch):
-    """A switch running BMv2 ``simple_switch_grpc --no-p4`` (needs BMv2 installed).
+    """A switch running BMv2 ``simple_switch_grpc --no-p4`` (needs BMv2 installed), in a network namespace of its own.
 
     Args (besides :class:`P4Switch`'s):
-        thrift_port: BMv2's Thrift runtime port (default 9090 + device id; every
-            BMv2 process binds one, so switches of one fabric need distinct ports).
+        socket_dir: where the P4Runtime server's Unix socket is made (``<socket_dir>/<name>.p4rt``;
+            default: ``log_dir``); a short private folder keeps the path within the Unix socket limit.
         packet_log: write BMv2's per-packet log to ``<log_dir>/<name>.bmv2`` (flushed per
             line; it slows BMv2 down several times, so it is off unless asked for).
         pktgen_port: give the switch a packet-generator port with this number: a veth pair
@@ -391,36 +398,115 @@ class BMv2Switch(P4Switch):
             :mod:`testbed.emulation.pktgen_injector` writes the periodic frames
             (:meth:`set_packet_generator`); None: no such port.
 
-    BMv2's P4Runtime server (p4lang/PI ``proto/frontend/src/device_mgr.cpp``) answers
-    UNIMPLEMENTED to RegisterEntry reads and writes; :meth:`read_register` therefore
-    uses BMv2's own runtime interface (``simple_switch_CLI`` over Thrift).
+    Control servers: BMv2's Thrift runtime server listens on every address of the
+    namespace it runs in, and PI's P4Runtime server on the address it is given.  So the
+    switch runs in its own network namespace (a Mininet node with ``inNamespace``),
+    which holds only its loopback and its ports (which carry no addresses): the Thrift
+    server (port :data:`~testbed.emulation.bmv2_runtime.THRIFT_PORT`) is reachable
+    only from inside it, and P4Runtime is served on a Unix socket (``grpc_address``
+    ``unix:...``), which only local processes with the right to the folder reach.
+    ``simple_switch_CLI`` works from the switch's shell (Mininet CLI: ``s1
+    simple_switch_CLI``).
+
+    Ports: a link failure takes the port out of BMv2 before its interface goes down
+    and puts it back after it came up (:meth:`set_port_up`; see
+    :mod:`testbed.emulation.bmv2_runtime` for why).  Registers are read over Thrift:
+    BMv2's P4Runtime server (p4lang/PI ``proto/frontend/src/device_mgr.cpp``)
+    answers UNIMPLEMENTED to RegisterEntry reads and writes.
     """
 
     target_name = "bmv2"
     binary = "simple_switch_grpc"
-    cli = "simple_switch_CLI"
 
-    def __init__(self, name, log_dir=None, thrift_port=None, packet_log=False, pktgen_port=None, **params):
+    def __init__(self, name, log_dir=None, socket_dir=None, packet_log=False, pktgen_port=None, **params):
+        params["inNamespace"] = True
         super().__init__(name, log_dir=log_dir, **params)
-        self.thrift_port = thrift_port if thrift_port is not None else THRIFT_BASE_PORT + self.device_id
+        self.socket_path = os.path.join(socket_dir or self.log_dir, f"{name}.p4rt")
+        if len(os.fsencode(self.socket_path)) > UNIX_PATH_MAX:
+            raise EmulationError(f"switch {name}: P4Runtime socket path {self.socket_path} is longer than "
+                                 f"{UNIX_PATH_MAX} bytes: give a shorter socket_dir")
+        self.thrift_port = THRIFT_PORT
         self.packet_log = packet_log
         self.pktgen_port = pktgen_port
         self.injectors = {}  # app -> injector process
+        self._namespace_socket = None
+        self._runtime = None
+        self._removed_ports = set()
+
+    @property
+    def grpc_address(self):
+        """``unix:<path>`` of this switch's P4Runtime server."""
+        return f"unix:{self.socket_path}"
+
+    def _listening(self):
+        return accepts_connections(self.grpc_address)
 
     def _pktgen_interfaces(self):
         return f"{self.name}-eth{self.pktgen_port}", f"{self.name}-pg{self.pktgen_port}"
 
+    def _in_namespace(self, work):
+        return in_namespace(self.pid, work)
+
     def start(self, controllers):
-        """Create the generator port's veth pair (if any), then start BMv2."""
+        """Set the ports up in the switch's namespace (IPv6 and offloads off), add the generator port, start BMv2."""
+        if os.path.exists(self.socket_path):
+            os.remove(self.socket_path)  # a leftover of a killed switch: BMv2 would not bind over it
+        ports = list(self.port_interfaces().values())
         if self.pktgen_port is not None:
             switch_end, injector_end = self._pktgen_interfaces()
-            subprocess.run(["ip", "link", "del", switch_end], capture_output=True, check=False)
-            for command in (["ip", "link", "add", switch_end, "type", "veth", "peer", "name", injector_end],
-                            ["ip", "link", "set", switch_end, "up"], ["ip", "link", "set", injector_end, "up"]):
-                result = subprocess.run(command, capture_output=True, text=True, check=False)
-                if result.returncode != 0:
-                    raise EmulationError(f"switch {self.name}: {' '.join(command)}: {result.stderr.strip()}")
+            self._in_namespace(lambda: ip_batch([f"link add {switch_end} type veth peer name {injector_end}"]))
+            ports += [switch_end, injector_end]
+
+        def configure():
+            for name in ports:
+                disable_ipv6(name)
+                disable_offloads(name)
+            ip_batch([f"link set dev {name} up" for name in ports + ["lo"]])  # lo: the Thrift server
+        self._in_namespace(configure)
+        self._namespace_socket = namespace_socket(self.pid)
         super().start(controllers)
+
+    def launch(self):
+        """Start BMv2 inside the switch's namespace (``mnexec -a``: Mininet's way into a node)."""
+        log = open(self.log_path, "ab")
+        try:
+            return subprocess.Popen(["mnexec", "-a", str(self.pid)] + self.command(), stdout=log,
+                                    stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
+                                    preexec_fn=_raise_priority)
+        finally:
+            log.close()
+
+    def runtime(self):
+        """The Thrift session to this BMv2 (opened on first use).
+
+        Raises:
+            EmulationError: the switch is not running, or Thrift does not answer.
+        """
+        self.check_alive()
+        if self.process is None:
+            raise EmulationError(f"switch {self.name}: not started")
+        if self._runtime is None:
+            self._runtime = BMv2Runtime(self.pid, self.thrift_port, self.name)
+        return self._runtime
+
+    def set_port_up(self, intf, up):
+        """Bring the interface of one of this switch's ports up or down, BMv2 told first (down) or last (up).
+
+        BMv2 keeps the port while no pipeline is loaded: until then it reads no port.
+        """
+        port = self.ports[intf]
+        runtime = self.runtime() if self.alive() else None
+        if not up and runtime is not None and runtime.pipeline_loaded():
+            runtime.remove_port(port)
+            self._removed_ports.add(port)
+        set_interface_up(intf.name, up, self._namespace_socket)
+        if up and port in self._removed_ports and runtime is not None:
+            runtime.add_port(port, intf.name)
+            self._removed_ports.discard(port)
+
+    def port_is_up(self, intf_name):
+        """True when the interface is up with a carrier (what ``operstate`` calls ``up``)."""
+        return interface_is_up(self._namespace_socket, intf_name)
 
     def set_packet_generator(self, app, port, period_us, template):
         """(Re)start the injector process of application ``app`` on the generator port.
@@ -435,9 +521,11 @@ class BMv2Switch(P4Switch):
         log = open(os.path.join(self.log_dir, f"{self.name}.pktgen{app}.log"), "ab")
         try:
             self.injectors[app] = subprocess.Popen(
-                [sys.executable, "-m", "testbed.emulation.pktgen_injector", "--intf", self._pktgen_interfaces()[1],
-                 "--period-us", str(period_us), "--template", bytes(template).hex()],
-                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+                ["mnexec", "-a", str(self.pid), sys.executable, "-m", "testbed.emulation.pktgen_injector",
+                 "--intf", self._pktgen_interfaces()[1], "--period-us", str(period_us),
+                 "--template", bytes(template).hex()],
+                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
+                preexec_fn=_raise_priority)
         finally:
             log.close()
 
@@ -452,15 +540,20 @@ class BMv2Switch(P4Switch):
                 process.wait()
 
     def stop(self, deleteIntfs=True):
-        """Stop the injectors, BMv2, and remove the generator port's veth pair."""
+        """Stop the injectors and BMv2, close the sessions; the namespace goes with the node's shell."""
         try:
             for app in list(self.injectors):
                 self._stop_injector(app)
+            runtime, self._runtime = self._runtime, None
+            if runtime is not None:
+                runtime.close()
             super().stop(deleteIntfs)
         finally:
-            if self.pktgen_port is not None:
-                subprocess.run(["ip", "link", "del", self._pktgen_interfaces()[0]], capture_output=True,
-                               check=False)
+            if self._namespace_socket is not None:
+                self._namespace_socket.close()
+                self._namespace_socket = None
+            if os.path.exists(self.socket_path):
+                os.remove(self.socket_path)
 
     @classmethod
     def available(cls):
@@ -468,7 +561,7 @@ class BMv2Switch(P4Switch):
         return shutil.which(cls.binary) is not None and shutil.which("p4c") is not None
 
     def command(self):
-        """argv of ``simple_switch_grpc`` for this switch."""
+        """argv of ``simple_switch_grpc`` for this switch (run inside its namespace)."""
         argv = [self.binary, "--device-id", str(self.device_id), "--thrift-port", str(self.thrift_port)]
         if self.packet_log:
             argv += ["--log-file", os.path.join(self.log_dir, f"{self.name}.bmv2"), "--log-flush"]
@@ -478,62 +571,22 @@ class BMv2Switch(P4Switch):
             argv += ["-i", f"{self.pktgen_port}@{self._pktgen_interfaces()[0]}"]
         if self.pcap:
             argv += ["--pcap", self.log_dir]
-        argv += ["--no-p4", "--", "--grpc-server-addr", f"0.0.0.0:{self.grpc_port}",
-                 "--cpu-port", str(self.cpu_port)]
+        argv += ["--no-p4", "--", "--grpc-server-addr", self.grpc_address, "--cpu-port", str(self.cpu_port)]
         return argv
 
     def describe(self):
-        """The state file entry, with the Thrift port."""
+        """The state file entry, with the Thrift port (inside the namespace of ``netns_pid``)."""
         entry = super().describe()
-        entry["thrift_port"] = self.thrift_port
+        entry.update(thrift_port=self.thrift_port, netns_pid=self.pid)
         return entry
 
     def read_register(self, name, index=None, client=None):
-        """Read a register through ``simple_switch_CLI --thrift-port``.
+        """Read a register over BMv2's Thrift runtime interface.
 
         Raises:
-            EmulationError: the CLI is missing or reports an error.
+            EmulationError: the switch is not running, or BMv2 refused the read (its message).
         """
-        if shutil.which(self.cli) is None:
-            raise EmulationError(f"switch {self.name}: {self.cli} is not on PATH (BMv2 register reads need it)")
-        command = f"register_read {name}" + (f" {int(index)}" if index is not None else "") + "\n"
-        result = subprocess.run([self.cli, "--thrift-port", str(self.thrift_port)], input=command,
-                                capture_output=True, text=True, timeout=30, check=False)
-        return parse_register_read(result.stdout, name, index)
-
-
-def parse_register_read(output, name, index=None):
-    """The value(s) ``simple_switch_CLI``'s ``register_read`` printed.
-
-    BMv2's runtime_CLI prints ``NAME[INDEX]= VALUE`` for one cell and
-    ``NAME= V0, V1, ...`` for a whole register (its ``do_register_read``);
-    errors are printed as text without that form.
-
-    Args:
-        output: what the CLI printed (its prompts included).
-        name: the register name asked for.
-        index: the cell asked for, or None.
-
-    Returns:
-        int for one cell, list of int for the whole register.
-
-    Raises:
-        EmulationError: the output holds no value (the CLI's error text is included).
-
-    >>> parse_register_read("RuntimeCmd: MyIngress.r[3]=  42\\nRuntimeCmd: ", "MyIngress.r", 3)
-    42
-    >>> parse_register_read("RuntimeCmd: MyIngress.r= 0, 7, 9\\n", "MyIngress.r")
-    [0, 7, 9]
-    """
-    if index is not None:
-        found = re.search(re.escape(name) + r"\[" + str(int(index)) + r"\]=\s*(\d+)", output)
-        if found:
-            return int(found.group(1))
-    else:
-        found = re.search(re.escape(name) + r"=\s*([\d,\s]+)", output)
-        if found and found.group(1).strip():
-            return [int(value) for value in found.group(1).replace(",", " ").split()]
-    raise EmulationError(f"register_read {name}: unexpected simple_switch_CLI output: {output.strip()[-500:]}")
+        return self.runtime().register_read(name, index)
 
 
 SWITCH_KINDS = {"embedded": EmbeddedP4Switch, "bmv2": BMv2Switch}

@@ -10,9 +10,11 @@ from testbed.traffic import metrics
 
 DEFAULT_BIN_S = 0.01
 GAP_START_WINDOW_NS = 500_000_000
+"""A delivery gap counts for a failure when it starts at most this long after it (and before the next one)."""
 EPISODE_GAP_BINS = 3
 """Lossy transmit bins at most this many bins apart belong to one loss episode."""
-"""A delivery gap counts for a failure when it starts at most this long after it (and before the next one)."""
+UNRECOVERED_NS = 1_000_000_000
+"""A flow that delivered nothing during at least its last second of sending, after a failure, did not recover."""
 
 
 def _seconds(ns, t0_ns):
@@ -227,6 +229,60 @@ def flow_recovery_rows(reports, failure_log, t0_ns, slack_ns=FLOW_CUT_SLACK_NS):
                      "max_recovery_s": seconds[-1] if seconds else None,
                      "median_recovery_s": seconds[len(seconds) // 2] if seconds else None})
     return rows
+
+
+def unrecovered_flows(reports, failure_log, graph, down_links=(), crashed=(), t0_ns=None,
+                      quiet_ns=UNRECOVERED_NS, slack_ns=FLOW_CUT_SLACK_NS):
+    """The stream flows a link or switch failure stopped for good although the fabric could route around it.
+
+    A flow (one queue pair of a stream pair) counts when its receiver got
+    nothing during at least ``quiet_ns`` before its sender stopped, the last
+    ``link_down``/``switch_crash`` before its last delivery (give or take
+    ``slack_ns``) is the failure it is blamed on, and its two hosts are still
+    connected once every link down and every switch crashed at the end of the
+    run is taken out of ``graph``.  Such a run's losses are the control
+    plane's (or the emulator's) failure to reroute, not the outage the failure
+    itself causes.
+
+    Args:
+        reports: traffic reports (stream pairs; collectives are not looked at).
+        failure_log: ``results["failures"]`` rows.
+        graph: the topology multigraph (hosts carry ``ip``).
+        down_links: node pairs (any iterable of two names) down at the end of the run.
+        crashed: switches dead at the end of the run.
+        t0_ns: time zero (for the ``*_s`` fields).
+
+    Returns:
+        list[dict]: ``failure_index``, ``src``, ``dst`` (host names), ``dqpn``, ``last_delivery_s``
+        and ``sender_end_s``, sorted.
+    """
+    failures = sorted((t0_ns + int(row["applied_at_s"] * 1e9), row["index"]) for row in failure_log
+                      if row.get("applied_at_s") is not None and row["action"] in ("link_down", "switch_crash"))
+    if not failures or t0_ns is None:
+        return []
+    hosts = {graph.nodes[n]["ip"].split("/")[0]: n for n in graph.nodes if graph.nodes[n].get("role") == "host"}
+    remaining = networkx.Graph(graph)
+    remaining.remove_edges_from(tuple(link) for link in down_links if remaining.has_edge(*tuple(link)))
+    remaining.remove_nodes_from(name for name in crashed if name in remaining)
+    found = []
+    for sender, receiver in stream_receivers(reports):
+        if not sender or not receiver or sender.get("end_ns") is None:
+            continue
+        last_by_qp = {int(qp["dqpn"]): qp.get("last_rx_ns") for qp in receiver.get("per_qp", [])}
+        src, dst = hosts.get(sender.get("src_ip")), hosts.get(sender.get("dst_ip"))
+        if src is None or dst is None or src not in remaining or dst not in remaining \
+                or not networkx.has_path(remaining, src, dst):
+            continue  # the failures cut this pair off: no routing could have saved it
+        for qp in (sender.get("per_qp") or {}).values():
+            last_ns = last_by_qp.get(int(qp["dqpn"]))
+            if last_ns is None or sender["end_ns"] - last_ns < quiet_ns:
+                continue  # it recovered, or it never delivered at all (not a failure's doing)
+            blamed = [index for at_ns, index in failures if at_ns <= last_ns + slack_ns]
+            if blamed:
+                found.append({"failure_index": blamed[-1], "src": src, "dst": dst, "dqpn": int(qp["dqpn"]),
+                              "last_delivery_s": _seconds(last_ns, t0_ns),
+                              "sender_end_s": _seconds(sender["end_ns"], t0_ns)})
+    return sorted(found, key=lambda row: (row["failure_index"], row["src"], row["dst"], row["dqpn"]))
 
 
 def path_dilation(reports, graph, initial_ttl=64):

@@ -14,7 +14,9 @@ clock values are ISO 8601 UTC::
     {
       "schema_version": 1,
       "name": str, "seed": int, "mode": str | null, "program": str, "target": "embedded" | "bmv2",
-      "status": "ok" | "error" | "interrupted", "error": str | null,
+      "target_note": str | null,   # why target auto did not pick an installed BMv2
+      "status": "ok" | "warning" | "error" | "interrupted", "error": str | null,
+      "warnings": [str],   # why a run that ended ("warning") may not show what its spec asked for
       "started_at": str, "finished_at": str, "wall_s": float, "t0_ns": int | null,
       "t0_utc": str | null,   # t0 as switch and controller log lines write time (testbed.log_format)
       "traffic_start_s": float | null,   # how long the traffic processes took to be ready (before t0)
@@ -100,6 +102,10 @@ clock values are ISO 8601 UTC::
                   # per disruptive failure: each interrupted flow's failure-to-delivery time
                   "flow_recovery": [{"failure_index": int, "flows_interrupted": int, "recovery_s": [float],
                                      "max_recovery_s": float | null, "median_recovery_s": float | null}],
+                  # flows a link_down/switch_crash stopped for good although the fabric could route
+                  # around it (not written with controller "none", the no-recovery baseline)
+                  "unrecovered_flows": [{"failure_index": int, "src": str, "dst": str, "dqpn": int,
+                                         "last_delivery_s": float, "sender_end_s": float}],
                   # extra switches crossed, from the TTL stream packets arrived with
                   "path_dilation": {"extra_hops": {"0": packets, "2": packets, ...}, "packets": int},
                   # one-way delivery latency of stream packets (worst pair): the emulation's own delay
@@ -155,7 +161,7 @@ LINK_SCHEMA = {"link": str, "a": str, "a_port": int, "b": str, "b_port": int, "t
 RESULTS_SCHEMA = {
     "schema_version": int,
     "name": str, "seed": int, "mode": OPT_STR, "program": str, "target": str,
-    "status": str, "error": OPT_STR,
+    "status": str, "error": OPT_STR, "warnings": [str],
     "started_at": str, "finished_at": str, "wall_s": NUMBER, "t0_ns": OPT_INT, "t0_utc": OPT_STR,
     "traffic_start_s": OPT_NUMBER,
     "overload": {"overloaded": bool, "reasons": [str], "switch_socket_drops": int, "switch_waits_over_limit": int,

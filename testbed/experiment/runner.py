@@ -8,7 +8,10 @@ reads the counters again, and ALWAYS tears everything down (traffic
 processes, controller sessions, switches, network), also on an error, Ctrl-C
 or SIGTERM.  It then writes results.json, link_load.csv and the plots into
 the output folder (see :mod:`testbed.experiment.results`), with
-``status`` ``ok``, ``error`` or ``interrupted``.
+``status`` ``ok``, ``warning`` (it ran, but ``warnings`` says why its result is
+suspect: a failure that could not be applied, flows that never recovered
+although the fabric could route around the failure), ``error`` or
+``interrupted``.
 """
 import datetime
 import os
@@ -21,11 +24,10 @@ from testbed.experiment.counters import (dataplane_counters, link_loads, read_po
                                         uplink_loads)
 from testbed.experiment.dsf_metrics import FabricRecorder, drops_by_place, ever_failed
 from testbed.experiment.failures import FailureScheduler, log_row as failure_log_row
-from testbed.experiment.spec import ExperimentSpec, check_capabilities, load_spec
+from testbed.experiment.spec import ExperimentSpec, load_spec, resolve_spec_target
 from testbed.experiment.traffic_jobs import READY_TIMEOUT_S, TimeZero, TrafficJob
 from testbed.fabrics import spec_fabric
 from testbed.log_format import format_timestamp
-from testbed.targets import resolve_target
 
 PROGRESS_EVERY_S = 1.0
 DRAIN_TIMEOUT_S = 120.0
@@ -51,7 +53,7 @@ def _now_iso():
 def _base_record(spec, target):
     return {
         "schema_version": 1, "name": spec.name, "seed": spec.seed, "mode": spec.mode,
-        "program": spec.program, "target": target, "status": "error", "error": None,
+        "program": spec.program, "target": target, "status": "error", "error": None, "warnings": [],
         "started_at": _now_iso(), "finished_at": "", "wall_s": 0.0, "t0_ns": None, "t0_utc": None,
         "traffic_start_s": None,
         "overload": {"overloaded": False, "reasons": [], "switch_socket_drops": 0, "switch_waits_over_limit": 0,
@@ -99,11 +101,13 @@ def run_experiment(spec, out_dir=None, target=None, progress=print, state_file=N
     """
     if not isinstance(spec, ExperimentSpec):
         spec = load_spec(spec, check_machine=False)  # checked below, for the target used
-    target = resolve_target(target or spec.target)
-    check_capabilities(spec, target)
+    target, target_note = resolve_spec_target(spec, target)
+    if target_note:
+        progress(f"[{spec.name}] {target_note}")
     out_dir = os.path.abspath(out_dir or spec.out_dir)
     os.makedirs(out_dir, exist_ok=True)
     record = _base_record(spec, target)
+    record["target_note"] = target_note or None
     wall_start = time.monotonic()
     fabric = scheduler = recorder = None
     readers = {}
@@ -189,9 +193,13 @@ def run_experiment(spec, out_dir=None, target=None, progress=print, state_file=N
                         record["status"] = "error"
                         record["error"] = f"analysis failed: {type(error).__name__}: {error}"
                         failure = error
+                if record["status"] == "ok" and record.get("warnings"):
+                    record["status"] = "warning"
                 record["finished_at"] = _now_iso()
                 record["wall_s"] = time.monotonic() - wall_start
                 write_outputs(record, out_dir)
+                for line in record.get("warnings", []):
+                    progress(f"[{spec.name}] WARNING: {line}")
                 if record.get("overload", {}).get("overloaded"):
                     progress(f"[{spec.name}] WARNING: the emulator did not keep up, timings and losses are "
                              f"not the network's: {'; '.join(record['overload']['reasons'])}")
@@ -314,9 +322,28 @@ def _fill_results(record, spec, fabric, scheduler, controller, jobs, before, aft
     record["summary"]["latency"] = analysis.latency_summary(reports)
     if fabric is not None:
         record["summary"]["path_dilation"] = analysis.path_dilation(reports, fabric.topo.graph())
+        if spec.controller.kind != "none":  # "none" is the no-recovery baseline: flows stay cut by design
+            record["summary"]["unrecovered_flows"] = analysis.unrecovered_flows(
+                reports, record["failures"], fabric.topo.graph(), fabric.failed_links, fabric.crashed, t0_ns)
+    record["warnings"] = _warnings(record)
     if t0_ns:
         record["timeline"] = analysis.throughput_timeline(reports, t0_ns)
     record["overload"] = overload.assess(record, reports)
+
+
+def _warnings(record):
+    """Why a run that ended without error may still not show what its spec asked for, one line each."""
+    lines = [f"failure {row['index']} ({row['action']} {row['target']}) was not applied: {row['error']}"
+             for row in record["failures"] if row.get("error")]
+    cut = {}
+    for row in record["summary"].get("unrecovered_flows", []):
+        cut.setdefault(row["failure_index"], []).append(row)
+    for index, rows in sorted(cut.items()):
+        pairs = sorted({f"{row['src']}->{row['dst']}" for row in rows})
+        lines.append(f"after failure {index}, {len(rows)} flow(s) never delivered again although the fabric "
+                     f"can route around it ({', '.join(pairs[:6])}{' ...' if len(pairs) > 6 else ''}): "
+                     "the reroute did not take effect")
+    return lines
 
 
 def _timeline_events(record):

@@ -79,8 +79,7 @@ from testbed.emulation.netem import netem_available
 from testbed.errors import ParameterError, SpecError, short_repr
 from testbed.experiment.failure_traces import FailureProcess, LogNormal, lognormal_trace
 from testbed.experiment.spec_yaml import read_spec_yaml
-from testbed.p4.embedded_only import refuse_for_bmv2
-from testbed.targets import bmv2_available
+from testbed.targets import embedded_only_needs, resolve_target
 
 TARGETS = ("auto", "embedded", "bmv2")
 FAILURE_ACTIONS = ("link_down", "link_up", "switch_crash", "lossy_link")
@@ -646,10 +645,10 @@ def _parse_failure_trace(data, topo, seed):
 
 # ---------------------------------------------------------------------- capabilities
 def lossy_link_mechanism(target):
-    """How a ``lossy_link`` failure is emulated here for a target, or None when it cannot be.
+    """How a ``lossy_link`` failure is emulated here for a resolved target, or None when it cannot be.
 
     Args:
-        target: ``auto``, ``embedded`` or ``bmv2`` (``auto`` is resolved as the runner does).
+        target: ``embedded`` or ``bmv2`` (as :func:`resolve_spec_target` resolved it).
 
     Returns:
         str or None: ``"netem"`` (the kernel's qdisc, preferred), ``"embedded-port"``
@@ -657,41 +656,34 @@ def lossy_link_mechanism(target):
     """
     if netem_available():
         return "netem"
-    if target == "embedded" or (target == "auto" and not bmv2_available()):
-        return "embedded-port"
-    return None
+    return "embedded-port" if target == "embedded" else None
 
 
-def check_capabilities(spec, target=None):
-    """Refuse spec entries this machine cannot emulate.
+def resolve_spec_target(spec, target=None):
+    """The target a spec runs on here, and why ``auto`` did not pick an installed BMv2.
 
-    ``lossy_link`` uses the ``netem`` qdisc when the kernel has it, else the
-    embedded P4 target's per-port loss; with BMv2 and no netem it cannot be
-    emulated, so such a spec is refused here rather than silently run without loss.
+    ``auto`` picks the embedded target when the spec needs what only it has (the
+    DSF traffic manager's externs; lossy links on a kernel without netem, where
+    only the embedded switches' ports can drop frames) and says so; ``bmv2`` is
+    refused for such a spec before anything starts (:func:`testbed.targets.resolve_target`).
 
     Args:
         spec: the parsed spec.
-        target: the target the run uses (default: the spec's).
+        target: the target asked for (default: the spec's).
 
-    A program calling the embedded target's own externs (the DSF traffic manager) cannot
-    run on BMv2 and is refused naming them (:func:`testbed.p4.embedded_only.refuse_for_bmv2`).
+    Returns:
+        tuple: ``(target, note)`` (note ``""`` unless auto chose the embedded target over BMv2).
 
     Raises:
-        SpecError: naming the failure entry, or ``target`` for an embedded-only program.
+        SpecError: field ``target``, naming what BMv2 lacks, or BMv2 not installed.
     """
-    target = target or spec.target
-    if target == "bmv2" or (target == "auto" and bmv2_available()):
-        try:
-            refuse_for_bmv2(spec.program)
-        except ParameterError as error:
-            raise SpecError("target", target, f"cannot be bmv2 for this spec: {error.reason}",
-                            show_value=False) from None
-    for index, failure in enumerate(spec.failures):
-        if failure.action == "lossy_link" and lossy_link_mechanism(target) is None:
-            raise SpecError(f"failures[{index}].action", failure.action,
-                            "lossy_link is not supported on this machine for the bmv2 target: the kernel has "
-                            "no netem qdisc and BMv2 ports cannot drop frames; use target embedded (per-port "
-                            "loss in the switch process), remove the entry, or run in the Vagrant VM (netem)")
+    requested = target or spec.target
+    lossy = any(failure.action == "lossy_link" for failure in spec.failures)
+    try:
+        return resolve_target(requested, embedded_only_needs(spec.program, lossy_links=lossy))
+    except ParameterError as error:
+        raise SpecError("target", requested, f"cannot be {requested} for this spec: {error.reason or error.allowed}",
+                        show_value=False) from None
 
 
 # ---------------------------------------------------------------------- entry points
@@ -701,7 +693,7 @@ def parse_spec(data, source=None, check_machine=True):
     Args:
         data: the parsed YAML.
         source: the file it came from (recorded).
-        check_machine: also refuse what this machine cannot emulate (see :func:`check_capabilities`).
+        check_machine: also refuse what this machine cannot emulate (see :func:`resolve_spec_target`).
 
     Returns:
         ExperimentSpec
@@ -764,7 +756,7 @@ def parse_spec(data, source=None, check_machine=True):
             raise SpecError(f"controller.monitored_switches[{index}]", name,
                             "not a switch of the topology; switches: " + _names_text(switches))
     if check_machine:
-        check_capabilities(spec)
+        resolve_spec_target(spec)
     return spec
 
 
