@@ -2,10 +2,11 @@
 
 Run as root::
 
-    /opt/testbed-venv/bin/python benchmarks/bench_switch_veth.py [--seconds 5] [--skip-fattree] [--target bmv2]
+    /opt/testbed-venv/bin/python benchmarks/bench_switch_veth.py [--seconds 5] [--skip-fattree] \
+        [--targets embedded,bmv2]
 
-``--target bmv2`` measures BMv2 ``simple_switch_grpc`` as the testbed starts it (no per-packet
-log) where it is installed (the Vagrant VM), so the two targets can be compared.
+``--targets embedded,bmv2`` measures both in one run (BMv2 ``simple_switch_grpc`` as the testbed
+starts it, no per-packet log, where it is installed) and prints their ratio.
 
 Measures (1) packets per second forwarded by one switch running
 p4src/l3_ecmp.p4 between two Mininet hosts (veth in, veth out), for 64-byte
@@ -69,20 +70,33 @@ print(count, (last - first) if first and last else 0.0)
 """
 
 
+def cpu_seconds(pid):
+    """User + system CPU seconds process ``pid`` (all its threads) has used."""
+    with open(f"/proc/{pid}/stat") as handle:
+        fields = handle.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def forwarding_rate(seconds, sizes, target="embedded"):
-    """Return ``{size: (sent, received, received per second)}`` through one switch."""
+    """Return ``{size: (sent, received, received per second, switch CPU us per forwarded packet)}``.
+
+    The switch is the only one of a one-leaf Clos, between two Mininet hosts.
+    """
     results = {}
     with Fabric("clos", leaves=1, spines=1, hosts_per_leaf=2, program=PROGRAM, target=target) as fabric:
         src, dst = fabric.hosts[0], fabric.hosts[1]
+        switch = fabric.switch("leaf0")
         for size in sizes:
             receiver = dst.popen([sys.executable, "-c", COUNT, dst.defaultIntf().name, str(seconds + 3)])
             time.sleep(1.0)
+            cpu_before = cpu_seconds(switch.process.pid)
             sent = int(src.cmd(f"{sys.executable} -c '{BLAST}' {src.defaultIntf().name} {src.MAC()} "
                                f"{dst.MAC()} {src.IP()} {dst.IP()} {size} {seconds}").split()[-1])
             out, _ = receiver.communicate(timeout=seconds + 30)
+            cpu = cpu_seconds(switch.process.pid) - cpu_before
             received, span = out.split()
             received, span = int(received), float(span)
-            results[size] = (sent, received, received / span if span else 0.0)
+            results[size] = (sent, received, received / span if span else 0.0, 1e6 * cpu / max(received, 1))
     return results
 
 
@@ -108,18 +122,31 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=5.0, help="sending time per frame size")
     parser.add_argument("--skip-fattree", action="store_true", help="only the forwarding rate")
-    parser.add_argument("--target", choices=("embedded", "bmv2"), default="embedded",
-                        help="the P4 target to measure (bmv2 needs simple_switch_grpc and p4c: the Vagrant VM)")
+    parser.add_argument("--targets", default="embedded",
+                        help="comma-separated P4 targets to measure in this run: embedded, bmv2 (bmv2 needs "
+                             "simple_switch_grpc and p4c: the Vagrant VM)")
     args = parser.parse_args()
+    targets = [name.strip() for name in args.targets.split(",") if name.strip()]
+    unknown = sorted(set(targets) - {"embedded", "bmv2"})
+    if unknown or not targets:
+        parser.error(f"--targets: unknown {', '.join(unknown) or '(none given)'}; allowed: embedded, bmv2")
     print(f"machine: {platform.machine()}, {os.cpu_count()} cores, {platform.platform()}, "
-          f"Python {platform.python_version()}")
-    for size, (sent, received, rate) in forwarding_rate(args.seconds, (64, 1500), args.target).items():
-        print(f"{args.target} switch, l3_ecmp, {size:4d}-byte frames: sent {sent}, forwarded {received} "
-              f"({100.0 * received / max(sent, 1):.1f}%), {rate:,.0f} packets/s forwarded")
+          f"Python {platform.python_version()}, load average {os.getloadavg()[0]:.1f}")
+    rates = {}
+    for target in targets:
+        for size, (sent, received, rate, cpu_us) in forwarding_rate(args.seconds, (64, 1500), target).items():
+            rates[target, size] = rate
+            print(f"{target} switch, l3_ecmp, {size:4d}-byte frames: sent {sent}, forwarded {received} "
+                  f"({100.0 * received / max(sent, 1):.1f}%), {rate:,.0f} packets/s forwarded, "
+                  f"{cpu_us:.1f} us of switch CPU per packet")
+    for size in (64, 1500):
+        if ("embedded", size) in rates and ("bmv2", size) in rates and rates["bmv2", size]:
+            print(f"{size:4d}-byte frames: embedded / bmv2 = {rates['embedded', size] / rates['bmv2', size]:.2f}")
     if not args.skip_fattree:
-        build, program, entries, loss = fattree_setup_seconds(args.target)
-        print(f"k=4 FatTree (20 {args.target} switches, 16 hosts): Mininet + switches ready {build:.1f} s, "
-              f"pipeline + {entries} routes over P4Runtime {program:.1f} s, pingall loss {loss:.0f}%")
+        for target in targets:
+            build, program, entries, loss = fattree_setup_seconds(target)
+            print(f"k=4 FatTree (20 {target} switches, 16 hosts): Mininet + switches ready {build:.1f} s, "
+                  f"pipeline + {entries} routes over P4Runtime {program:.1f} s, pingall loss {loss:.0f}%")
 
 
 if __name__ == "__main__":
