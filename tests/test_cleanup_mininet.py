@@ -3,12 +3,15 @@
 Needs root (veth pairs in the root namespace), hence the ``mininet`` marker.
 """
 import os
+import random
 import subprocess
 import sys
+import time
 
 import pytest
 
-from testbed.emulation.cleanup import OWNER_ENV, cleanup, cleanup_plan, owner_interface_group
+from testbed.emulation.cleanup import OWNER_ENV, cleanup, cleanup_plan, mininet_interfaces, owner_interface_group
+from testbed.topologies.registry import make_topology
 from testbed.pytest_plugin import BOTH_TARGETS
 
 pytestmark = pytest.mark.mininet
@@ -81,6 +84,7 @@ def test_cleanup_all_also_removes_running_owners_networks_but_never_unmarked_one
 
 #: the processes of one switch, by target: the embedded target's switch processes (and their fork
 #: server), BMv2's simple_switch_grpc
+FATTREE_K4_SWITCHES = set(make_topology("fattree", k=4).switches())
 SWITCH_PROCESS = {"embedded": ("switchd", "forkserver"), "bmv2": ("simple_switch_grpc",)}
 
 
@@ -110,3 +114,31 @@ def test_cleanup_removes_everything_a_run_killed_with_sigkill_left(tmp_path, no_
         if run.poll() is None:
             run.kill()
             run.wait()
+
+
+KILL_RUNS = int(os.environ.get("TESTBED_KILL_RUNS", "3"))  # TESTBED_KILL_RUNS=20 for the long check
+KILL_SEED = 20261126
+
+
+@pytest.mark.parametrize("target", BOTH_TARGETS)
+def test_runs_killed_at_random_moments_leave_nothing_after_one_cleanup(no_leftovers, target):
+    # SIGKILL at a seeded random moment of bring-up or of a running fabric: whatever the run had
+    # started by then, one `testbed cleanup` removes it all
+    rng = random.Random(f"{KILL_SEED}-{target}")
+    env = {key: value for key, value in os.environ.items() if key != OWNER_ENV}
+    for attempt in range(KILL_RUNS):
+        delay = rng.uniform(0.0, 4.0)
+        run = subprocess.Popen([sys.executable, "-m", "testbed.cli", "net", "up", "fattree", "k=4", "--program",
+                                "ecmp", "--target", target, "--no-cli", "-q"],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+        try:
+            time.sleep(delay)
+        finally:
+            run.kill()
+            run.wait()
+        cleanup(log=lambda _line: None)
+        plan = cleanup_plan()
+        left = {kind: plan[kind] for kind in ("processes", "interface_groups", "netns", "state_files", "temp_paths")}
+        assert not any(left.values()), f"run {attempt} killed after {delay:.2f} s left {left}"
+        assert not [name for name in mininet_interfaces() if name.split("-eth")[0] in FATTREE_K4_SWITCHES], \
+            f"run {attempt} killed after {delay:.2f} s left interfaces"
