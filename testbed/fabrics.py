@@ -683,7 +683,7 @@ def spec_fabric(spec, target=None, **options):
     required = [name for name in (mode.parameters if mode else ())
                 if name != "hash_seed" and name in spec.mode_params]
     options_of_mode = dict(mode.controller_options) if mode and mode.controller == spec.controller.kind else {}
-    return Fabric(spec.build_topology(), program=spec.program, target=target or spec.target,
+    return Fabric(spec.build_topology(), program=spec.mode or spec.program, target=target or spec.target,
                   controller=spec.controller.kind, mode_params=spec.mode_params, required_params=required,
                   seed=spec.seed, detection_delay_ms=spec.controller.detection_delay_ms,
                   controller_options=dict(options_of_mode, **spec.controller.options()),
