@@ -2,7 +2,7 @@
 
 One harness drives both targets the same way: the real switch process (the embedded
 ``testbed.embedded_switch.switchd`` or BMv2's ``simple_switch_grpc --no-p4``) runs in a
-network namespace of its own (``tbd<pid>``) whose veth pairs ``tbd-s<N>`` (the switch's
+network namespace of its own (``tbd<pid>n<N>``) whose veth pairs ``tbd-s<N>`` (the switch's
 port N) / ``tbd-h<N>`` (the harness's end) carry the frames; its P4Runtime server listens on
 a Unix socket in a private temporary folder.  The harness pushes the program (each target
 with its own P4Info: p4c's for BMv2, the embedded target's for itself), applies one seeded
@@ -24,6 +24,7 @@ import contextlib
 import ctypes
 import dataclasses
 import ipaddress
+import itertools
 import os
 import random
 import select
@@ -59,7 +60,7 @@ class HarnessError(Exception):
 
 # ------------------------------------------------------------------------------------ namespace
 class Namespace:
-    """A network namespace ``tbd<pid>`` with one veth pair per switch port, removed by :meth:`close`.
+    """A network namespace ``tbd<pid>n<N>`` with one veth pair per switch port, removed by :meth:`close`.
 
     Args:
         ports: the switch port numbers (veth ``tbd-s<N>`` for the switch, ``tbd-h<N>`` for the harness).
@@ -68,8 +69,10 @@ class Namespace:
         HarnessError: ``ip`` failed (its message).
     """
 
+    _created = itertools.count()
+
     def __init__(self, ports=PORTS):
-        self.name = f"tbd{os.getpid()}"
+        self.name = f"tbd{os.getpid()}n{next(self._created)}"
         self.path = f"/var/run/netns/{self.name}"
         self.ports = tuple(ports)
         _run(["ip", "netns", "add", self.name])
@@ -80,8 +83,7 @@ class Namespace:
                           f"link set dev tbd-s{port} up", f"link set dev tbd-h{port} up"]
             lines.append("link set dev lo up")
             # no IPv6: the kernel would send its own frames (router and neighbour solicitations) into the switch
-            _run(["ip", "netns", "exec", self.name, "sysctl", "-q", "-w", "net.ipv6.conf.all.disable_ipv6=1",
-                  "net.ipv6.conf.default.disable_ipv6=1"])
+            self.run(_disable_ipv6)
             _run(["ip", "-netns", self.name, "-batch", "-"], stdin="\n".join(lines) + "\n")
             for port in self.ports:
                 for end in (f"tbd-s{port}", f"tbd-h{port}"):
@@ -119,6 +121,13 @@ class Namespace:
     def close(self):
         """Delete the namespace (its veths go with it); idempotent."""
         subprocess.run(["ip", "netns", "delete", self.name], capture_output=True, check=False)
+
+
+def _disable_ipv6():
+    """In a thread inside the namespace: no IPv6 on its present and future interfaces."""
+    for which in ("all", "default"):
+        with open(f"/proc/sys/net/ipv6/conf/{which}/disable_ipv6", "w") as handle:
+            handle.write("1")
 
 
 def _run(argv, stdin=None, check=True):
