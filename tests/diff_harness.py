@@ -18,7 +18,9 @@ and the next batch (maybe on another port) cannot overtake it in stateful ingres
 externs (registers).  Then the harness waits until no output arrived for
 :data:`QUIET_S`, so that no egress queue ever holds more than two batches (BMv2's queues
 hold 64 frames).  A frame that comes out later than that is still compared in its place:
-outputs are compared as per-port sequences over the whole run, never by timing.
+outputs are compared as per-port sequences over the whole run, never by timing.  After the
+last batch the harness waits until every port (and the CPU port) sent as many frames as the
+program's egress counter counted for it, so that a slow switch loses nothing at the end.
 """
 import contextlib
 import ctypes
@@ -465,8 +467,26 @@ def _poll(number, client, wire, outputs, packet_ins, timeout):
     return got
 
 
+EGRESS_COUNTER = "MyEgress.egress_port_counter"  # every p4src program counts each frame egress handles
+SETTLE_TIMEOUT_S = 20.0
+
+
 def _settle(client, wire, outputs, packet_ins, number, quiet=0.3):
-    """After the last batch: collect until nothing came out for ``quiet`` seconds."""
+    """After the last batch: collect until every frame the switch counted in egress for a harness port
+    (or the CPU port) has come out, then until nothing came out for ``quiet`` seconds.
+
+    The egress counter tells how many frames each port must still send, whatever the machine's load;
+    without it (or if the counts never match: the comparison then shows what is missing) the quiet
+    period alone decides.
+    """
+    deadline = time.monotonic() + SETTLE_TIMEOUT_S
+    counted_here = any(c.preamble.name == EGRESS_COUNTER for c in client.index.all("counters"))
+    while counted_here and time.monotonic() < deadline:
+        counted = client.read_counter(EGRESS_COUNTER)
+        if all(counted.get(port, (0, 0))[0] == len(outputs[port]) for port in outputs) \
+                and counted.get(CPU_PORT, (0, 0))[0] == len(packet_ins):
+            break
+        _poll(number, client, wire, outputs, packet_ins, 0.05)
     quiet_since = time.monotonic()
     while time.monotonic() - quiet_since < quiet:
         if _poll(number, client, wire, outputs, packet_ins, 0.02):
