@@ -52,6 +52,7 @@ READY_TIMEOUT_S = 60.0
 MARKER_ETHERTYPE = 0x88B8  # no program parses it: IPv4 programs send it to the CPU port
 MARKER_TAG = b"TBD-MARK"
 MARKER_MEMBER = 5000  # dsf_fabric: the member that sends the marker cells out of port 1
+MARKER_ADDRESS = 0xCB007107  # 203.0.113.7: programs without a CPU path route the marker there
 CLONE_NEWNET = 0x40000000
 _libc = ctypes.CDLL(None, use_errno=True)
 
@@ -664,6 +665,13 @@ class ScriptBuilder:
         self.entries = {}  # table -> {match key (repr): kwargs}
         self.sequence = 0
         self.marker = Marker(CPU_PORT)
+        self.marker_route = None
+        if "MyIngress.ipv4_forward" in self.info.actions and "MyIngress.ipv4_lpm" in self.info.tables:
+            # p4lang tutorials' style: nothing reaches the CPU; the marker is an IPv4 frame to a route of its
+            # own, out of port 1
+            self.marker_route = MARKER_ADDRESS
+            self.marker = Marker(1, ethertype=0x0800, prefix=struct.pack(
+                "!BBHHHBBHII", 0x45, 0, 20 + len(MARKER_TAG) + 4 + 32, 0, 0, 64, 253, 0, 0x0A000001, MARKER_ADDRESS))
         if self.name == "dsf_fabric":
             # no frame reaches the CPU there: the marker is a DSF cell to a node of its own, out of port 1
             self.marker_node = 1000
@@ -773,6 +781,9 @@ class ScriptBuilder:
 
     def initial_state(self):
         """Members, groups, entries and default actions of every table (the marker's first)."""
+        if self.marker_route is not None:
+            self._write("insert_table_entry", table="MyIngress.ipv4_lpm", match={"hdr.ipv4.dstAddr": "203.0.113.7/32"},
+                        action="MyIngress.ipv4_forward", params={"dstAddr": "02:00:00:00:00:07", "port": 1})
         for profile in self.info.action_profiles.values():
             self._profile_state(profile)
         if self.name == "dsf_fabric":
@@ -1028,7 +1039,7 @@ class ScriptBuilder:
         next_mutation = self.frame_count // (mutations + 1)
         while sent < self.frame_count:
             count = min(self.rng.randint(BATCH // 2, BATCH), self.frame_count - sent)
-            if self.rng.random() < 0.08:
+            if self.rng.random() < 0.08 and "packet_out" in self.info.controller_packet_metadata:
                 self.steps.append(PacketOuts([self.packet_out() for _ in range(min(count, 8))]))
                 count = min(count, 8)
             else:
