@@ -1012,7 +1012,9 @@ class ScriptBuilder:
         if kind == "f10_trigger":
             return kind, self._ethernet(0x88B6) + struct.pack("!HH", rng.randrange(8), 0) + self._payload()
         if kind in ("dsf", "dsf_ttl", "dsf_miss"):
-            node = rng.choice(self.pools.nodes) if kind != "dsf_miss" else rng.randrange(1 << 16)
+            # mostly the nodes entries use (the first seven), sometimes the others: misses
+            node = rng.choice(self.pools.nodes[:7] if rng.random() < 0.85 else self.pools.nodes) \
+                if kind != "dsf_miss" else rng.randrange(1 << 16)
             ttl = rng.choice([0, 1]) if kind == "dsf_ttl" else rng.choice([2, 16, rng.randrange(256)])
             first = rng.choice([1, 1, 2, 3, rng.randrange(16)]) << 4 | rng.randrange(16)
             cell = struct.pack("!BBHHHIHHI", first, ttl, rng.randrange(1 << 16), node, rng.randrange(1 << 16),
