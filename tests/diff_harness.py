@@ -141,7 +141,10 @@ def _run(argv, stdin=None, check=True):
 
 
 def leftovers():
-    """Namespaces and interfaces named like the harness's, and its switch processes, that exist now."""
+    """The namespaces (``tbd...``) and root-namespace interfaces (``tbd-...``) named like the harness's that exist now.
+
+    The switch processes are the harness's children, stopped (and waited for) after each run.
+    """
     found = [name for name in os.listdir("/var/run/netns")] if os.path.isdir("/var/run/netns") else []
     found = [f"netns {name}" for name in found if name.startswith("tbd")]
     found += [f"interface {name}" for name in os.listdir("/sys/class/net") if name.startswith("tbd-")]
@@ -319,7 +322,7 @@ PACKET_OUT_MARKER_PORT = 1
 
 @dataclasses.dataclass
 class Script:
-    """What both targets get, in order: :class:`Write` and :class:`Batch` steps."""
+    """What both targets get, in order: :class:`Write`, :class:`Batch` and :class:`PacketOuts` steps."""
 
     program: str
     seed: int
@@ -328,7 +331,7 @@ class Script:
 
     @property
     def frames(self):
-        """The number of frames the batches send (markers not included)."""
+        """The number of frames the batches and PacketOut steps send (markers not included)."""
         return sum(len(step.frames) for step in self.steps if isinstance(step, (Batch, PacketOuts)))
 
 
@@ -344,10 +347,12 @@ class Marker:
     prefix: bytes = b""
 
     def frame(self, number):
+        """The marker frame of step ``number`` (bytes)."""
         return (b"\x02\x00\x00\x00\x00\x01" + b"\x02\x00\x00\x00\x00\x02" + struct.pack("!H", self.ethertype)
                 + self.prefix + MARKER_TAG + struct.pack("!I", number) + bytes(32))
 
     def matches(self, port, payload, number):
+        """True when ``payload`` out of ``port`` (CPU_PORT: a PacketIn's payload) is step ``number``'s marker."""
         return port == self.port and (MARKER_TAG + struct.pack("!I", number)) in payload
 
 
