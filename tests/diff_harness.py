@@ -7,8 +7,8 @@ port N) / ``tbd-h<N>`` (the harness's end) carry the frames; its P4Runtime serve
 a Unix socket in a private temporary folder.  The harness pushes the program (each target
 with its own P4Info: p4c's for BMv2, the embedded target's for itself), applies one seeded
 :class:`Script` of P4Runtime writes (by names) and frame batches, and records what comes out:
-the frames of every port in order, the PacketIns in order, and every counter and direct
-counter read over P4Runtime at the end.  :func:`compare_runs` lists every difference.
+the frames of every port in order, the PacketIns in order, every counter and direct
+counter read over P4Runtime at the end, and the registers (:func:`read_registers`).  :func:`compare_runs` lists every difference.
 
 Pacing and completion: the frames of a batch (at most :data:`BATCH` frames) all enter on
 one port and are followed by a marker frame on the same port whose output is known (a
@@ -364,7 +364,8 @@ class Run:
     ``outputs``: {port: [(batch, frame)]}; ``packet_ins``: [(batch, metadata, payload)];
     ``writes``: [(method, "OK" or the error code)]; ``counters``: {name: {index: (packets, bytes)}}
     (non-zero cells); ``direct_counters``: {table: [(match, (packets, bytes))]}; ``seconds``: wall time
-    of the script (frames and writes); ``markers``: markers seen.
+    of the script (frames and writes); ``markers``: markers seen; ``registers``: {name: {index: value}}
+    (non-zero cells of the registers that hold neither times nor queue depths: :data:`CLOCK_REGISTERS`).
     """
 
     target: str
@@ -375,6 +376,7 @@ class Run:
     direct_counters: dict
     seconds: float
     markers: int
+    registers: dict
 
 
 def run_script(target, script, namespace, wire, workdir):
@@ -429,7 +431,8 @@ def run_script(target, script, namespace, wire, workdir):
         _settle(client, wire, outputs, packet_ins, len(script.steps))
         seconds = time.monotonic() - started
         counters, direct_counters = read_counters(client)
-        return Run(target, outputs, packet_ins, writes, counters, direct_counters, seconds, markers)
+        registers = read_registers(target, client, switch)
+        return Run(target, outputs, packet_ins, writes, counters, direct_counters, seconds, markers, registers)
     finally:
         if client is not None:
             client.close()
@@ -518,6 +521,38 @@ def read_counters(client):
     return counters, direct
 
 
+#: registers whose cells are times or queue depths: what they hold depends on when frames were
+#: processed, not on the program's semantics
+CLOCK_REGISTERS = {
+    "port_qdepth": "deq_qdepth of the last frame each port sent",
+    "MyIngress.flowlet_last_seen": "ingress timestamps",
+    "last_tx_us": "egress timestamps",
+    "last_trigger_us": "egress timestamps of F10's triggers",
+}
+
+
+def read_registers(target, client, switch):
+    """Every register's non-zero cells but :data:`CLOCK_REGISTERS`': {name: {index: value}}.
+
+    The embedded target serves RegisterEntry reads over P4Runtime; BMv2's P4Runtime server does
+    not (UNIMPLEMENTED), so BMv2's are read over its Thrift server, inside the switch's namespace.
+    """
+    names = [r.preamble.name for r in client.index.all("registers") if r.preamble.name not in CLOCK_REGISTERS]
+    if not names:
+        return {}
+    if target == "embedded":
+        cells = {name: client.read_register(name) for name in names}
+    else:
+        from testbed.emulation.bmv2_runtime import BMv2Runtime
+
+        runtime = BMv2Runtime(switch.process.pid, 9090, "tbd")
+        try:
+            cells = {name: runtime.register_read(name) for name in names}
+        finally:
+            runtime.close()
+    return {name: {i: v for i, v in enumerate(values) if v} for name, values in cells.items()}
+
+
 # ------------------------------------------------------------------------------------ comparison
 def compare_runs(embedded, bmv2, script, limit=12):
     """Every difference between two runs of one script, as readable lines (at most ``limit`` per kind).
@@ -544,6 +579,11 @@ def compare_runs(embedded, bmv2, script, limit=12):
         for index in sorted(set(a) | set(b)):
             if a.get(index) != b.get(index):
                 lines.append(f"counter {name}[{index}]: embedded {a.get(index)}, BMv2 {b.get(index)}")
+    for name in sorted(set(embedded.registers) | set(bmv2.registers)):
+        a, b = embedded.registers.get(name, {}), bmv2.registers.get(name, {})
+        wrong = [index for index in sorted(set(a) | set(b)) if a.get(index) != b.get(index)]
+        for index in wrong[:limit]:
+            lines.append(f"register {name}[{index}]: embedded {a.get(index)}, BMv2 {b.get(index)}")
     for table in sorted(set(embedded.direct_counters) | set(bmv2.direct_counters)):
         if embedded.direct_counters.get(table) != bmv2.direct_counters.get(table):
             lines.append(f"direct counter of {table}: embedded {embedded.direct_counters.get(table)}, "
@@ -924,7 +964,8 @@ class ScriptBuilder:
     def _tcp(self, payload=b""):
         rng = self.rng
         return struct.pack("!HHIIBBHHH", rng.randrange(1 << 16), rng.randrange(1 << 16), rng.randrange(1 << 32),
-                           rng.randrange(1 << 32), 0x50, rng.randrange(256), 8192, rng.randrange(1 << 16), 0) + payload
+                           rng.randrange(1 << 32), 0x50, rng.choice([0x02, 0x12, 0x10, 0x11, rng.randrange(256)]),
+                           8192, rng.randrange(1 << 16), 0) + payload
 
     def _payload(self):
         self.sequence += 1

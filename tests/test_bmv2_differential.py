@@ -6,8 +6,9 @@ three times during the run) and of frames (valid IPv4/UDP/TCP and RoCEv2 frames 
 the installed entries, misses, TTL 0/1/2, bad checksums, IPv4 options, fragments, bad IHL,
 version and length, truncated frames, IPv6, ARP, VLAN, unknown EtherTypes, F10's and DSF's
 own headers, PacketOuts) runs through both targets' real switch processes on veth ports.
-Every frame each port sent, every PacketIn and every counter must be the same, and so must
-the set of writes each target refused (the script makes some that both must refuse).
+Every frame each port sent, every PacketIn, every counter and every register that holds
+neither times nor queue depths (BMv2's read over Thrift) must be the same, and so must the
+set of writes each target refused (the script makes some that both must refuse).
 
 Each program prints one line: frames sent, frames out (ports and PacketIns, markers not
 counted), frames that produced nothing, mismatches and the seconds each target took.
