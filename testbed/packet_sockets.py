@@ -61,15 +61,65 @@ def enable_timestamps(sock):
 def receive_stamped(sock, bufsize):
     """One frame and the wall-clock ns at which the kernel queued it (None without a stamp).
 
+    A socket with :func:`enable_vlan_tags` gets its frames' 802.1Q tags back (see there).
+
     Returns:
         tuple: ``(frame, address, kernel_ns)``; raises BlockingIOError when nothing waits.
     """
-    frame, ancillary, _flags, address = sock.recvmsg(bufsize, 64)
+    frame, ancillary, _flags, address = sock.recvmsg(bufsize, _ANCILLARY_BYTES)
+    stamp = None
     for level, kind, data in ancillary:
         if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS and len(data) >= _TIMESPEC.size:
             seconds, nanoseconds = _TIMESPEC.unpack(data[:_TIMESPEC.size])
-            return frame, address, seconds * 1_000_000_000 + nanoseconds
-    return frame, address, None
+            stamp = seconds * 1_000_000_000 + nanoseconds
+        elif level == SOL_PACKET and kind == PACKET_AUXDATA:
+            frame = _with_vlan_tag(frame, data)
+    return frame, address, stamp
+
+
+PACKET_AUXDATA = 8             # packet(7): struct tpacket_auxdata with every received frame
+_TPACKET_AUXDATA = struct.Struct("IIIHHHH")  # status, len, snaplen, mac, net, vlan_tci, vlan_tpid
+TP_STATUS_VLAN_VALID = 0x10
+TP_STATUS_VLAN_TPID_VALID = 0x40
+ETH_P_8021Q = 0x8100
+# room for a timestamp and the auxdata together (a smaller buffer truncates the second one away)
+_ANCILLARY_BYTES = 128
+
+
+def enable_vlan_tags(sock):
+    """Have :func:`receive_stamped` and :func:`receive_frame` give ``sock``'s frames their VLAN tags back.
+
+    The kernel removes the outer 802.1Q/802.1ad tag of every received frame before packet
+    sockets see it (whatever the device's offloads) and reports it in ``PACKET_AUXDATA``;
+    libpcap puts it back, and so must anything that reads a port as BMv2 does.
+    """
+    sock.setsockopt(SOL_PACKET, PACKET_AUXDATA, 1)
+
+
+def receive_frame(sock, bufsize):
+    """One frame, with its VLAN tag when the kernel took one out (see :func:`enable_vlan_tags`).
+
+    Returns:
+        tuple: ``(frame, address)``; raises BlockingIOError when nothing waits.
+    """
+    frame, ancillary, _flags, address = sock.recvmsg(bufsize, _ANCILLARY_BYTES)
+    for level, kind, data in ancillary:
+        if level == SOL_PACKET and kind == PACKET_AUXDATA:
+            frame = _with_vlan_tag(frame, data)
+    return frame, address
+
+
+def _with_vlan_tag(frame, auxdata):
+    """``frame`` with the tag ``auxdata`` (a struct tpacket_auxdata) reports put back after the MAC addresses."""
+    if len(auxdata) < _TPACKET_AUXDATA.size:
+        return frame
+    status, _len, _snaplen, _mac, _net, tci, tpid = _TPACKET_AUXDATA.unpack(auxdata[:_TPACKET_AUXDATA.size])
+    # libpcap's test: a valid tag, or a non-zero TCI from kernels that do not set the flag
+    if not (status & TP_STATUS_VLAN_VALID or tci):
+        return frame
+    if not status & TP_STATUS_VLAN_TPID_VALID:
+        tpid = ETH_P_8021Q
+    return frame[:12] + struct.pack("!HH", tpid, tci) + frame[12:]
 
 
 class ReceiveLag:

@@ -435,22 +435,22 @@ def test_selector_member_choice_by_hash():
     profile.insert_group(1, [(20, 1), (10, 1), (30, 1)])
     table.insert(TableEntry([lpm("10.0.0.0/8")], None, group_id=1))
     ports = [table.lookup((ip("10.0.0.1"),), selector_hash=h).args[1] for h in range(6)]
-    # members sorted by id, chosen by hash % 3: deterministic and every member reachable
-    assert ports == [10, 20, 30, 10, 20, 30]
-    assert table.lookup((ip("10.0.0.1"),), selector_hash=12345).args[1] == [10, 20, 30][12345 % 3]
+    # members in BMv2's handle order (creation order here), chosen by hash % 3: every member reachable
+    assert ports == [30, 10, 20, 30, 10, 20]
+    assert table.lookup((ip("10.0.0.1"),), selector_hash=12345).args[1] == [30, 10, 20][12345 % 3]
     # member entries resolve to the member's action; modify_member is seen at once
     table.insert(TableEntry([lpm("11.0.0.0/8")], None, member_id=20))
     assert table.lookup((ip("11.1.1.1"),)).args[1] == 20
     profile.modify_member(20, nh(99))
     assert table.lookup((ip("11.1.1.1"),)).args[1] == 99
-    assert table.lookup((ip("10.0.0.1"),), selector_hash=1).args[1] == 99
+    assert table.lookup((ip("10.0.0.1"),), selector_hash=2).args[1] == 99
     # a group used by an entry cannot become empty (BMv2 refuses empty groups in entries)
     with raises_state_error("FAILED_PRECONDITION"):
         profile.modify_group(1, [])
     # group changes apply to lookups
     profile.modify_group(1, [(10, 1), (30, 1)])
     assert [table.lookup((ip("10.0.0.1"),), selector_hash=h).args[1] for h in range(4)] == \
-        [10, 30, 10, 30]
+        [30, 10, 30, 10]
 
 
 def test_selector_weighted_members():
@@ -467,6 +467,34 @@ def test_selector_weighted_members():
     for weight in (0, -1):
         with raises_state_error("INVALID_ARGUMENT"):
             profile.modify_group(7, [(1, weight)])
+
+
+def test_selector_orders_members_by_bmv2_handle_not_by_member_id():
+    # BMv2 picks the (hash % size)-th member handle of a group in handle order; handles are
+    # allocated lowest-free (bm_sim HandleMgr::get_handle) when PI creates a member, and PI
+    # (proto/frontend/src/action_prof_mgr.cpp) creates a weighted member's extra copies, in
+    # member id order, when a group first needs them and deletes them when no group does.
+    state = selector_program()
+    profile = state.action_profiles["MyIngress.ecmp_selector"]
+    for member_id in (30, 10, 20):  # handles 0, 1, 2
+        profile.insert_member(member_id, nh(member_id))
+    profile.insert_group(1, [(10, 1), (20, 1), (30, 1)])
+    assert profile.get_group(1).selection == (30, 10, 20)
+    profile.insert_member(40, nh(40))  # handle 3
+    profile.delete_member(40)  # handle 3 free again
+    profile.insert_member(5, nh(5))  # handle 3
+    profile.modify_group(1, [(5, 1), (20, 2)])  # 20's copy: handle 4
+    assert profile.get_group(1).selection == (20, 5, 20)
+    profile.insert_group(2, [(30, 3)])  # 30's copies: handles 5 and 6 (1 is still member 10's)
+    assert profile.get_group(2).selection == (30, 30, 30)
+    profile.delete_member(10)  # handle 1 free
+    profile.insert_member(11, nh(11))  # handle 1
+    profile.modify_group(1, [(5, 1), (20, 1), (11, 1), (30, 1)])  # 20's copy (handle 4) goes
+    assert profile.get_group(1).selection == (30, 11, 20, 5)
+    profile.delete_group(2)  # 30's copies (handles 5, 6) go
+    profile.insert_member(12, nh(12))  # lowest free handle: 4
+    profile.modify_group(1, [(12, 1), (20, 1)])
+    assert profile.get_group(1).selection == (20, 12)
 
 
 def test_selector_group_size_limits():

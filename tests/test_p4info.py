@@ -174,7 +174,8 @@ def test_tables_have_match_fields_actions_scopes_and_properties():
     assert list(acl.preamble.annotations) == []  # @id is consumed, not copied
 
     fixed = index.by_name("tables", "MyEgress.fixed")
-    assert fixed.is_const_table and fixed.has_initial_entries
+    # p4c 1.2.4 sets is_const_table for const entries but not has_initial_entries
+    assert fixed.is_const_table and not fixed.has_initial_entries
     assert not index.by_name("tables", "MyIngress.ipv4_lpm").is_const_table
 
 
@@ -255,7 +256,7 @@ def _p4c_action_ids(names):
     ("flowlet", "MyIngress.keep_current_path"),
 ])
 def test_actions_called_directly_in_an_apply_block_are_listed_with_p4cs_ids(program_name, called):
-    # p4c lists every action of a control that survives its frontend (collectControlSymbols adds each
+    # p4c lists the actions of each control that survive its frontend (analyzeControl adds each
     # P4Action among the control's locals), so an action only called from the apply block is listed too.
     from testbed.p4.loader import load_program
 
@@ -268,28 +269,200 @@ def test_actions_called_directly_in_an_apply_block_are_listed_with_p4cs_ids(prog
     assert len(index.by_name("actions", called).params) == 0
 
 
-def test_an_action_called_only_from_another_action_is_listed_and_an_unused_one_is_not():
-    from testbed.p4.loader import load_program_from_sources
-
-    source = """#include <core.p4>
+_ACTION_USES = """#include <core.p4>
 #include <v1model.p4>
 header eth_t { bit<48> dst; bit<48> src; bit<16> type; }
 struct headers_t { eth_t eth; }
-struct meta_t { bit<8> x; }
+struct meta_t { bit<8> x; bit<8> y; }
+action ga(bit<8> v) { }
+action gb() { }
+action gc(bit<8> w) { }
 parser P(packet_in pkt, out headers_t hdr, inout meta_t meta, inout standard_metadata_t sm) {
     state start { pkt.extract(hdr.eth); transition accept; }
 }
+control Sub(inout meta_t meta) {
+    action s1(bit<8> q) { meta.x = q; }
+    table st { key = { meta.y: exact; } actions = { s1; gc; } }
+    apply { st.apply(); }
+}
 control I(inout headers_t hdr, inout meta_t meta, inout standard_metadata_t sm) {
-    action helper() { meta.x = 1; }
-    action outer() { helper(); }
+    action helper(bit<8> h) { meta.x = h; }
+    action outer() { helper(1); }
     action unused() { meta.x = 2; }
-    apply { outer(); }
+    action direct(bit<8> a, bit<8> b) { meta.x = a + b; }
+    action both(bit<8> a) { meta.y = a; }
+    Sub() sub;
+    action l2(bit<8> z) { meta.y = z; }
+    table t { key = { hdr.eth.dst: exact; } actions = { gb; l2; ga; both; } }
+    apply { gc(4); outer(); direct(1, 2); both(3); sub.apply(meta); t.apply(); }
+}
+control E(inout headers_t hdr, inout meta_t meta, inout standard_metadata_t sm) {
+    table te { key = { hdr.eth.dst: exact; } actions = { gc; NoAction; } }
+    apply { ga(1); te.apply(); }
+}
+control V(inout headers_t hdr, inout meta_t meta) { apply { } }
+control D(packet_out pkt, in headers_t hdr) { apply { pkt.emit(hdr.eth); } }
+V1Switch(P(), V(), I(), E(), V(), D()) main;
+"""
+
+
+def _actions_of(source):
+    from testbed.p4.loader import load_program_from_sources
+
+    p4info = build_p4info(load_program_from_sources("m.p4", {"m.p4": source}).info)
+    return [(a.preamble.name, [p.name for p in a.params]) for a in p4info.actions]
+
+
+def test_actions_are_listed_as_p4cs_frontend_leaves_them():
+    # What p4c 1.2.4 writes for this program (checked against p4c's own P4Info in
+    # test_p4info_equals_p4cs below): its frontend inlines sub-controls where they are
+    # instantiated and actions called from actions into their callers, copies each top-level
+    # action to the start of every control using it (in the order of first use: tables, then
+    # apply calls), and removes the parameters a direct call binds; the serializer keeps the
+    # first copy of each name, control by control in pipeline order.
+    assert _actions_of(_ACTION_USES) == [
+        ("gc", ["w"]),             # first used by Sub's table st (inlined into I): parameters kept
+        ("NoAction", []),          # st's implicit default action
+        ("gb", []), ("ga", ["v"]),  # table t; E's direct call of ga comes later and is dropped
+        ("I.outer", []),           # helper is inlined into outer: not listed
+        ("I.direct", []),          # called directly: the call binds a and b
+        ("I.both", ["a"]),         # table t's copy comes first
+        ("I.sub.s1", ["q"]),       # where `Sub() sub;` is declared
+        ("I.l2", ["z"]),
+    ]
+
+
+def test_an_unused_action_and_one_called_only_from_another_action_are_not_listed():
+    names = [name for name, _params in _actions_of(_ACTION_USES)]
+    assert "I.unused" not in names and "I.helper" not in names
+
+
+def test_type_info_is_present_as_p4c_writes_it():
+    # p4c asks for P4Info.type_info for tables, extern instances, action parameters, controller
+    # header fields and extern function calls: present (empty) in the first program, absent in the second.
+    from testbed.p4.loader import load_program_from_sources
+
+    def p4info_of(body):
+        source = _ACTION_USES.split("control Sub")[0] + """
+control I(inout headers_t hdr, inout meta_t meta, inout standard_metadata_t sm) {
+    action a() { BODY }
+    apply { a(); }
 }
 control E(inout headers_t hdr, inout meta_t meta, inout standard_metadata_t sm) { apply { } }
 control V(inout headers_t hdr, inout meta_t meta) { apply { } }
 control D(packet_out pkt, in headers_t hdr) { apply { pkt.emit(hdr.eth); } }
 V1Switch(P(), V(), I(), E(), V(), D()) main;
-"""
-    info = load_program_from_sources("m.p4", {"m.p4": source}).info
-    assert {"I.helper", "I.outer"} <= set(info.actions)
-    assert "I.unused" not in info.actions
+""".replace("BODY", body)
+        return build_p4info(load_program_from_sources("m.p4", {"m.p4": source}).info)
+
+    assert p4info_of("mark_to_drop(sm);").HasField("type_info")
+    assert not p4info_of("meta.x = 1;").HasField("type_info")
+
+
+# ------------------------------------------------------------------------------------ equality with p4c
+P4C_PROGRAMS = sorted(
+    [os.path.join("p4src", name) for name in os.listdir(os.path.join(REPO, "p4src"))
+     if name.endswith(".p4") and name != "dsf_rdsw.p4"]  # dsf_rdsw calls the embedded target's own externs
+    + [os.path.join("tests", "p4", name) for name in os.listdir(os.path.join(REPO, "tests", "p4"))
+       if name.endswith(".p4") and name != "common.p4"])  # common.p4 is an include, without main
+
+
+def p4info_differences(expected, actual):
+    """Readable differences between two P4Info messages, object by object.
+
+    Top-level objects are matched by kind and name (so a missing, extra or changed object is
+    named); their order is compared last, once every object is equal.
+
+    Args:
+        expected: the reference P4Info (p4c's).
+        actual: the P4Info under test.
+
+    Returns:
+        list of str: one line per difference, empty when the messages are equal.
+    """
+    from google.protobuf import text_format
+
+    lines = []
+    for descriptor in p4info_pb2.P4Info.DESCRIPTOR.fields:
+        kind = descriptor.name
+        if hasattr(getattr(expected, kind), "ListFields"):  # a message, not a repeated field
+            want = getattr(expected, kind)
+            got = getattr(actual, kind)
+            if want != got or expected.HasField(kind) != actual.HasField(kind):
+                lines.append(f"{kind}: p4c {text_format.MessageToString(want, as_one_line=True)!r} "
+                             f"(present: {expected.HasField(kind)}), embedded "
+                             f"{text_format.MessageToString(got, as_one_line=True)!r} "
+                             f"(present: {actual.HasField(kind)})")
+            continue
+        want = {item.preamble.name: item for item in getattr(expected, kind)}
+        got = {item.preamble.name: item for item in getattr(actual, kind)}
+        for name in sorted(set(want) | set(got)):
+            if name not in got:
+                lines.append(f"{kind} {name}: only in p4c's P4Info")
+            elif name not in want:
+                lines.append(f"{kind} {name}: only in the embedded target's P4Info")
+            elif want[name] != got[name]:
+                for field, _value in want[name].ListFields() + got[name].ListFields():
+                    a, b = getattr(want[name], field.name), getattr(got[name], field.name)
+                    if a != b:
+                        show = (lambda v: text_format.MessageToString(v, as_one_line=True)
+                                if hasattr(v, "ListFields") else
+                                [text_format.MessageToString(x, as_one_line=True)
+                                 if hasattr(x, "ListFields") else x for x in v]
+                                if hasattr(v, "__len__") and not isinstance(v, (str, bytes)) else v)
+                        line = f"{kind} {name}.{field.name}: p4c {show(a)!r}, embedded {show(b)!r}"
+                        if line not in lines:
+                            lines.append(line)
+        if not lines and list(want) != list(got):
+            lines.append(f"{kind} order: p4c {list(want)}, embedded {list(got)}")
+    return lines
+
+
+def test_p4info_differences_name_what_differs():
+    p4info = build_p4info(rich_info())
+    other = p4info_pb2.P4Info()
+    other.CopyFrom(p4info)
+    assert p4info_differences(p4info, other) == []
+    [forward] = [a for a in other.actions if a.preamble.name == "MyIngress.ipv4_forward"]
+    forward.params[0].bitwidth = 47
+    del other.counters[0]
+    lines = p4info_differences(p4info, other)
+    assert any("actions MyIngress.ipv4_forward.params" in line and "bitwidth: 47" in line for line in lines)
+    assert "counters MyIngress.port_counter: only in p4c's P4Info" in lines
+
+
+@pytest.mark.parametrize("path", P4C_PROGRAMS)
+def test_p4info_equals_p4cs(path):
+    # Ids, names, aliases, match fields, action parameters, sizes, annotations, controller packet
+    # metadata, digests and action profiles, and their order: all as the installed p4c writes them.
+    import shutil
+
+    if shutil.which("p4c") is None:
+        pytest.skip("p4c is not installed (use the Vagrant VM): nothing to compare with")
+    from testbed.p4.loader import load_program
+    from testbed.targets import compile_with_p4c
+
+    p4info_path, _json = compile_with_p4c(os.path.join(REPO, path))
+    with open(p4info_path) as handle:
+        expected = p4info_from_text(handle.read())
+    actual = build_p4info(load_program(os.path.join(REPO, path)).info)
+    differences = p4info_differences(expected, actual)
+    assert not differences, f"{path}: P4Info differs from p4c's:\n" + "\n".join(differences)
+    assert actual == expected
+
+
+def test_the_action_rules_program_equals_p4cs(tmp_path):
+    import shutil
+
+    if shutil.which("p4c") is None:
+        pytest.skip("p4c is not installed (use the Vagrant VM): nothing to compare with")
+    from testbed.p4.loader import load_program
+    from testbed.targets import compile_with_p4c
+
+    path = tmp_path / "action_uses.p4"
+    path.write_text(_ACTION_USES)
+    p4info_path, _json = compile_with_p4c(str(path), cache_dir=str(tmp_path / "cache"))
+    with open(p4info_path) as handle:
+        expected = p4info_from_text(handle.read())
+    actual = build_p4info(load_program(str(path)).info)
+    assert p4info_differences(expected, actual) == []

@@ -39,7 +39,7 @@ from testbed.embedded_switch.port_control import ControlRequestError, ControlSoc
 from testbed.errors import TestbedError
 from testbed.log_format import configure_process_logging
 from testbed.packet_sockets import (PACKET_IGNORE_OUTGOING, SOL_PACKET, ReceiveLag, SocketDrops, enable_timestamps,
-                                    open_packet_socket, receive_stamped)
+                                    enable_vlan_tags, open_packet_socket, receive_frame, receive_stamped)
 from testbed.p4runtime.server import P4RuntimeServer
 
 MAX_FRAME = 65535
@@ -62,6 +62,7 @@ class PortSocket:
         self.sock.bind((interface, 0))
         self.sock.setblocking(False)
         enable_timestamps(self.sock)
+        enable_vlan_tags(self.sock)  # frames keep their VLAN tags, as through BMv2's libpcap
         self.receive_lag = ReceiveLag()  # how long the oldest frame of each batch waited to be read
         self.tx_errors = 0
 
@@ -80,7 +81,7 @@ class PortSocket:
                     if queued_ns is not None:
                         self.receive_lag.record(max(0, time.time_ns() - queued_ns))
                 else:
-                    frame, address = sock.recvfrom(MAX_FRAME)
+                    frame, address = receive_frame(sock, MAX_FRAME)
             except BlockingIOError:
                 break
             except OSError as error:

@@ -259,3 +259,6 @@ class ProgramInfo:
     registers: Dict[str, Register] = field(default_factory=dict)
     digests: Dict[str, Digest] = field(default_factory=dict)
     controller_packet_metadata: Dict[str, ControllerPacketMetadata] = field(default_factory=dict)
+    #: extern functions (``mark_to_drop``, ``digest``...) called from the controls' apply blocks
+    #: or from the actions P4Info lists, sorted; p4c's P4Info has a ``type_info`` when there is one
+    extern_function_calls: List[str] = field(default_factory=list)

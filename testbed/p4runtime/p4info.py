@@ -300,8 +300,6 @@ def build_p4info(info, arch="v1model"):
                                          else p4info_pb2.Table.NO_TIMEOUT)
         if table.entries_are_const:
             message.is_const_table = True
-        if table.const_entries:
-            message.has_initial_entries = True
 
     for action in info.actions.values():
         message = p4info.actions.add()
@@ -367,7 +365,24 @@ def build_p4info(info, arch="v1model"):
             member = struct.members.add()
             member.name = field.name
             _bitstring(member.type_spec, field.bitwidth)
+    if _p4c_writes_type_info(info):
+        p4info.type_info.SetInParent()
     return p4info
+
+
+def _p4c_writes_type_info(info):
+    """True when p4c's P4Info has a ``type_info`` (empty or not) for this program.
+
+    p4c's serializer asks for the message (``mutable_type_info``) for every table (its
+    match fields), extern instance, action parameter, controller header field and extern
+    function call (the v1model handler looks for ``digest`` calls), so the field is
+    present, if only empty, as soon as the program has one of them.
+    """
+    return bool(info.tables or info.registers or info.digests or info.counters or info.meters
+                or info.direct_counters or info.direct_meters or info.action_profiles
+                or getattr(info, "extern_function_calls", None)
+                or any(action.params for action in info.actions.values())
+                or any(header.fields for header in info.controller_packet_metadata.values()))
 
 
 def p4info_to_text(p4info):

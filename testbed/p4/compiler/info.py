@@ -6,7 +6,7 @@ expression text, digests after the struct type they send.
 """
 from testbed.p4 import program as P
 from testbed.p4.frontend import types as T
-from testbed.p4.frontend.ast import annotation_value
+from testbed.p4.frontend.ast import annotation_value, walk_nodes, walk_statements
 
 _COUNTER_UNITS = {"packets": "PACKETS", "bytes": "BYTES", "packets_and_bytes": "BOTH"}
 _METER_UNITS = {"packets": "PACKETS", "bytes": "BYTES"}
@@ -21,6 +21,116 @@ def _location(model, node):
     return P.SourceLocation(filename, line) if filename else None
 
 
+_CONTROL_ROLES = ("verify_checksum", "ingress", "egress", "compute_checksum", "deparser")
+
+
+def _action_uses(control, uses, local_actions):
+    """Append the actions ``control`` and the controls it instantiates use, in p4c's order.
+
+    Args:
+        control: a ControlModel; its sub-control instances count at their declaration.
+        uses: list of ``(action symbol, from a table)`` to extend: tables' action lists and
+            default actions in declaration order first, then direct calls in apply order.
+        local_actions: list of the control-local action symbols in declaration order to extend
+            (a sub-control's actions where its instance is declared).
+    """
+    table_uses = []
+
+    def declarations(block):
+        for local in block.decl.locals:
+            if local.kind == "action":
+                local_actions.append(block.actions[local.name])
+            elif local.kind == "instance" and local.name in block.subcontrols:
+                declarations(block.subcontrols[local.name])
+            elif local.kind == "table":
+                table = block.tables[local.name]
+                table_uses.extend((ref.symbol, True) for ref in table.action_refs)
+                if table.default_action is not None:
+                    table_uses.append((table.default_action[0], True))
+
+    def calls(block):
+        for statement in walk_statements(block.decl.body):
+            if statement.kind != "call_statement":
+                continue
+            func = statement.call.func
+            if func.kind == "name":
+                symbol = block.scope.lookup(func.name)
+                if symbol is not None and symbol.kind == "action":
+                    uses.append((symbol, False))
+            elif (func.kind == "member" and func.member == "apply" and func.expr.kind == "name"
+                  and func.expr.name in block.subcontrols):
+                calls(block.subcontrols[func.expr.name])
+
+    declarations(control)
+    uses.extend(table_uses)
+    calls(control)
+
+
+def control_plane_actions(pipeline):
+    """The actions P4Info lists, in p4c's order, each with whether its parameters are listed.
+
+    p4c writes P4Info from its frontend's output (``serializeP4RuntimeIfRequired`` runs
+    before the midend), in which sub-controls are inlined where they are instantiated, an
+    action called from another action is inlined into it (so it is not listed unless used
+    elsewhere), a top-level action gets a copy at the start of each control using it (in the
+    order of first use), and an action called directly from an apply block has the
+    parameters the call binds removed.  The P4Info analyzer then visits the controls in
+    pipeline order and keeps the first copy of each name: the table's copy (with its
+    parameters) when a table of that control lists the action, else a parameterless one.
+
+    Args:
+        pipeline: the Pipeline.
+
+    Returns:
+        list: ``(qualified name, action symbol, parameters listed)`` in P4Info order.
+    """
+    listed = {}
+    for role in _CONTROL_ROLES:
+        control = pipeline.controls.get(role)
+        if control is None:
+            continue
+        uses, local_actions = [], []
+        _action_uses(control, uses, local_actions)
+        from_table = {}
+        for symbol, via_table in uses:
+            from_table[id(symbol)] = from_table.get(id(symbol), False) or via_table
+        globals_first = []
+        for symbol, _via_table in uses:
+            if symbol.control is None and symbol not in globals_first:
+                globals_first.append(symbol)
+        for symbol in globals_first + [s for s in local_actions if id(s) in from_table]:
+            listed.setdefault(symbol.qualified, (symbol.qualified, symbol, from_table[id(symbol)]))
+    return list(listed.values())
+
+
+def _extern_function_calls(pipeline, actions):
+    """The extern functions called from the controls' apply blocks or from ``actions`` (and the
+    actions these call), sorted.
+
+    Args:
+        pipeline: the Pipeline.
+        actions: the action symbols P4Info lists.
+    """
+    names = set()
+    pending = [(control.decl.body, control.scope) for control in pipeline.all_controls]
+    pending += [(symbol.decl.body, symbol.scope) for symbol in actions]
+    seen = set()
+    while pending:
+        body, scope = pending.pop()
+        for node in walk_nodes(body):
+            if node.kind != "call" or node.func.kind != "name":
+                continue
+            symbol = scope.lookup(node.func.name)
+            if symbol is None:
+                continue
+            if symbol.kind == "extern_function":
+                names.add(symbol.name)
+            elif symbol.kind == "action" and id(symbol) not in seen:
+                seen.add(id(symbol))
+                pending.append((symbol.decl.body, symbol.scope))
+    return sorted(names)
+
+
 def build_info(model, pipeline, table_entries):
     """Return the ProgramInfo of ``pipeline``.
 
@@ -30,11 +140,13 @@ def build_info(model, pipeline, table_entries):
         table_entries: dict table name -> list of ConstEntry (already converted).
     """
     info = P.ProgramInfo(name=model.name)
-    for name, symbol in sorted(pipeline.actions.items()):
+    listed_actions = control_plane_actions(pipeline)
+    info.extern_function_calls = _extern_function_calls(pipeline, [symbol for _, symbol, _ in listed_actions])
+    for name, symbol, from_table in listed_actions:
         decl = symbol.decl
         params = []
         for param, param_symbol in zip(decl.params, decl.param_symbols):
-            if param.direction:
+            if param.direction or not from_table:
                 continue
             width = T.scalar_width(param_symbol.type)
             if width is None:

@@ -6,7 +6,7 @@ actions, tables, variables, nested control instances) and the fully
 qualified names p4c would give them (``MyIngress.ipv4_lpm``).
 """
 from testbed.p4.frontend import types as T
-from testbed.p4.frontend.ast import annotation_value, expression_text, has_annotation, walk_statements
+from testbed.p4.frontend.ast import annotation_value, expression_text, has_annotation
 from testbed.p4.frontend.checker import Scope, Symbol
 
 
@@ -121,7 +121,7 @@ class Pipeline:
         self.all_controls = []  # every control instance, nested ones included
         self.tables = {}  # qualified name -> TableModel
         self.instances = {}  # qualified name -> Symbol (extern instances, global and local)
-        self.actions = {}  # qualified name -> Symbol
+        self.actions = {}  # qualified name -> Symbol: the actions tables name
 
 
 def build_pipeline(model):
@@ -148,36 +148,7 @@ def build_pipeline(model):
         args = model.pipeline_args.get(role, [])
         pipeline.controls[role] = _build_control(model, model.controls[control_name], control_name, pipeline,
                                                  args, model.global_scope, model.main)
-    for control in pipeline.all_controls:
-        _collect_called_actions(pipeline, control)
     return pipeline
-
-
-def _collect_called_actions(pipeline, control):
-    """Add the actions a control calls directly (in its apply block or from other actions) to ``pipeline.actions``.
-
-    p4c lists every action that survives its frontend in P4Info, not only the ones a table
-    names: ``collectControlSymbols`` (control-plane/p4RuntimeSymbolTable.cpp) adds every
-    ``P4Action`` among the control's locals, after ``RemoveAllUnusedDeclarations`` dropped
-    the unused ones and ``LocalizeAllActions`` copied the top-level actions a control uses
-    into it (keeping their names).  So an action called directly, e.g. ``send_to_cpu();``
-    in an apply block, gets a P4Info entry and an id by p4c's usual rule.
-    """
-    pending = [(control.decl.body, control.scope)]
-    for table in control.tables.values():
-        pending.extend((ref.symbol.decl.body, ref.symbol.scope) for ref in table.action_refs)
-    seen = set()
-    while pending:
-        body, scope = pending.pop()
-        for statement in walk_statements(body):
-            if statement.kind != "call_statement" or statement.call.func.kind != "name":
-                continue
-            symbol = scope.lookup(statement.call.func.name)
-            if symbol is None or symbol.kind != "action" or id(symbol) in seen:
-                continue
-            seen.add(id(symbol))
-            pipeline.actions.setdefault(symbol.qualified, symbol)
-            pending.append((symbol.decl.body, symbol.scope))
 
 
 def _declare_params(model, scope, params, owner_list):

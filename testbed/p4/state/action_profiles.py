@@ -5,16 +5,18 @@ What we follow and where it is documented:
 * Group member choice.  BMv2's action profile (``ActionProfile::GroupMgr::
   get_from_hash`` in p4lang/behavioral-model ``src/bm_sim/action_profile.cpp``)
   keeps each group's members in a sorted set of member handles and picks the
-  n-th one with ``n = hash % group_size``.  Here the set is sorted by P4Runtime
-  member id, which is the same order as BMv2's handles when a controller
-  creates members in increasing id order (handles are allocated in creation
-  order by the PI server).
+  n-th one with ``n = hash % group_size``.  BMv2 allocates a member handle when
+  the member is created, the lowest one free (``HandleMgr::get_handle``), so the
+  order is neither the member ids' nor the group's list order: we keep the
+  same handles and sort by them.
 * Weighted members.  BMv2 itself has no weights; the PI P4Runtime server in
   front of it (p4lang/PI ``proto/frontend/src/action_prof_mgr.cpp``,
   ``ActionProfMemberMap`` keeping several target handles per member) realizes a
-  member of weight *w* as *w* copies of that member in the group.  We do the
-  same: the selection list holds each member id *weight* times (consecutively,
-  members sorted by id) and the choice is ``selection[hash % len(selection)]``.
+  member of weight *w* as *w* BMv2 members (handles): a group update walks the
+  members in id order and creates the copies a member lacks (lowest free
+  handles again), and afterwards deletes, last first, the copies that no group
+  needs any more.  We do the same: the selection list holds one member id per
+  handle, in handle order, and the choice is ``selection[hash % len(selection)]``.
 * Group size.  As in PI's ``validate_max_group_size`` and the P4Runtime spec
   (ActionProfileGroup.max_size): a negative ``max_size`` or one larger than the
   P4Info ``max_group_size`` is INVALID_ARGUMENT; a group whose total weight
@@ -26,6 +28,7 @@ What we follow and where it is documented:
 * The P4Info ``size`` of a profile bounds the number of members
   (RESOURCE_EXHAUSTED beyond it).
 """
+import heapq
 import threading
 
 from testbed.p4.state.errors import StateError
@@ -57,19 +60,20 @@ class Group:
 
     Attributes:
         group_id: the P4Runtime group id.
-        members: list of ``(member_id, weight)`` sorted by member id.
+        members: list of ``(member_id, weight)`` sorted by member id (as P4Runtime reads list them).
         max_size: the ``max_size`` given at creation (0 = target maximum).
         selection: tuple of member ids, each repeated ``weight`` times, in the
-            order the hash indexes (see the module docstring).
+            order the hash indexes: BMv2's member handles (see the module docstring).
     """
 
     __slots__ = ("group_id", "members", "max_size", "selection")
 
-    def __init__(self, group_id, members, max_size):
+    def __init__(self, group_id, members, max_size, handles):
         self.group_id = group_id
         self.members = members
         self.max_size = max_size
-        self.selection = tuple(mid for mid, weight in members for _ in range(weight))
+        pairs = sorted((handle, mid) for mid, weight in members for handle in handles[mid][:weight])
+        self.selection = tuple(mid for _handle, mid in pairs)
 
     def __repr__(self):
         return f"Group({self.group_id}, members={self.members}, max_size={self.max_size})"
@@ -113,6 +117,41 @@ class ActionProfileState:
             self._groups = {}
             self._member_refs = {}
             self._group_refs = {}
+            # BMv2's member handles: per member its copies' handles (the first is its own) and
+            # PI's count of users per weight (the member itself counts as one of weight 1)
+            self._handles = {}
+            self._weight_users = {}
+            self._next_handle = 0
+            self._free_handles = []  # a heap: released handles below _next_handle
+
+    def _new_handle(self):
+        if self._free_handles:
+            return heapq.heappop(self._free_handles)
+        self._next_handle += 1
+        return self._next_handle - 1
+
+    def _update_copies(self, old_members, new_members):
+        """PI's group update: copies created in member id order, unneeded ones deleted afterwards."""
+        old, new = dict(old_members), dict(new_members)
+        changed = sorted(set(old) | set(new))
+        for member_id in changed:
+            handles = self._handles[member_id]
+            while len(handles) < new.get(member_id, 0):
+                handles.append(self._new_handle())
+            users = self._weight_users[member_id]
+            if old.get(member_id):
+                users[old[member_id]] -= 1
+            if new.get(member_id):
+                users[new[member_id]] = users.get(new[member_id], 0) + 1
+        for member_id in changed:
+            self._purge_copies(member_id)
+
+    def _purge_copies(self, member_id):
+        users = self._weight_users[member_id]
+        needed = max((weight for weight, count in users.items() if count > 0), default=1)
+        handles = self._handles[member_id]
+        while len(handles) > needed:
+            heapq.heappush(self._free_handles, handles.pop())
 
     # --- members -----------------------------------------------------------
 
@@ -143,6 +182,8 @@ class ActionProfileState:
                                  f"{self._where}: full ({self.info.size} members)")
             self._members[member_id] = Member(member_id, call.action, call.args)
             self._member_refs[member_id] = 0
+            self._handles[member_id] = [self._new_handle()]
+            self._weight_users[member_id] = {1: 1}
 
     def modify_member(self, member_id, call):
         """Replace a member's action call.
@@ -174,6 +215,9 @@ class ActionProfileState:
                                  f"{self._member_refs[member_id]} group(s)/table entries")
             del self._members[member_id]
             del self._member_refs[member_id]
+            for handle in self._handles.pop(member_id):
+                heapq.heappush(self._free_handles, handle)
+            del self._weight_users[member_id]
 
     def get_member(self, member_id):
         """The :class:`Member` with this id, or None."""
@@ -239,7 +283,8 @@ class ActionProfileState:
             sorted_members = self._check_group_members(group_id, members, max_size)
             for member_id, _ in sorted_members:
                 self._member_refs[member_id] += 1
-            self._groups[group_id] = Group(group_id, sorted_members, max_size)
+            self._update_copies([], sorted_members)
+            self._groups[group_id] = Group(group_id, sorted_members, max_size, self._handles)
             self._group_refs[group_id] = 0
 
     def modify_group(self, group_id, members, max_size=None):
@@ -271,7 +316,10 @@ class ActionProfileState:
                 self._member_refs[member_id] += 1
             for member_id, _ in old.members:
                 self._member_refs[member_id] -= 1
-            self._groups[group_id] = Group(group_id, sorted_members, max_size)
+            self._update_copies(old.members, sorted_members)
+            self._groups[group_id] = Group(group_id, sorted_members, max_size, self._handles)
+            # other groups' selections stay valid: a group update only adds or removes copies
+            # beyond what any other group uses
 
     def delete_group(self, group_id):
         """Remove a group.
@@ -290,6 +338,7 @@ class ActionProfileState:
                                  f"{self._group_refs[group_id]} table entries")
             for member_id, _ in group.members:
                 self._member_refs[member_id] -= 1
+            self._update_copies(group.members, [])
             del self._groups[group_id]
             del self._group_refs[group_id]
 
