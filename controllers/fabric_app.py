@@ -28,9 +28,9 @@ no module-level mutable state.  Events (``os_ken.controller.event.EventBase``):
 :class:`EventLinkStatus`, :class:`EventFlowsAnnounced`,
 :class:`EventParamsChanged`, :class:`EventFabricProgrammed`.
 
-Modes (option ``[fabric] mode``): ``ecmp`` (routes, reaction to failures),
-``route-only`` (program once, ignore failures: ``testbed net up --program``),
-``te`` (``ecmp`` plus the TE app).  With ``[fabric] oneshot = true`` the
+Routing (option ``[fabric] routing``; ``mode`` is its deprecated old name):
+``ecmp`` (routes, reaction to failures), ``route-only`` (program once, ignore
+failures), ``te`` (``ecmp`` plus the TE app).  With ``[fabric] oneshot = true`` the
 controller exits after programming (status 0, or 1 on error).
 
 os-ken, eventlet and gRPC
@@ -71,7 +71,7 @@ from testbed.modes import PARAMETERS
 
 LOG = logging.getLogger("testbed.controllers.fabric_app")
 
-MODES = ("ecmp", "route-only", "te")
+ROUTINGS = ("ecmp", "route-only", "te")
 
 FABRIC_OPTS = [
     cfg.StrOpt("state_file", default="/run/testbed/net.json",
@@ -81,7 +81,7 @@ FABRIC_OPTS = [
                     "else p4src/l3_ecmp.p4)"),
     cfg.StrOpt("target", default="auto", help="P4 target: auto, embedded or bmv2"),
     cfg.BoolOpt("push_pipeline", default=True, help="SetForwardingPipelineConfig before writing routes"),
-    cfg.StrOpt("mode", default="ecmp", help="ecmp, route-only or te"),
+    cfg.StrOpt("routing", default="ecmp", deprecated_name="mode", help="ecmp, route-only or te"),
     cfg.BoolOpt("oneshot", default=False, help="exit after programming the fabric"),
     cfg.IntOpt("election_id_high", default=0, help="P4Runtime election id (high)"),
     cfg.IntOpt("election_id_low", default=1, help="P4Runtime election id (low)"),
@@ -169,7 +169,7 @@ class FabricConfig:
     program: Optional[str] = None
     target: str = "auto"
     push_pipeline: bool = True
-    mode: str = "ecmp"
+    routing: str = "ecmp"
     oneshot: bool = False
     election_id: tuple = (0, 1)
     rest_host: str = "127.0.0.1"
@@ -188,14 +188,14 @@ class FabricConfig:
         """Build from an oslo.config group (``cfg.CONF.fabric``).
 
         Raises:
-            ParameterError: unknown mode.
+            ParameterError: unknown routing.
         """
         from testbed.errors import ParameterError
 
-        if group.mode not in MODES:
-            raise ParameterError("fabric.mode", group.mode, "one of: " + ", ".join(MODES))
+        if group.routing not in ROUTINGS:
+            raise ParameterError("fabric.routing", group.routing, "one of: " + ", ".join(ROUTINGS))
         return cls(state_file=group.state_file, program=group.program, target=group.target,
-                   push_pipeline=group.push_pipeline, mode=group.mode, oneshot=group.oneshot,
+                   push_pipeline=group.push_pipeline, routing=group.routing, oneshot=group.oneshot,
                    election_id=(group.election_id_high, group.election_id_low),
                    rest_host=group.rest_host, rest_port=group.rest_port,
                    params={name: getattr(group, name) for name in PARAMETERS
@@ -227,7 +227,7 @@ class FabricContext:
         self.finished = threading.Event()
         self.exit_status = 0
         self._lock = threading.Lock()
-        self._status = {"ready": False, "error": None, "mode": self.config.mode, "routes_version": 0,
+        self._status = {"ready": False, "error": None, "routing": self.config.routing, "routes_version": 0,
                         "last_failure_notice": None, "last_routes_written": None,
                         "last_reaction_s": None, "reactions": [], "failed_links": [],
                         "params": {}, "notes": [], "te": {"enabled": False, "version": 0, "entries": 0,
@@ -403,7 +403,7 @@ class FabricRoutingApp(app_manager.OSKenApp):
                      len(switches), written, time.monotonic() - started, pipeline.program_path,
                      pipeline.target)
             self.send_event_to_observers(EventFabricProgrammed(1))
-            if config.port_poll_ms > 0 and config.mode != "route-only":
+            if config.port_poll_ms > 0 and config.routing != "route-only":
                 self._start_port_monitor()
             if config.oneshot:
                 fabric.finish(0)
@@ -449,8 +449,8 @@ class FabricRoutingApp(app_manager.OSKenApp):
         pair = frozenset((ev.a, ev.b))
         LOG.info("link %s-%s %s noticed at %.6f (from %s)", ev.a, ev.b, ev.status, ev.noticed_at, ev.source)
         fabric.update_status(last_failure_notice=ev.noticed_at)
-        if fabric.config.mode == "route-only":
-            LOG.info("route-only mode: link %s-%s %s not acted upon", ev.a, ev.b, ev.status)
+        if fabric.config.routing == "route-only":
+            LOG.info("route-only routing: link %s-%s %s not acted upon", ev.a, ev.b, ev.status)
             return
         before = set(self.failed_pairs)
         if ev.status == "down":

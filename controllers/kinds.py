@@ -1,6 +1,7 @@
-"""The controller kinds a running fabric can have, behind one small interface.
+"""The routing controllers every mechanism builds on, behind the interface of :mod:`testbed.controllers.contract`.
 
-``controller=`` of :class:`testbed.fabrics.Fabric` (and ``controller.kind`` of a spec) picks one:
+The load-balancing mechanism declares them (``testbed/mechanisms/lb``); other
+mechanisms' controllers (F10's, DSF's) extend them:
 
 * ``static``: :class:`StaticController` runs the project's
   :class:`~testbed.controllers.fabric_programmer.FabricProgrammer` in the
@@ -8,73 +9,20 @@
   parameters, and after each failure waits ``detection_delay_ms`` (standing
   for failure detection) and recomputes routes without the failed links,
   recording when it reacted.
-* ``none``: the same programming, but routes never change after a failure
-  (the no-recovery baseline).
+* ``none``: :class:`NoRecoveryController`, the same programming, but routes never
+  change after a failure (the no-recovery baseline).
 * ``osken``: the os-ken fabric application started through
   :mod:`testbed.controllers.launcher` (:class:`OskenController`).
-* ``f10``: :class:`testbed.controllers.f10.controller.F10Controller`: programs
-  p4src/f10.p4 (backups, detector, triggers) and records the detectors'
-  reports; the data plane reroutes.
-* ``dsf``: :class:`testbed.controllers.dsf.controller.DSFController`: the os-ken
-  DSF app (:mod:`testbed.controllers.dsf.app`: node programs, reachability,
-  Input Balanced Mode on every link event) through the launcher.
-
-Every controller offers ``start(network, pipeline, mode_params, required_params, state_file=, log_path=,
-progress=)`` (``progress(step, done, total)`` is told how programming advances, where the controller knows),
-``notify(failure)`` (a :class:`Failure`), ``client(switch)`` (its P4Runtime session, if in-process),
-``reactions`` (rows of results.json's ``controller.reactions``), ``notes``, ``entries_written``,
-``mode_params_written``, ``set_time_zero(t0_ns)`` and ``stop()``.
 """
 import queue
 import threading
 import time
-from dataclasses import dataclass, field
-from typing import FrozenSet, Optional, Set, Tuple
 
+from testbed.controllers.contract import DEFAULT_DETECTION_DELAY_MS
 from testbed.controllers.fabric_programmer import programmer_for_network
 from testbed.controllers.launcher import FabricController
 from testbed.controllers.parameters import write_parameters
-from testbed.errors import ParameterError, TestbedError
-
-CONTROLLER_KINDS = ("static", "none", "osken", "f10", "dsf")
-DEFAULT_DETECTION_DELAY_MS = 50.0
-
-
-@dataclass
-class Failure:
-    """A failure (or repair) applied to a running fabric, as a controller is told of it.
-
-    Attributes:
-        action: ``link_down``, ``link_up``, ``switch_crash`` or ``lossy_link``.
-        link: the two node names of a link action.
-        switch: the switch of ``switch_crash``.
-        loss: the loss fraction of ``lossy_link``.
-        applied_ns: wall-clock ns when it was applied.
-        applied_monotonic_ns: the same instant on CLOCK_MONOTONIC (the embedded switches' clock).
-        failed_links: every link down after it (frozensets of two node names).
-        crashed: every switch dead after it.
-        index: its position in a spec's ``failures`` (None when applied by hand).
-        done_ns: wall-clock ns when applying it was done.
-        mechanism: how a lossy link was emulated (``"netem"``, ``"embedded-port"``), else None.
-    """
-
-    action: str
-    link: Optional[Tuple[str, str]] = None
-    switch: Optional[str] = None
-    loss: Optional[float] = None
-    applied_ns: int = 0
-    failed_links: Set[FrozenSet[str]] = field(default_factory=set)
-    crashed: Set[str] = field(default_factory=set)
-    index: Optional[int] = None
-    done_ns: int = 0
-    mechanism: Optional[str] = None
-    applied_monotonic_ns: int = 0
-
-    def label(self):
-        """Short text for plots and logs (``link_down l1-s1``)."""
-        target = "-".join(self.link) if self.link else (self.switch or "")
-        extra = f" loss={self.loss}" if self.loss is not None else ""
-        return f"{self.action} {target}{extra}".strip()
+from testbed.errors import TestbedError
 
 
 def write_mode_params(clients, p4info, mode_params, required=()):
@@ -168,6 +116,10 @@ class _ReactingController:
         """This controller's P4Runtime session to ``switch``, or None (not in this process)."""
         return None
 
+    def results(self, t0_ns):
+        """More keys for results.json's ``controller`` section (none here; mechanisms' controllers add theirs)."""
+        return {}
+
     def _stop_worker(self):
         if self._worker is not None:
             self._queue.put(None)
@@ -206,7 +158,7 @@ class StaticController(_ReactingController):
                                                             mode_params, required_params)
         self.notes += notes
         if not self.react:
-            self.notes.append("controller.kind none: routes are never recomputed after a failure")
+            self.notes.append(f"controller.kind {self.kind}: routes are never recomputed after a failure")
         self._start_worker()
 
     def client(self, switch):
@@ -227,12 +179,25 @@ class StaticController(_ReactingController):
             self.programmer = None
 
 
+class NoRecoveryController(StaticController):
+    """Routes pushed once and never recomputed after a failure: the no-recovery baseline.
+
+    Args:
+        detection_delay_ms: recorded only (it never reacts).
+    """
+
+    kind = "none"
+
+    def __init__(self, detection_delay_ms=DEFAULT_DETECTION_DELAY_MS):
+        super().__init__(detection_delay_ms, react=False)
+
+
 class OskenController(_ReactingController):
     """The os-ken fabric application (:class:`testbed.controllers.launcher.FabricController`).
 
     Args:
         detection_delay_ms: time between a failure and the notice the app gets.
-        **options: more ``[fabric]`` options of the app (``mode="te"``, ``port_poll_ms=20``...).
+        **options: more ``[fabric]`` options of the app (``routing="te"``, ``port_poll_ms=20``...).
 
     It reads the network from the state file, pushes pipeline, routes and
     parameters; the runner tells it about each failure over its REST API
@@ -267,7 +232,7 @@ class OskenController(_ReactingController):
         """
         if not state_file:
             raise TestbedError("controller.kind osken needs the network's state file")
-        options = dict({"mode": "ecmp"}, **self.options)
+        options = dict(self.options)
         options.update(mode_params)
         self.controller = FabricController(state_file, program=pipeline.program_path, target=pipeline.target,
                                            log_path=log_path, **options)
@@ -310,38 +275,3 @@ class OskenController(_ReactingController):
         controller, self.controller = self.controller, None
         if controller is not None:
             controller.stop()
-
-
-def make_controller(kind, detection_delay_ms=DEFAULT_DETECTION_DELAY_MS, **options):
-    """The controller object of a kind (:data:`CONTROLLER_KINDS`).
-
-    Args:
-        kind: one of :data:`CONTROLLER_KINDS`.
-        detection_delay_ms: reaction delay after a failure.
-        **options: the os-ken app's ``[fabric]`` options (``osken`` and ``dsf``), or the F10
-            controller's (:attr:`testbed.controllers.f10.controller.F10Controller.OPTIONS`).
-
-    Raises:
-        ParameterError: unknown kind, or options for a kind that takes none.
-    """
-    if kind not in CONTROLLER_KINDS:
-        raise ParameterError("controller", kind, "one of: " + ", ".join(CONTROLLER_KINDS))
-    if kind == "osken":
-        return OskenController(detection_delay_ms, **options)
-    if kind == "f10":
-        # imported here: the F10 controller builds on StaticController of this module
-        from testbed.controllers.f10.controller import F10Controller
-
-        extra = sorted(set(options) - set(F10Controller.OPTIONS))
-        if extra:
-            raise ParameterError("controller_options", extra,
-                                 ", ".join(F10Controller.OPTIONS) + " for the f10 controller")
-        return F10Controller(detection_delay_ms, **options)
-    if kind == "dsf":
-        # imported here: the DSF controller builds on OskenController of this module
-        from testbed.controllers.dsf.controller import DSFController
-
-        return DSFController(detection_delay_ms, **options)
-    if options:
-        raise ParameterError("controller_options", sorted(options), "none for the static and none controllers")
-    return StaticController(detection_delay_ms, react=(kind == "static"))

@@ -20,7 +20,7 @@ e.g.::
     [fabric]
     state_file = /run/testbed/net.json
     program = p4src/l3_ecmp.p4
-    mode = ecmp
+    routing = ecmp
     rest_port = 8080
     flowlet_interval_us = 256
 
@@ -51,6 +51,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import warnings
 import time
 
 from testbed.emulation.logs import log_tail
@@ -66,20 +67,20 @@ STOP_TIMEOUT_S = 10.0
 DEFAULT_STATE_FILE = "/run/testbed/net.json"
 
 
-def apps_for_mode(mode, rest=True):
-    """The app modules a controller runs in ``mode`` (``ecmp``, ``route-only``, ``te``).
+def apps_for_routing(routing, rest=True):
+    """The app modules a controller runs for ``routing`` (``ecmp``, ``route-only``, ``te``).
 
     Raises:
-        ParameterError: unknown mode.
+        ParameterError: unknown routing.
     """
-    from testbed.controllers.fabric_app import MODES
+    from testbed.controllers.fabric_app import ROUTINGS
 
-    if mode not in MODES:
-        raise ParameterError("mode", mode, "one of: " + ", ".join(MODES))
+    if routing not in ROUTINGS:
+        raise ParameterError("routing", routing, "one of: " + ", ".join(ROUTINGS))
     apps = [APP_ROUTING]
     if rest:
         apps.append(APP_REST)
-    if mode == "te":
+    if routing == "te":
         apps.append(APP_TE)
     return apps
 
@@ -174,7 +175,7 @@ class FabricController:
     Args:
         state_file: the running network's state file.
         program: P4 program to push (default: the one the switches name, else l3_ecmp).
-        mode: ``ecmp``, ``route-only`` or ``te``.
+        routing: ``ecmp``, ``route-only`` or ``te`` (``mode``: its deprecated old name).
         target: ``auto``, ``embedded`` or ``bmv2``.
         rest_port: REST port (default: a free port).
         log_path: where the controller logs (default: a temporary file, removed at stop).
@@ -187,19 +188,23 @@ class FabricController:
         process: the ``subprocess.Popen`` while it runs.
     """
 
-    def __init__(self, state_file=DEFAULT_STATE_FILE, program=None, mode="ecmp", target="auto",
+    def __init__(self, state_file=DEFAULT_STATE_FILE, program=None, routing="ecmp", target="auto",
                  rest_port=None, log_path=None, flows=None, **options):
         from testbed.controllers.fabric_app import FABRIC_OPTS
         from testbed.controllers.notify import FabricControllerClient
 
+        if "mode" in options:
+            warnings.warn("the os-ken controller's option 'mode' is now 'routing'", DeprecationWarning,
+                          stacklevel=2)
+            routing = options.pop("mode")
         known = {opt.dest for opt in FABRIC_OPTS}
         unknown = sorted(set(options) - known)
         if unknown:
             raise ParameterError("controller option", unknown[0], ", ".join(sorted(known)))
-        self.apps = apps_for_mode(mode, rest=not options.get("oneshot"))
+        self.apps = apps_for_routing(routing, rest=not options.get("oneshot"))
         self.rest_port = rest_port or free_port()
         options.setdefault("watch_pid", os.getpid())
-        self.options = dict(options, state_file=state_file, program=program, mode=mode, target=target,
+        self.options = dict(options, state_file=state_file, program=program, routing=routing, target=target,
                             rest_port=self.rest_port)
         self.flows = flows
         self.log_path = log_path
@@ -355,7 +360,7 @@ def program_fabric(state_file=DEFAULT_STATE_FILE, program=None, target="auto", t
     Raises:
         TestbedError: programming failed (with the controller's log tail).
     """
-    controller = FabricController(state_file, program=program, mode="route-only", target=target,
+    controller = FabricController(state_file, program=program, routing="route-only", target=target,
                                   log_path=log_path, oneshot=True, **options)
     controller.launch()
     try:

@@ -6,7 +6,7 @@ The controller (:mod:`testbed.controllers.fabric_app`) serves, on
 =======  ====================  =============================================================
 method   path                  body / answer
 =======  ====================  =============================================================
-GET      ``/fabric/status``    ``{"ready", "error", "mode", "routes_version",
+GET      ``/fabric/status``    ``{"ready", "error", "routing", "routes_version",
                                "last_failure_notice", "last_routes_written",
                                "last_reaction_s", "reactions": [{"link", "status", "source",
                                "noticed_at", "routes_written_at", "reaction_s",
@@ -16,7 +16,7 @@ GET      ``/fabric/status``    ``{"ready", "error", "mode", "routes_version",
 POST     ``/fabric/links``     ``{"a": "leaf0", "b": "spine0", "status": "down"}`` -> 202
                                ``{"accepted": true, "noticed_at": t}``
 POST     ``/fabric/flows``     ``{"flows": [{"name", "src", "dst", "rate", "match"}],
-                               "replace": true}`` -> 202 (TE mode)
+                               "replace": true}`` -> 202 (TE routing)
 POST     ``/fabric/params``    ``{"flowlet_interval_us": 256, "hash_seed": 7,
                                "flowlet_load_aware": 1}`` -> 202
 =======  ====================  =============================================================

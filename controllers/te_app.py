@@ -14,7 +14,7 @@ the fallback.  On a link status event the flows are placed again without the
 failed links and only the entries that changed are written.
 
 Runs with the routing app and shares its :class:`FabricContext` (P4Runtime
-sessions); started by :mod:`testbed.controllers.launcher` in mode ``te``.
+sessions); started by :mod:`testbed.controllers.launcher` with routing ``te``.
 """
 import json
 import logging
@@ -113,7 +113,7 @@ class FabricTeApp(app_manager.OSKenApp):
             self.failed_pairs.add(pair)
         else:
             self.failed_pairs.discard(pair)
-        if self.enabled and self.fabric.config.mode != "route-only":
+        if self.enabled and self.fabric.config.routing != "route-only":
             self._place(f"link {ev.a}-{ev.b} {ev.status}")
 
     def _place(self, reason):

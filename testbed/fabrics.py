@@ -32,8 +32,8 @@ import tempfile
 import threading
 import time
 
-from testbed.controllers.f10.controller import PKTGEN_PORT
-from testbed.controllers.kinds import CONTROLLER_KINDS, DEFAULT_DETECTION_DELAY_MS, Failure, make_controller
+from testbed.controllers.contract import DEFAULT_DETECTION_DELAY_MS, FAILURE_ACTIONS, Failure
+from testbed.mechanisms import controller_kind, default_controller_kind, make_controller
 from testbed.emulation.network import FabricNetwork
 from testbed.emulation.progress import Progress
 from testbed.emulation.signals import signals_deferred, termination_as_interrupt
@@ -47,7 +47,6 @@ from testbed.traffic.collectives import run_collective
 from testbed.traffic.hosts import ProcessRegistry, from_mininet
 from testbed.traffic.streams import run_streams
 
-FAILURE_ACTIONS = ("link_down", "link_up", "switch_crash", "lossy_link")
 PRIVATE_STATE_DIR = "/run/testbed"
 FABRIC_LOG = "fabric.log"  # in log_dir: the bring-up and teardown events
 PING_BATCH_HOSTS = 8  # source hosts probing at once in unreachable_pairs (each pings all its peers at once)
@@ -66,20 +65,22 @@ class Fabric:
         topology: a topology kind (``"clos"``, ``"fattree"``, ``"abfattree"``, ``"dsf"``...; see
             ``testbed topo kinds``) with its parameters in ``topo_params``, or a built
             :class:`~testbed.topologies.base.FabricTopo`.
-        program: a mode (``"ecmp"``, ``"eecmp"``, ``"spray"``, ``"flowlet"``, ``"pinning"``), a P4 file,
-            or a program under ``p4src/`` by name (``"l3_ecmp"``); None runs Linux bridges with
-            spanning tree and no P4 (and no controller).
-        target: ``"auto"`` (BMv2 when installed, else the embedded target), ``"embedded"`` or ``"bmv2"``.
-        controller: ``"static"`` (in-process, reroutes ``detection_delay_ms`` after each failure it is
-            told of), ``"none"`` (routes never change) or ``"osken"`` (the os-ken apps).
+        program: a mode (``"ecmp"``, ``"f10"``...: ``testbed.modes.MODES``), a P4 file, or a program
+            under ``p4src/`` by name (``"l3_ecmp"``); None runs Linux bridges with spanning tree and
+            no P4 (and no controller).
+        target: ``"auto"`` (BMv2 when installed and the run needs nothing only the embedded target
+            has, else the embedded target), ``"embedded"`` or ``"bmv2"``.
+        controller: a controller kind (``testbed.mechanisms.controller_kinds()``: ``"static"`` reroutes
+            ``detection_delay_ms`` after each failure it is told of, ``"none"`` never does, ``"osken"``
+            runs the os-ken apps, a mechanism's own such as ``"f10"``); default: the mode's, else static.
         mode_params: run-time parameters (:data:`testbed.modes.PARAMETERS`), checked here.
         required_params: parameter names the program must carry (refused at start otherwise);
             default: those of ``mode_params`` that the program's mode takes.
         seed: the seed of the switches' random choices (``random`` extern, per-port loss draws).
-        detection_delay_ms: the static and os-ken controllers' reaction delay.
-        controller_options: more options of the controller: the os-ken controller's ``[fabric]``
-            options (``mode="te"``, ``port_poll_ms=20``...) or the f10 controller's
-            (``monitored_switches``, ``pushback``).
+        detection_delay_ms: the controller's reaction delay (default: the mode's, else 50 ms).
+        controller_options: more options of the controller (those its kind declares; the os-ken
+            controller's ``[fabric]`` options such as ``routing="te"``, ``port_poll_ms=20``); a mode
+            with its own controller gives it its options first.
         shape_links: shape every link to its capacity with tc htb.
         pcap: per-port pcaps in ``log_dir``.
         packet_log: BMv2's per-packet log (slow; off by default).
@@ -97,9 +98,8 @@ class Fabric:
         ParameterError: a bad topology, program, target, controller or parameter (named).
     """
 
-    def __init__(self, topology, program=None, target="auto", controller="static", mode_params=None,
-                 required_params=None, seed=0, detection_delay_ms=DEFAULT_DETECTION_DELAY_MS, controller_options=None,
-                 shape_links=False,
+    def __init__(self, topology, program=None, target="auto", controller=None, mode_params=None,
+                 required_params=None, seed=0, detection_delay_ms=None, controller_options=None, shape_links=False,
                  pcap=False, packet_log=False, log_dir=None, state_file=None, controller_log=None, progress=None,
                  log_level="warning", **topo_params):
         if isinstance(topology, FabricTopo):
@@ -111,19 +111,23 @@ class Fabric:
             self.topo = make_topology(topology, **topo_params)
         if target not in TARGETS:
             raise ParameterError("target", target, "one of: " + ", ".join(TARGETS))
-        if controller not in CONTROLLER_KINDS:
-            raise ParameterError("controller", controller, "one of: " + ", ".join(CONTROLLER_KINDS))
         self.mode, self.program = (None, None) if program is None else resolve_program(program)
+        mode = MODES[self.mode] if self.mode else None
+        controller = controller or (mode and mode.controller) or default_controller_kind()
+        controller_kind(controller)  # a kind that exists
         self.mode_params = check_parameters(dict(mode_params or {}))
         if required_params is None:
-            taken = MODES[self.mode].parameters if self.mode else ()
+            taken = mode.parameters if mode else ()
             required_params = [name for name in self.mode_params if name in taken]
         self.required_params = tuple(required_params)
         self.requested_target = target
         self.controller_kind = controller if program is not None else None
         self.seed = int(seed)
+        if detection_delay_ms is None:
+            detection_delay_ms = (mode and mode.detection_delay_ms) or DEFAULT_DETECTION_DELAY_MS
         self.detection_delay_ms = float(detection_delay_ms)
-        self.controller_options = dict(controller_options or {})
+        options_of_mode = dict(mode.controller_options) if mode and mode.controller == controller else {}
+        self.controller_options = dict(options_of_mode, **(controller_options or {}))
         self.shape_links = shape_links
         self.pcap = pcap
         self.packet_log = packet_log
@@ -175,8 +179,9 @@ class Fabric:
                 progress.event(f"loading {os.path.basename(self.program)} for the {self.target} target")
                 self.pipeline = pipeline_config(self.program, self.target)
             state_file = self.state_file
-            if state_file is None and self.controller_kind == "osken":
-                # the os-ken app reads the network from a state file: a private one
+            reads_state = self.controller_kind is not None and controller_kind(self.controller_kind).reads_state_file
+            if state_file is None and reads_state:
+                # the controller reads the network from a state file: a private one
                 state_file = self._private_state_file = os.path.join(PRIVATE_STATE_DIR,
                                                                      f"fabric-{os.getpid()}.json")
             progress.event(f"starting {self.topo.kind}: {len(self.topo.switches())} {self.target} switches, "
@@ -189,7 +194,7 @@ class Fabric:
             self._registry = ProcessRegistry()
             if self.controller_kind is not None:
                 progress.event(f"controller {self.controller_kind}: pushing pipeline, routes and parameters")
-                if self.controller_kind == "osken":
+                if reads_state:
                     self.network.publish_state()
                 self.controller = make_controller(self.controller_kind, self.detection_delay_ms,
                                                   **self.controller_options)
@@ -224,8 +229,9 @@ class Fabric:
             params["seed"] = self.seed
         else:
             params["packet_log"] = self.packet_log
-            if self.mode and MODES[self.mode].packet_generator:
-                params["pktgen_port"] = PKTGEN_PORT
+            port = MODES[self.mode].packet_generator_port if self.mode else None
+            if port is not None:
+                params["pktgen_port"] = port  # BMv2 has no packet generator: an injector's port
         return params
 
     def _start_network(self):
@@ -674,6 +680,9 @@ def fabric(topology, **options):
 def spec_fabric(spec, target=None, **options):
     """A :class:`Fabric` for an experiment spec (topology, program, controller, parameters, seed).
 
+    The parameters the spec gave itself must be carried by the program; those drawn from
+    its seed need not be.
+
     Args:
         spec: an :class:`~testbed.experiment.spec.ExperimentSpec`.
         target: overrides the spec's target.
@@ -681,12 +690,11 @@ def spec_fabric(spec, target=None, **options):
     """
     mode = MODES[spec.mode] if spec.mode else None
     required = [name for name in (mode.parameters if mode else ())
-                if name != "hash_seed" and name in spec.mode_params]
-    options_of_mode = dict(mode.controller_options) if mode and mode.controller == spec.controller.kind else {}
+                if name in spec.mode_params and name not in spec.seeded_params]
     return Fabric(spec.build_topology(), program=spec.mode or spec.program, target=target or spec.target,
                   controller=spec.controller.kind, mode_params=spec.mode_params, required_params=required,
                   seed=spec.seed, detection_delay_ms=spec.controller.detection_delay_ms,
-                  controller_options=dict(options_of_mode, **spec.controller.options()),
+                  controller_options=spec.controller.options_for(spec.controller.kind),
                   shape_links=spec.topology.shape_links, **options)
 
 

@@ -1,11 +1,15 @@
-"""The fabric measurements of a run (testbed/experiment/dsf_metrics.py) on hand-made counters and samples."""
+"""DSF's fabric measurements of a run (testbed/mechanisms/dsf/metrics.py) on hand-made counters and samples."""
 from types import SimpleNamespace
 
 import pytest
 
-from testbed.experiment import dsf_metrics as M
-from testbed.experiment.results import DSF_SCHEMA, DROPS_BY_PLACE_SCHEMA, check_schema
+from testbed.experiment.counters import drops_by_place, ever_failed
+from testbed.experiment.results import RESULTS_SCHEMA, check_schema, merge_schema
+from testbed.mechanisms.dsf import metrics as M
+from testbed.mechanisms.dsf.run import DSF_SCHEMA, DSFHooks
 from testbed.topologies.registry import make_topology
+
+DROPS_BY_PLACE_SCHEMA = merge_schema(RESULTS_SCHEMA, DSFHooks.results_schema)["dataplane"]["drops_by_place"]
 
 
 def graph():
@@ -37,7 +41,9 @@ def test_drops_are_placed_by_the_link_they_happened_on():
     clients = {"rdsw1": Counters({"dsf_drops": {0: (2, 0), 1: (13, 0), 2: (1, 0)},
                                   "MyIngress.dsf_fabric_drops": {0: (4, 0)}}),
                "fdsw0": Counters({"MyIngress.dsf_fabric_drops": {0: (17, 0), 1: (19, 0)}})}
-    places = M.drops_by_place(g, port_drops, clients, failed_pairs=[("rdsw0", "fdsw1")])
+    places = drops_by_place(g, port_drops, failed_pairs=[("rdsw0", "fdsw1")])
+    assert places["fabric"] == 5 + 11  # without the DSF places: the link queues
+    M.add_dsf_drop_places(places, g, clients)
     assert (places["host_port"], places["fabric_link_queue"], places["link_down"]) == (3, 5 + 11, 7)
     assert (places["voq_tail"], places["reassembly_timeout"], places["late_cell"]) == (2, 13, 1)
     assert (places["no_reachability"], places["no_reachability_in_fabric"], places["ttl"]) == (21, 17, 19)
@@ -110,7 +116,7 @@ def test_failed_links_during_a_run_include_a_crashed_switch_s_links():
     failures = [SimpleNamespace(link=("rdsw0", "fdsw0"), switch=None),
                 SimpleNamespace(link=None, switch="fdsw1"), SimpleNamespace(link=("rdsw1", "fdsw0"), switch=None)]
     log = [{"applied_at_s": 1.0}, {"applied_at_s": 2.0}, {"applied_at_s": None}]
-    assert M.ever_failed(failures, log, g) == {frozenset(("rdsw0", "fdsw0")), frozenset(("fdsw1", "rdsw0")),
+    assert ever_failed(failures, log, g) == {frozenset(("rdsw0", "fdsw0")), frozenset(("fdsw1", "rdsw0")),
                                                frozenset(("fdsw1", "rdsw1"))}
 
 

@@ -51,9 +51,12 @@ FLAP_PARAMS = {"probe_period_us": 5_000, "detector_window_periods": 4, "detector
 
 
 def start_f10(fabric_factory, target, mode_params, link=LINK):
-    """The k=4 AB FatTree with f10.p4, probes and triggers on ``link`` only."""
+    """The k=4 AB FatTree with f10.p4, probes and triggers on ``link`` only; the detectors and the data
+    plane's detours alone (mode f10's pushback and rescheduler off: they would move traffic away)."""
     return fabric_factory("abfattree", k=4, program="f10", target=target, controller="f10", seed=SEED,
-                          controller_options={"monitored_switches": list(link)}, mode_params=mode_params)
+                          controller_options={"monitored_switches": list(link), "pushback": False,
+                                              "rescheduler_epoch_ms": None},
+                          mode_params=mode_params)
 
 
 def port_of(fabric, switch, neighbor):

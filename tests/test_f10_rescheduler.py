@@ -28,7 +28,8 @@ from testbed.controllers.f10.controller import F10Controller
 from testbed.controllers.f10.rescheduler_app import EGRESS_COUNTER, start_rescheduler
 from testbed.controllers.f10.weighted_groups import GroupTable, plan_groups
 from testbed.controllers.fabric_programmer import FabricProgrammer
-from testbed.controllers.kinds import Failure, make_controller
+from testbed.controllers.contract import Failure
+from testbed.mechanisms import make_controller
 from testbed.controllers.routing import is_host, port_toward
 from testbed.errors import ParameterError, TestbedError
 from testbed.targets import pipeline_config

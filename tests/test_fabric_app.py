@@ -173,7 +173,7 @@ def test_te_pins_flows_and_falls_back_to_ecmp(portless_fabric, tmp_path):
     program = TE_PROGRAM
     flows = [{"name": "big", "src": "h1", "dst": "h3", "rate": 60},
              {"name": "mid", "src": "h2", "dst": "h4", "rate": 50}]
-    with FabricController(state_file, program=str(program), mode="te", flows=flows) as controller:
+    with FabricController(state_file, program=str(program), routing="te", flows=flows) as controller:
         status = controller.client.wait_for(lambda s: s["te"]["version"] >= 1, timeout=30)
         assert status["te"]["enabled"] and status["te"]["flows"] == 2
         spine_of = {name: next(n for n in path if n.startswith("spine"))
@@ -273,7 +273,7 @@ def test_parameters_written_to_parameter_tables(portless_fabric):
 @pytest.mark.slow
 def test_te_without_table_is_a_note(portless_fabric):
     state_file, _, _ = portless_fabric
-    with FabricController(state_file, program=os.path.join(P4SRC, "l3_ecmp.p4"), mode="te",
+    with FabricController(state_file, program=os.path.join(P4SRC, "l3_ecmp.p4"), routing="te",
                           flows=[{"name": "f", "src": "h1", "dst": "h3", "rate": 1}]) as controller:
         status = controller.client.wait_for(lambda s: any("TE disabled" in n for n in s["notes"]), timeout=20)
         assert not status["te"]["enabled"] and status["error"] is None
@@ -290,8 +290,8 @@ def test_oneshot_programming_and_errors(portless_fabric, tmp_path):
         spine0.close()
     with pytest.raises(TestbedError, match="does not exist"):
         program_fabric(str(tmp_path / "missing.json"), timeout=60)
-    with pytest.raises(TestbedError, match="mode"):
-        FabricController(state_file, mode="chaos")
+    with pytest.raises(TestbedError, match="routing"):
+        FabricController(state_file, routing="chaos")
 
 
 # -- Mininet (fabrics started by the project's pytest plugin) -----------------------------------
@@ -340,7 +340,7 @@ def test_port_monitor_detects_a_failed_link_without_notice(fabric_factory):
 
 def test_te_pinned_flow_takes_its_path_on_mininet(fabric_factory):
     fabric = fabric_factory("clos", leaves=2, spines=2, hosts_per_leaf=2, program=str(TE_PROGRAM),
-                            controller="osken", controller_options={"mode": "te"})
+                            controller="osken", controller_options={"routing": "te"})
     graph = fabric.topo.graph()
     app = fabric.controller.controller
     uplink = {spine: port_between(graph, "leaf0", spine) for spine in ("spine0", "spine1")}

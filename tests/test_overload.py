@@ -10,6 +10,19 @@ def _record(emulator=0, waits=0, late_us=None):
             "controller": {"trigger_late_max_us": {"s1": late_us}} if late_us is not None else {}}
 
 
+def _assess(record, reports):
+    """The generic checks and the F10 mechanism's (its triggers' lateness), as the runner joins them."""
+    from testbed.mechanisms import hooks_for
+
+    result = overload.assess(record, reports)
+    [f10] = [hooks for hooks in hooks_for() if hooks.mechanism.name == "f10"]
+    fields, reasons = f10.overload(record)
+    result.update(fields)
+    result["reasons"] += reasons
+    result["overloaded"] = bool(result["reasons"])
+    return result
+
+
 def _stream(socket_drops=0, lag_ms=1.0):
     return {"pairs": [{"sender": {"pacing_lag_max_ms": lag_ms}, "receiver": {"socket_drops": socket_drops}}]}
 
@@ -27,7 +40,7 @@ def test_each_sign_of_an_emulator_falling_behind_marks_the_run_and_says_why():
              "behind its schedule": (_record(), [_stream(lag_ms=250.0)]),
              "trigger was 80 ms late": (_record(late_us=80_000), [_stream()])}
     for words, (record, reports) in cases.items():
-        result = overload.assess(record, reports)
+        result = _assess(record, reports)
         assert result["overloaded"] is True and any(words in reason for reason in result["reasons"]), words
 
 

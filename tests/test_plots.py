@@ -79,7 +79,8 @@ def test_failure_labels_sit_above_the_curve_and_do_not_overlap(closing, tmp_path
     failures += [(2.6, "link_up leaf0-spine0"), (3.1, "link_up leaf1-spine1")]
     failures += [(3.95, "link_down leaf0-spine1")]   # near the right edge: its label ends there
     events = {"failure": failures, "detection": [(1.01, "leaf0")], "reaction": [(1.2, "reaction")]}
-    figure = plots.timeline_figure(timeline, events)
+    styles = dict(plots.EVENT_STYLES, detection=("detector: port down", "tab:orange", "-."))
+    figure = plots.timeline_figure(timeline, events, styles=styles)
     closing(figure)
     axis = figure.axes[0]
     renderer = _drawn(figure)

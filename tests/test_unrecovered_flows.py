@@ -6,7 +6,7 @@ from testbed.topologies.registry import make_topology
 T0 = 10_000_000_000
 S = 1_000_000_000
 GRAPH = make_topology("clos", leaves=2, spines=2, hosts_per_leaf=1).graph()  # h1 on leaf0, h2 on leaf1
-FAILURE = [{"index": 0, "action": "link_down", "target": "leaf0-spine0", "applied_at_s": 2.0, "error": None}]
+FAILURE = [{"index": 0, "action": "link_down", "element": "leaf0-spine0", "applied_at_s": 2.0, "error": None}]
 
 
 def report(last_rx_s, sender_end_s=5.0, dqpns=(70000, 70001)):
@@ -28,8 +28,8 @@ def test_a_flow_cut_at_the_failure_that_never_delivers_again_is_reported():
     assert rows == [{"failure_index": 0, "src": "h1", "dst": "h2", "dqpn": 70000,
                      "last_delivery_s": 2.001, "sender_end_s": 5.0}]
     record = {"failures": FAILURE, "summary": {"unrecovered_flows": rows}}
-    assert _warnings(record) == ["after failure 0, 1 flow(s) never delivered again although the fabric can route "
-                                 "around it (h1->h2): the reroute did not take effect"]
+    assert _warnings(record) == ["after failure 0, 1 flow(s) never delivered again although the topology still "
+                                 "connects their hosts (h1->h2): the control plane left them without a working path"]
 
 
 def test_recovered_flows_are_not_reported():

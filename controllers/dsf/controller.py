@@ -17,7 +17,8 @@ force at the end, each reaction's withdrawals, node numbers and system ports.
 """
 import os
 
-from testbed.controllers.kinds import DEFAULT_DETECTION_DELAY_MS, OskenController
+from testbed.controllers.contract import DEFAULT_DETECTION_DELAY_MS
+from testbed.controllers.kinds import OskenController
 from testbed.controllers.launcher import APP_REST
 from testbed.emulation.state import write_state
 from testbed.errors import EmulationError

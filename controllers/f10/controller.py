@@ -33,12 +33,13 @@ from testbed.controllers.f10.programming import program_fabric
 from testbed.controllers.f10.pushback import PushbackAgent
 from testbed.controllers.f10.rescheduler_options import DEFAULT_RECOVERED_HOLDDOWN_MS, rescheduler_options
 from testbed.controllers.f10.routes import plan_fabric
-from testbed.controllers.kinds import DEFAULT_DETECTION_DELAY_MS, StaticController
+from testbed.controllers.contract import DEFAULT_DETECTION_DELAY_MS
+from testbed.controllers.kinds import StaticController
 from testbed.controllers.routing import port_toward
 from testbed.errors import ParameterError, TestbedError
+from testbed.mechanisms.f10 import PACKET_GENERATOR_PORT
 from testbed.modes import PARAMETERS
 
-PKTGEN_PORT = 510  # PKTGEN_PORT_ID of p4src/include/f10_headers.p4
 TRIGGER_APP = 0
 REPORT_DETECTOR = 1  # packet_in.reason of a detector transition
 #: the trigger frame (p4src/include/f10_headers.p4): Ethernet with EtherType 0x88B6, the 4-byte
@@ -63,8 +64,6 @@ class F10Controller(StaticController):
     """
 
     kind = "f10"
-    #: the options :func:`testbed.controllers.kinds.make_controller` accepts for this kind
-    OPTIONS = ("monitored_switches", "pushback", "rescheduler_epoch_ms", "recovered_holddown_ms")
 
     def __init__(self, detection_delay_ms=DEFAULT_DETECTION_DELAY_MS, monitored_switches=None, pushback=False,
                  rescheduler_epoch_ms=None, recovered_holddown_ms=DEFAULT_RECOVERED_HOLDDOWN_MS):
@@ -132,7 +131,7 @@ class F10Controller(StaticController):
         period_us = mode_params.get("probe_period_us", PARAMETERS["probe_period_us"].default)
         for switch in network.switches:
             if monitored is None or switch.name in monitored:
-                switch.set_packet_generator(TRIGGER_APP, PKTGEN_PORT, period_us, TRIGGER_FRAME)
+                switch.set_packet_generator(TRIGGER_APP, PACKET_GENERATOR_PORT, period_us, TRIGGER_FRAME)
         if self.rescheduler_options is not None:
             # imported here: os-ken (about 0.5 s to import) only when the rescheduler runs
             from testbed.controllers.f10.rescheduler_app import start_rescheduler
@@ -144,6 +143,32 @@ class F10Controller(StaticController):
     def reschedules(self):
         """The rescheduler's actions (rows for results.json; empty when it is off)."""
         return self.rescheduler.actions() if self.rescheduler is not None else []
+
+    def results(self, t0_ns):
+        """The rows of F10's part of results.json's ``controller`` section (times relative to ``t0_ns``).
+
+        ``detections``, ``transitions`` (``at_s``: the report's arrival; ``switch_at_s``: the transition on
+        the switch's clock, or None), ``pushbacks``, ``reschedules`` and ``trigger_late_max_us``
+        (schema: :mod:`testbed.mechanisms.f10.run`).
+        """
+        def since_t0(ns):
+            return (ns - t0_ns) / 1e9 if t0_ns else None
+
+        wall_minus_monotonic_ns = time.time_ns() - time.monotonic_ns()
+        with self._lock:
+            transitions = [dict({key: value for key, value in row.items()
+                                 if key not in ("received_ns", "event_monotonic_ns")},
+                                at_s=since_t0(row["received_ns"]),
+                                switch_at_s=since_t0(row["event_monotonic_ns"] + wall_minus_monotonic_ns)
+                                if row.get("event_monotonic_ns") is not None else None)
+                           for row in self.transitions]
+            detections = list(self.detections)
+        return {"detections": detections, "transitions": transitions,
+                "pushbacks": [dict({key: value for key, value in row.items() if key != "at_ns"},
+                                   at_s=since_t0(row["at_ns"])) for row in self.pushbacks],
+                "reschedules": [dict({key: value for key, value in row.items() if key != "time_ns"},
+                                     at_s=since_t0(row["time_ns"])) for row in self.reschedules],
+                "trigger_late_max_us": dict(self.trigger_late_max_us)}
 
     def _listen(self, switch, client):
         """Keep the detector reports a switch sends (a thread per switch)."""

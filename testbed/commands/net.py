@@ -1,14 +1,18 @@
 """``testbed net``: bring an emulated fabric up (Mininet CLI), or look at / stop the running one."""
+import argparse
 import json
 import os
 import signal
+import sys
 import time
 
-from testbed.controllers.kinds import CONTROLLER_KINDS
 from testbed.emulation.progress import print_line
 from testbed.emulation.signals import termination_as_interrupt
 from testbed.emulation.state import DEFAULT_STATE_FILE, read_state
 from testbed.errors import ParameterError
+from testbed.mechanisms import controller_kinds
+from testbed.modes import MODES
+from testbed.topologies.registry import TOPOLOGY_KINDS
 
 
 def register(subparsers):
@@ -23,18 +27,18 @@ def register(subparsers):
         description="Build KIND with key=value parameters (see `testbed topo kinds`), start it, "
         "optionally run a test, then open the Mininet CLI (or hold until Ctrl-C with --no-cli). "
         "The network is always torn down on exit.")
-    up.add_argument("kind", help="topology kind (clos, clos3, fattree, abfattree, dsf)")
+    up.add_argument("kind", help="topology kind (" + ", ".join(TOPOLOGY_KINDS) + ")")
     up.add_argument("params", nargs="*", metavar="key=value", help="topology parameters")
-    up.add_argument("--switch", default=None,
-                    help="switch kind: bridge (Linux bridge, no P4), embedded or bmv2 "
-                    "(default: the P4 target when --program is given, else bridge)")
-    up.add_argument("--program", help="P4 program to run on every switch: a mode (ecmp, eecmp, spray, flowlet, "
-                    "pinning), p4src/NAME.p4 or a path")
+    up.add_argument("--program", help="P4 program to run on every switch: a mode (" + ", ".join(MODES)
+                    + "), p4src/NAME.p4 or a path (without it: Linux bridges, no P4)")
     up.add_argument("--target", choices=("auto", "embedded", "bmv2"), default="auto",
-                    help="P4 target when --program is given (default: bmv2 if installed, else embedded)")
-    up.add_argument("--controller", choices=CONTROLLER_KINDS, default="none",
-                    help="who programs routes: none (once, never changed; default), static (in-process, "
-                    "reroutes after failures applied through the testbed API), osken (the os-ken apps)")
+                    help="P4 target of the switches (default: bmv2 if installed and the program needs nothing "
+                    "only the embedded target has, else embedded)")
+    up.add_argument("--switch", default=None, help=argparse.SUPPRESS)  # deprecated: --target, or no --program
+    up.add_argument("--controller", choices=list(controller_kinds()), default=None,
+                    help="who programs routes: " + "; ".join(f"{name}: {kind.description}"
+                                                              for name, kind in controller_kinds().items())
+                    + " (default: the mode's, else static)")
     up.add_argument("--shape-links", action="store_true", help="shape links to their capacity with tc htb")
     up.add_argument("--pcap", action="store_true", help="per-port pcaps next to the switch logs")
     up.add_argument("--packet-log", action="store_true", help="BMv2's per-packet log (slow; off by default)")
@@ -69,11 +73,18 @@ def run_up(args):
     from testbed.fabrics import Fabric
     from testbed.topologies.registry import parse_key_values
 
-    if args.program is None and args.switch not in (None, "bridge"):
-        raise ParameterError("--program", None, "a P4 program (or mode) when --switch is a P4 target")
-    if args.program is not None and args.switch == "bridge":
-        raise ParameterError("--switch", "bridge", "embedded or bmv2 with --program")
-    fabric = Fabric(args.kind, program=args.program, target=args.switch or args.target,
+    target = args.target
+    if args.switch is not None:
+        print("testbed net up: --switch is deprecated: use --target embedded|bmv2 (with --program), or leave "
+              "--program out for Linux bridges", file=sys.stderr)
+        if args.switch == "bridge":
+            if args.program is not None:
+                raise ParameterError("--switch", "bridge", "embedded or bmv2 with --program")
+        elif args.program is None:
+            raise ParameterError("--program", None, "a P4 program (or mode) when --switch is a P4 target")
+        else:
+            target = args.switch
+    fabric = Fabric(args.kind, program=args.program, target=target,
                     controller=args.controller, shape_links=args.shape_links, state_file=args.state_file,
                     packet_log=args.packet_log, pcap=args.pcap, log_dir=args.log_dir,
                     progress=None if args.quiet else print_line,

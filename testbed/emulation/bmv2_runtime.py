@@ -1,19 +1,10 @@
 """BMv2's own runtime interface (Thrift), for what its P4Runtime server does not offer.
 
 ``simple_switch_grpc`` serves P4Runtime and, beside it, BMv2's Thrift runtime
-server (the one ``simple_switch_CLI`` talks to).  The testbed uses Thrift for
-two things P4Runtime cannot do on BMv2:
-
-* **ports**: taking a port out of the switch before its interface goes down,
-  and back in after it came up (``bm_dev_mgr_remove_port`` / ``add_port``).
-  BMv2 receives on every port in one thread (``run_select`` in
-  ``src/BMI/bmi_port.c``) with blocking libpcap handles; when an interface is
-  set down, libpcap's next read waits until the interface is up again, so the
-  whole switch stops receiving on *every* port for as long as one link is
-  down.  A removed port is closed instead, and frames to it are dropped, as
-  on a switch whose port lost its link.
-* **registers**, for tests and inspection: PI answers UNIMPLEMENTED to
-  RegisterEntry reads (``device_mgr.cpp``).
+server (the one ``simple_switch_CLI`` talks to).  The testbed reads registers
+over it, for tests and inspection: PI answers UNIMPLEMENTED to RegisterEntry
+reads (``device_mgr.cpp``).  (It does not add or remove ports at run time:
+BMv2's port removal can deadlock, see :class:`testbed.emulation.p4switch.BMv2Switch`.)
 
 The Thrift server listens on every address of the namespace BMv2 runs in;
 BMv2 switches therefore run in network namespaces of their own and the
@@ -24,7 +15,6 @@ library) come with BMv2; they are found where BMv2's own CLI finds them
 (:func:`runtime_modules`).
 """
 import functools
-import hashlib
 import glob
 import importlib
 import os
@@ -39,7 +29,6 @@ from testbed.errors import EmulationError
 CLI = "simple_switch_CLI"
 THRIFT_PORT = 9090  # BMv2's default; every switch has its own namespace, so they all use it
 CONNECT_TIMEOUT_S = 5.0
-_NO_CONFIG_MD5 = hashlib.md5(b"{}").digest()  # BMv2's config before a program is loaded is "{}"
 _SYS_PATH_LINE = re.compile(r"""sys\.path\.(?:append|insert)\((?:\d+,\s*)?["']([^"']+)["']\)""")
 
 
@@ -110,7 +99,6 @@ class BMv2Runtime:
         protocol = tmultiplexed.TMultiplexedProtocol(tbinary.TBinaryProtocol(self._transport), "standard")
         self._client = standard.Client(protocol)
         self._lock = threading.Lock()
-        self._loaded = False
 
     def _call(self, what, method, *args):
         with self._lock:
@@ -119,23 +107,6 @@ class BMv2Runtime:
             except Exception as error:  # noqa: BLE001 - Thrift's errors have no common base worth naming
                 detail = getattr(error, "what", None) or error
                 raise EmulationError(f"switch {self.name}: BMv2 {what}: {type(error).__name__}: {detail}") from None
-
-    def pipeline_loaded(self):
-        """True once a P4 program is loaded: only then does BMv2 read its ports.
-
-        Before that its port thread is not running, and a port removal would wait for it forever.
-        """
-        if not self._loaded:
-            self._loaded = self._call("read config digest", "bm_get_config_md5") != _NO_CONFIG_MD5
-        return self._loaded
-
-    def remove_port(self, port):
-        """Take ``port`` out of the switch (its pcap handle is closed; frames to it are dropped)."""
-        self._call(f"remove port {port}", "bm_dev_mgr_remove_port", int(port))
-
-    def add_port(self, port, interface):
-        """Attach ``interface`` as ``port`` again."""
-        self._call(f"add port {port} ({interface})", "bm_dev_mgr_add_port", interface, int(port), "")
 
     def ports(self):
         """``{port: interface}`` of the ports BMv2 has now."""

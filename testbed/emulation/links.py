@@ -12,6 +12,16 @@ Teardown removes every pair with one ``ip link del group N``, which the kernel
 does as a single batch (a namespace end goes with its peer).  Namespace
 (host) ends are configured and set up by their host
 (:class:`testbed.emulation.hosts.FabricHost`).
+
+**Wires.**  A switch whose ports must never be set down (``cut_in_wire``:
+BMv2, which reads every port in one thread with blocking libpcap handles, so
+that one interface set down stops the whole switch until it is up again) gets
+each of its links as a *wire*: each end is a veth pair of its own, whose
+other side lies in the root namespace, and the kernel copies every frame
+between those two sides (a tc ``mirred`` redirect on each side's ingress).  A
+link failure then cuts the wire (:func:`set_link_ends` sets its two root-side
+interfaces down): both switch ports lose their carrier, as on a cable pulled
+out, and stay administratively up.
 """
 import subprocess
 
@@ -27,6 +37,19 @@ from testbed.errors import EmulationError
 MAX_SHAPED_MBPS = 1000
 # shaped interfaces configured at once (each runs tc in its node's shell)
 SHAPING_WORKERS = 16
+
+
+def tc_batch(lines):
+    """Run ``tc -batch -`` in this process's namespace with ``lines``.
+
+    Raises:
+        EmulationError: a line failed (tc's message).
+    """
+    result = subprocess.run(["tc", "-batch", "-"], input="\n".join(lines) + "\n", capture_output=True, text=True,
+                            check=False)
+    if result.returncode != 0:
+        raise EmulationError(f"tc -batch: {result.stderr.strip()}")
+    return result
 
 
 def ip_batch(lines, force=False):
@@ -98,6 +121,7 @@ class FabricLink(Link):
                  **params):
         self.capacity_mbps = capacity_mbps
         self.batch = batch
+        self.wire = None  # the root-side interfaces of its wire, once made as one (LinkBatch.create)
         shaped = bool(shape and capacity_mbps)
         if shaped:
             params["bw"] = min(float(capacity_mbps), MAX_SHAPED_MBPS)
@@ -115,6 +139,18 @@ class FabricLink(Link):
         if self.batch is None:
             return Link.makeIntfPair(intfname1, intfname2, addr1, addr2, node1, node2, deleteIntfs)
         return None
+
+
+def cut_in_wire(link):
+    """True when the link is made as a wire: one of its nodes' ports must never be set down."""
+    return any(getattr(intf.node, "cut_in_wire", False) for intf in (link.intf1, link.intf2))
+
+
+def _mirror(source, destination):
+    """The ``tc -batch`` lines copying every frame arriving on ``source`` to ``destination`` (a wire's half)."""
+    return [f"qdisc add dev {source} ingress",
+            f"filter add dev {source} parent ffff: protocol all u32 match u32 0 0 "
+            f"action mirred egress redirect dev {destination}"]
 
 
 def _end(intf, group):
@@ -165,27 +201,44 @@ class LinkBatch:
         self.created = False
 
     def root_interfaces(self):
-        """Names of the links' ends in the root namespace (switch ports)."""
-        return [intf.name for link in self.links for intf in (link.intf1, link.intf2)
-                if not intf.node.inNamespace]
+        """Names of the links' ends in the root namespace (switch ports, and the wires' sides)."""
+        names = []
+        for link in self.links:
+            names += [intf.name for intf in (link.intf1, link.intf2) if not intf.node.inNamespace]
+            names += list(getattr(link, "wire", None) or ())
+        return names
+
+    def _wire_names(self, index):
+        """The two root-side interfaces of link ``index``'s wire (unique per network: its group in hex)."""
+        return f"w{self.group:08x}{index:03x}a", f"w{self.group:08x}{index:03x}b"
 
     def create(self):
         """Create every pair, turn IPv6 and offloads off on the root ends, set them up, shape what is shaped.
 
         Returns:
-            int: the number of veth pairs.
+            int: the number of links.
 
         Raises:
-            EmulationError: ``ip`` refused a pair (for example an interface name in use).
+            EmulationError: ``ip`` or ``tc`` refused a pair (for example an interface name in use).
         """
         self.created = True  # from here on, teardown removes the group whatever happened
-        ip_batch([f"link add {_end(link.intf1, self.group)} type veth peer {_end(link.intf2, self.group)}"
-                  for link in self.links])
+        lines, mirrors = [], []
+        for index, link in enumerate(self.links):
+            if not cut_in_wire(link):
+                lines.append(f"link add {_end(link.intf1, self.group)} type veth peer {_end(link.intf2, self.group)}")
+                continue
+            link.wire = self._wire_names(index)
+            for intf, side in zip((link.intf1, link.intf2), link.wire):
+                lines.append(f"link add {_end(intf, self.group)} type veth peer name {side} group {self.group}")
+            mirrors += _mirror(link.wire[0], link.wire[1]) + _mirror(link.wire[1], link.wire[0])
+        ip_batch(lines)
         root = self.root_interfaces()
         for name in root:
             disable_ipv6(name)
             disable_offloads(name)
         ip_batch([f"link set dev {name} up" for name in root])
+        if mirrors:
+            tc_batch(mirrors)
         for link in self.links:
             for intf in (link.intf1, link.intf2):
                 intf.created = True
@@ -225,20 +278,22 @@ class LinkBatch:
 
 
 def set_link_ends(link, up):
-    """Bring both ends of a Mininet link up or down, a root-namespace end first.
+    """Bring a Mininet link up or down: both its ends, or both sides of its wire.
 
     A veth pair stops carrying frames as soon as one end is down, so the first
     end sets the instant; an end in the root namespace is set with one ioctl
     (:func:`testbed.emulation.namespaces.set_interface_up`), a host's through
-    its shell.  A switch that must know of its port first (BMv2: see
-    :meth:`testbed.emulation.p4switch.BMv2Switch.set_port_up`) sets its own end.
+    its shell.  A wire's sides are both in the root namespace: the switch ports
+    lose their carrier and stay up.
     """
+    wire = getattr(link, "wire", None)
+    if wire:
+        for name in wire:
+            set_interface_up(name, up)
+        return
     ends = sorted((link.intf1, link.intf2), key=lambda intf: intf.node.inNamespace)
     for intf in ends:
-        own = getattr(intf.node, "set_port_up", None)
-        if own is not None:
-            own(intf, up)
-        elif intf.node.inNamespace:
+        if intf.node.inNamespace:
             intf.ifconfig("up" if up else "down")
         else:
             set_interface_up(intf.name, up)

@@ -408,15 +408,23 @@ class BMv2Switch(P4Switch):
     ``simple_switch_CLI`` works from the switch's shell (Mininet CLI: ``s1
     simple_switch_CLI``).
 
-    Ports: a link failure takes the port out of BMv2 before its interface goes down
-    and puts it back after it came up (:meth:`set_port_up`; see
-    :mod:`testbed.emulation.bmv2_runtime` for why).  Registers are read over Thrift:
-    BMv2's P4Runtime server (p4lang/PI ``proto/frontend/src/device_mgr.cpp``)
+    Ports are never set down (``cut_in_wire``): BMv2 reads every port in one thread
+    (``run_select`` in ``src/BMI/bmi_port.c``) with blocking libpcap handles, and when
+    one interface is down libpcap's next read waits until it is up again, so the
+    whole switch stops receiving on *every* port.  Taking the port out of BMv2 first
+    (``bm_dev_mgr_remove_port`` over Thrift) is no way out either: its removal
+    deadlocks against that thread when frames arrive at the same time (the thread
+    waits for the port manager's lock that the removal holds while it waits for
+    the thread).  So each link of a BMv2 switch is a wire
+    (:mod:`testbed.emulation.links`) that a failure cuts: the ports lose their
+    carrier and stay up, as on a cable pulled out.  Registers are read over
+    Thrift: BMv2's P4Runtime server (p4lang/PI ``proto/frontend/src/device_mgr.cpp``)
     answers UNIMPLEMENTED to RegisterEntry reads and writes.
     """
 
     target_name = "bmv2"
     binary = "simple_switch_grpc"
+    cut_in_wire = True  # its links are wires: a failure must never set a BMv2 port down
 
     def __init__(self, name, log_dir=None, socket_dir=None, packet_log=False, pktgen_port=None, **params):
         params["inNamespace"] = True
@@ -431,7 +439,6 @@ class BMv2Switch(P4Switch):
         self.injectors = {}  # app -> injector process
         self._namespace_socket = None
         self._runtime = None
-        self._removed_ports = set()
 
     @property
     def grpc_address(self):
@@ -488,21 +495,6 @@ class BMv2Switch(P4Switch):
         if self._runtime is None:
             self._runtime = BMv2Runtime(self.pid, self.thrift_port, self.name)
         return self._runtime
-
-    def set_port_up(self, intf, up):
-        """Bring the interface of one of this switch's ports up or down, BMv2 told first (down) or last (up).
-
-        BMv2 keeps the port while no pipeline is loaded: until then it reads no port.
-        """
-        port = self.ports[intf]
-        runtime = self.runtime() if self.alive() else None
-        if not up and runtime is not None and runtime.pipeline_loaded():
-            runtime.remove_port(port)
-            self._removed_ports.add(port)
-        set_interface_up(intf.name, up, self._namespace_socket)
-        if up and port in self._removed_ports and runtime is not None:
-            runtime.add_port(port, intf.name)
-            self._removed_ports.discard(port)
 
     def port_is_up(self, intf_name):
         """True when the interface is up with a carrier (what ``operstate`` calls ``up``)."""

@@ -369,6 +369,7 @@ def summarize(traffic_rows, uplinks, recovery, reactions):
         "recovery": recovery,
         "controller_reaction_s": max(reaction_times) if reaction_times else None,
         "flow_recovery": [],
+        "unrecovered_flows": [],
         "path_dilation": {"extra_hops": {}, "packets": 0},
         "latency": None,
     }

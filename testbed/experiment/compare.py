@@ -1,4 +1,4 @@
-"""Run one spec under several load-balancing modes and put the results side by side.
+"""Run one spec under several modes and put the results side by side.
 
 :func:`compare_modes` runs the spec once per mode (same seed, so the same
 flows and failures), each into ``<out>/<mode>/``, then writes
@@ -6,89 +6,104 @@ flows and failures), each into ``<out>/<mode>/``, then writes
 ``comparison.png`` (uplink load per mode, MMR and goodput per mode) into
 ``<out>/``.  A mode whose run fails still gets a row (with its error).
 """
-import json
 import os
 
 from testbed.experiment import plots
 from testbed.experiment.results import write_json
 from testbed.experiment.runner import ExperimentFailed, run_experiment
+from testbed.mechanisms import hooks_for
+from testbed.mechanisms.hooks import Column
 
-#: table columns: (key, header, format)
+def _summary(key):
+    return lambda results: results.get("summary", {}).get(key)
+
+
+def _longest_loss_window(results):
+    windows = [row["loss_window_s"] for row in results.get("summary", {}).get("recovery", [])
+               if row.get("loss_window_s") is not None]
+    return max(windows) if windows else None
+
+
+def _longest_flow_recovery(results):
+    recoveries = [row["max_recovery_s"] for row in results.get("summary", {}).get("flow_recovery", [])
+                  if row.get("max_recovery_s") is not None]
+    return max(recoveries) if recoveries else None
+
+
+def _extra_hops(results):
+    dilation = results.get("summary", {}).get("path_dilation", {}).get("extra_hops", {})
+    return ",".join(sorted((k for k in dilation if k != "0"), key=int)) or None
+
+
+def _drops(key):
+    return lambda results: results.get("dataplane", {}).get("drops", {}).get(key)
+
+
+#: the columns of every comparison (a row's mechanisms add theirs: their run hooks' ``columns``)
 COLUMNS = (
-    ("mode", "mode", "{}"),
-    ("status", "status", "{}"),
-    ("uplink_mmr", "uplink MMR", "{:.3f}"),
-    ("uplink_jain", "Jain", "{:.3f}"),
-    ("goodput_mbps", "goodput Mb/s", "{:.2f}"),
-    ("sent_packets", "sent", "{}"),
-    ("lost_packets", "lost", "{}"),
-    ("loss_rate", "loss", "{:.4f}"),
-    ("out_of_sequence", "OOS", "{}"),
-    ("out_of_order_rate", "OOS rate", "{:.4f}"),
-    ("late", "reordered", "{}"),
-    ("fabric_drops", "fabric drops", "{}"),
-    ("host_port_busy", "host busy", "{:.3f}"),
-    ("voq_max_depth", "VOQ max", "{}"),
-    ("flowlet_path_changes", "path changes", "{}"),
-    ("loss_window_s", "loss window s", "{:.3f}"),
-    ("controller_reaction_s", "reaction s", "{:.3f}"),
-    ("detection_s", "detection s", "{:.3f}"),
-    ("flow_recovery_s", "flow recovery s", "{:.3f}"),
-    ("connectivity_drops", "drops: links down", "{}"),
-    ("congestion_drops", "drops: queues", "{}"),
-    ("rerouted_extra_hops", "extra hops", "{}"),
-    ("pushback_messages", "pushback msgs", "{}"),
-    ("overloaded", "emulator overloaded", "{}"),
+    Column("status", "status", "{}", lambda results: results.get("status")),
+    Column("uplink_mmr", "uplink MMR", "{:.3f}", _summary("uplink_mmr")),
+    Column("uplink_jain", "Jain", "{:.3f}", _summary("uplink_jain")),
+    Column("goodput_mbps", "goodput Mb/s", "{:.2f}", _summary("goodput_mbps")),
+    Column("sent_packets", "sent", "{}", _summary("sent_packets")),
+    Column("lost_packets", "lost", "{}", _summary("lost_packets")),
+    Column("loss_rate", "loss", "{:.4f}", _summary("loss_rate")),
+    Column("out_of_sequence", "OOS", "{}", _summary("out_of_sequence")),
+    Column("out_of_order_rate", "OOS rate", "{:.4f}", _summary("out_of_order_rate")),
+    Column("late", "reordered", "{}", _summary("late")),
+    Column("fabric_drops", "fabric drops", "{}",
+           lambda results: (results.get("dataplane", {}).get("drops_by_place") or {}).get("fabric")),
+    Column("loss_window_s", "loss window s", "{:.3f}", _longest_loss_window),
+    Column("controller_reaction_s", "reaction s", "{:.3f}", _summary("controller_reaction_s")),
+    Column("flow_recovery_s", "flow recovery s", "{:.3f}", _longest_flow_recovery),
+    Column("connectivity_drops", "drops: links down", "{}", _drops("connectivity")),
+    Column("congestion_drops", "drops: queues", "{}", _drops("congestion")),
+    Column("rerouted_extra_hops", "extra hops", "{}", _extra_hops),
+    Column("overloaded", "emulator overloaded", "{}",
+           lambda results: "YES" if results.get("overload", {}).get("overloaded") else "no"),
 )
 
 
-def comparison_row(mode, results):
-    """One table row from a run's results (``None`` values where nothing was measured)."""
-    summary = results.get("summary", {})
-    windows = [row["loss_window_s"] for row in summary.get("recovery", []) if row.get("loss_window_s") is not None]
-    detections = [row["detection_s"] for row in results.get("controller", {}).get("detections", [])]
-    recoveries = [row["max_recovery_s"] for row in summary.get("flow_recovery", [])
-                  if row.get("max_recovery_s") is not None]
-    dataplane = results.get("dataplane", {})
-    drops = dataplane.get("drops", {})
-    dilation = summary.get("path_dilation", {}).get("extra_hops", {})
-    pushbacks = results.get("controller", {}).get("pushbacks", [])
-    dsf = results.get("dsf") or {}
-    busy = [row["busy"] for row in dsf.get("host_ports", [])]
-    return {"mode": mode, "status": results.get("status"), "error": results.get("error"),
-            "uplink_mmr": summary.get("uplink_mmr"), "uplink_jain": summary.get("uplink_jain"),
-            "goodput_mbps": summary.get("goodput_mbps"), "sent_packets": summary.get("sent_packets"),
-            "lost_packets": summary.get("lost_packets"), "loss_rate": summary.get("loss_rate"),
-            "out_of_sequence": summary.get("out_of_sequence"),
-            "out_of_order_rate": summary.get("out_of_order_rate"), "late": summary.get("late"),
-            "reorder_rate": summary.get("reorder_rate"),
-            "flowlet_path_changes": dataplane.get("flowlet_path_changes"),
-            "loss_window_s": max(windows) if windows else None,
-            "controller_reaction_s": summary.get("controller_reaction_s"),
-            "detection_s": max(detections) if detections else None,
-            "flow_recovery_s": max(recoveries) if recoveries else None,
-            "connectivity_drops": drops.get("connectivity"), "congestion_drops": drops.get("congestion"),
-            "rerouted_extra_hops": ",".join(sorted((k for k in dilation if k != "0"), key=int)) or None,
-            "pushback_messages": sum(row["messages"] for row in pushbacks) if pushbacks else None,
-            "overloaded": "YES" if results.get("overload", {}).get("overloaded") else "no",
-            "overload_reasons": list(results.get("overload", {}).get("reasons", [])),
-            # fabric measurements (testbed/experiment/dsf_metrics.py): lost inside the fabric, the busiest
-            # host port of a DSF topology, the deepest VOQ
-            "fabric_drops": (results.get("dataplane", {}).get("drops_by_place") or {}).get("fabric"),
-            "host_port_busy": max(busy) if busy else None,
-            "voq_max_depth": (dsf.get("voq_depth") or {}).get("max", {}).get("depth_pkts") if dsf else None,
-            "uplink_loads": summary.get("uplink_loads", {})}
+def columns_for(results_list):
+    """The table's columns for these runs: :data:`COLUMNS` and those of the mechanisms any of them is."""
+    names = {name for results in results_list for name in results.get("mechanisms", [])}
+    return list(COLUMNS) + [column for hooks in hooks_for() if hooks.mechanism.name in names
+                            for column in hooks.columns]
 
 
-def format_table(rows):
-    """The comparison as an aligned text table."""
-    headers = [header for _, header, _ in COLUMNS]
+def comparison_row(label, results, columns=None):
+    """One table row from a run's results (``None`` values where nothing was measured).
+
+    Args:
+        label: the row's label (the mode, or ``mode@param=value``).
+        results: the run's results.json.
+        columns: the table's columns (default: :func:`columns_for` this run).
+    """
+    row = {"mode": label, "error": results.get("error"),
+           "overload_reasons": list(results.get("overload", {}).get("reasons", [])),
+           "uplink_loads": results.get("summary", {}).get("uplink_loads", {}),
+           "reorder_rate": results.get("summary", {}).get("reorder_rate")}
+    for column in columns or columns_for([results]):
+        row[column.key] = column.value(results)
+    return row
+
+
+def _rows(labelled):
+    """Table rows of ``[(label, results)]`` with the columns of all of them."""
+    columns = columns_for([results for _label, results in labelled])
+    return [comparison_row(label, results, columns) for label, results in labelled], columns
+
+
+def format_table(rows, columns=None):
+    """The comparison as an aligned text table (``columns``: as :func:`columns_for`; default :data:`COLUMNS`)."""
+    columns = [Column("mode", "mode", "{}", None)] + list(columns or COLUMNS)
+    headers = [column.header for column in columns]
     lines = []
     for row in rows:
         cells = []
-        for key, _, fmt in COLUMNS:
-            value = row.get(key)
-            cells.append("-" if value is None else fmt.format(value))
+        for column in columns:
+            value = row.get(column.key)
+            cells.append("-" if value is None else column.fmt.format(value))
         lines.append(cells)
     widths = [max(len(headers[i]), *(len(line[i]) for line in lines)) if lines else len(headers[i])
               for i in range(len(headers))]
@@ -102,21 +117,32 @@ def format_table(rows):
     return "\n".join(out)
 
 
-def write_comparison(rows, out_dir, title):
-    """Write comparison.csv / .json / .txt / .png into ``out_dir``; returns the file names."""
-    keys = [key for key, _, _ in COLUMNS] + ["error"]
+def write_comparison(rows, out_dir, title, columns=None, results_by_label=None):
+    """Write comparison.csv / .json / .txt / .png (and the mechanisms' comparison plots) into ``out_dir``.
+
+    Returns:
+        list: the file names written.
+    """
+    columns = list(columns or COLUMNS)
+    keys = ["mode"] + [column.key for column in columns] + ["error"]
     with open(os.path.join(out_dir, "comparison.csv"), "w") as handle:
         handle.write(",".join(keys) + "\n")
         for row in rows:
             cells = ["" if row.get(key) is None else str(row.get(key)).replace(",", ";") for key in keys]
             handle.write(",".join(cells) + "\n")
     write_json({"title": title, "rows": rows}, os.path.join(out_dir, "comparison.json"))
-    table = format_table(rows)
+    table = format_table(rows, columns)
     with open(os.path.join(out_dir, "comparison.txt"), "w") as handle:
         handle.write(title + "\n\n" + table + "\n")
     plots.plot_comparison(rows, {row["mode"]: row["uplink_loads"] for row in rows},
                           os.path.join(out_dir, "comparison.png"), title=title)
-    return ["comparison.csv", "comparison.json", "comparison.txt", "comparison.png"]
+    files = ["comparison.csv", "comparison.json", "comparison.txt", "comparison.png"]
+    results_by_label = results_by_label or {}
+    names = {name for results in results_by_label.values() for name in results.get("mechanisms", [])}
+    for hooks in hooks_for():
+        if hooks.mechanism.name in names:
+            files += hooks.comparison_plots(rows, results_by_label, out_dir, title)
+    return files
 
 
 def compare_modes(spec, modes, out_dir=None, target=None, progress=print):
@@ -139,7 +165,7 @@ def compare_modes(spec, modes, out_dir=None, target=None, progress=print):
     specs = [(mode, spec.with_mode(mode)) for mode in modes]
     out_dir = os.path.abspath(out_dir or (spec.out_dir.rstrip("/") + "-compare"))
     os.makedirs(out_dir, exist_ok=True)
-    rows = []
+    labelled = []
     title = f"{spec.name}: " + " vs ".join(modes)
     try:
         for position, (mode, mode_spec) in enumerate(specs, 1):
@@ -148,11 +174,12 @@ def compare_modes(spec, modes, out_dir=None, target=None, progress=print):
                 results = run_experiment(mode_spec, os.path.join(out_dir, mode), target=target, progress=progress)
             except ExperimentFailed as error:
                 results = error.results or {"status": "error", "error": str(error)}
-            rows.append(comparison_row(mode, results))
+            labelled.append((mode, results))
     finally:
+        rows, columns = _rows(labelled)
         if rows:
-            write_comparison(rows, out_dir, title)
-            progress("\n" + format_table(rows))
+            write_comparison(rows, out_dir, title, columns, dict(labelled))
+            progress("\n" + format_table(rows, columns))
             progress(f"comparison in {out_dir}")
     return rows
 
@@ -189,33 +216,27 @@ def sweep_mode_param(spec, param, values, mode=None, out_dir=None, target=None, 
     base = spec.with_mode(mode) if mode else spec
     out_dir = os.path.abspath(out_dir or (spec.out_dir.rstrip("/") + f"-sweep-{param}"))
     os.makedirs(out_dir, exist_ok=True)
-    rows = []
+    labelled = []
     title = f"{spec.name}: {mode} over {param}"
     try:
         for position, value in enumerate(values, 1):
             label = f"{mode}@{param}={value:g}"
             progress(f"=== {label} ({position}/{len(values)}) ===")
-            run_spec = replace(base, mode_params=dict(base.mode_params, **{param: value}))
+            run_spec = replace(base, mode_params=dict(base.mode_params, **{param: value}),
+                               seeded_params=[name for name in base.seeded_params if name != param])
             try:
                 results = run_experiment(run_spec, os.path.join(out_dir, f"{param}-{value:g}"), target=target,
                                          progress=progress)
             except ExperimentFailed as error:
                 results = error.results or {"status": "error", "error": str(error)}
-            row = comparison_row(label, results)
-            row["param"], row["param_value"] = param, value
-            rows.append(row)
+            labelled.append((label, results))
     finally:
+        rows, columns = _rows(labelled)
+        for row, value in zip(rows, values):
+            row["param"], row["param_value"] = param, value
         if rows:
-            write_comparison(rows, out_dir, title)
+            write_comparison(rows, out_dir, title, columns, dict(labelled))
             plots.plot_sweep(rows, param, os.path.join(out_dir, "sweep.png"), title=title)
-            progress("\n" + format_table(rows))
+            progress("\n" + format_table(rows, columns))
             progress(f"sweep in {out_dir}")
     return rows
-
-
-def load_comparison(path):
-    """Read a comparison.json (or the folder holding it)."""
-    if os.path.isdir(path):
-        path = os.path.join(path, "comparison.json")
-    with open(path) as handle:
-        return json.load(handle)

@@ -13,7 +13,7 @@ counts into one row per link and direction:
   link's ``tx_bytes`` over the total of its tier (links between the same two
   switch levels), so a tier's shares add up to 1.
 """
-from testbed.controllers.routing import is_host
+from testbed.controllers.routing import is_host, port_toward
 from testbed.experiment.analysis import drop_totals
 
 INGRESS_SUFFIX = "ingress_port_counter"
@@ -60,11 +60,7 @@ def read_port_counters(clients, p4info, skip=()):
     return snapshot
 
 
-NO_DETOUR_COUNTER = "MyIngress.f10_no_detour"  # p4src/f10.p4
-PATH_CHANGES_COUNTER = "MyIngress.flowlet_path_changes"  # p4src/flowlet.p4
-
-
-def _counter_total(clients, p4info, name, skip=()):
+def counter_total(clients, p4info, name, skip=()):
     """Packets counted in every cell of counter ``name`` over every switch, or None when the program has none.
 
     A switch whose counter cannot be read (crashed) counts 0.
@@ -114,41 +110,29 @@ def link_losses(graph, before, after):
     return lost
 
 
-def dataplane_counters(fabric, clients, p4info, before=None, after=None):
+def dataplane_counters(fabric, before=None, after=None):
     """Frames the switches lost, by cause, for results.json's ``dataplane`` section.
 
     Lost connectivity: data frames the switch-to-switch links lost (one end's
     egress count minus the other end's ingress count, :func:`link_losses`) that
-    the links' queues did not drop, and, with p4src/f10.p4, packets whose next
-    hop was declared down with no working detour (``no_detour``, its counter);
-    congestion: drops of the shaped links' queues (``queue_drops``, tc); the
-    emulator's own losses (``emulator``: frames the kernel dropped at a switch's
-    socket because the switch process fell behind) are counted apart and not
-    as the network's.
-    ``tx_errors`` (every frame a port could not send, probes included) is
-    reported as measured.  Counters that cannot be read (a crashed switch) count 0.
-
-    ``flowlet_path_changes`` (p4src/flowlet.p4's counter, over every switch; None for
-    programs without it) counts the flowlet boundaries at which a flow slot moved to
-    another port: reordering can only happen at such a change (one flowlet keeps one
-    FIFO path), so it bounds the out-of-sequence arrivals the program caused, however
-    fast or loaded the machine was.
+    the links' queues did not drop (a mechanism adds its own, such as F10's
+    packets with no working detour); congestion: drops of the shaped links'
+    queues (``queue_drops``, tc); the emulator's own losses (``emulator``: frames
+    the kernel dropped at a switch's socket because the switch process fell
+    behind) are counted apart and not as the network's.  ``tx_errors`` (every
+    frame a port could not send, probes included) is reported as measured.
+    Counters that cannot be read (a crashed switch) count 0.
 
     Args:
         fabric: the running :class:`~testbed.fabrics.Fabric`.
-        clients: ``{switch: P4RuntimeClient}``.
-        p4info: the pipeline's P4Info.
         before, after: :func:`read_port_counters` snapshots of the run (for the link losses).
     """
     drops = drop_totals(fabric.network.drop_counters())
-    no_detour = _counter_total(clients, p4info, NO_DETOUR_COUNTER, skip=fabric.crashed) or 0
     on_links = link_losses(fabric.topo.graph(), before, after) if before and after else 0
     emulator = drops.pop("socket_drops")
-    drops.update(no_detour=no_detour, on_links=on_links, emulator=emulator,
-                 connectivity=max(0, on_links - drops["queue_drops"] - emulator) + no_detour,
-                 congestion=drops["queue_drops"])
-    return {"drops": drops,
-            "flowlet_path_changes": _counter_total(clients, p4info, PATH_CHANGES_COUNTER, skip=fabric.crashed)}
+    drops.update(on_links=on_links, emulator=emulator,
+                 connectivity=max(0, on_links - drops["queue_drops"] - emulator), congestion=drops["queue_drops"])
+    return {"drops": drops}
 
 
 def _delta(after, before, switch, kind, port):
@@ -279,3 +263,73 @@ def receive_lag_delta(before, after):
                 total["at_least_ms"][bucket] = (total["at_least_ms"].get(bucket, 0) + count
                                                 - then["at_least_ms"].get(bucket, 0))
     return total
+
+
+# -- drops by place ---------------------------------------------------------------------------
+def _port_roles(graph):
+    """``{(switch, port): ("fabric" | "host", link node pair)}`` for every switch port on a link."""
+    roles = {}
+    for a, b, data in graph.edges(data=True):
+        for here, there in ((a, b), (b, a)):
+            if not is_host(graph, here):
+                roles[(here, port_toward(data, here))] = ("host" if is_host(graph, there) else "fabric",
+                                                          frozenset((a, b)))
+    return roles
+
+
+def ever_failed(failures, log, graph):
+    """Node pairs whose links were down (or lossy) at some time during a run.
+
+    Args:
+        failures: the spec's failure entries.
+        log: the run's ``failures`` rows (``applied_at_s`` set when applied).
+        graph: the topology multigraph (a crashed switch takes all its links).
+    """
+    pairs = set()
+    for failure, row in zip(failures, log):
+        if row.get("applied_at_s") is None:
+            continue
+        if failure.link:
+            pairs.add(frozenset(failure.link))
+        elif failure.switch:
+            pairs |= {frozenset((failure.switch, other)) for other in graph.neighbors(failure.switch)}
+    return pairs
+
+
+def drops_by_place(graph, port_drops, failed_pairs=()):
+    """Frames the switch ports lost, by place (a mechanism may add places of its own).
+
+    A switch port loses a frame when its link's queue is full (the tc qdisc under
+    the link's htb refuses it, or the port's socket buffer holding that queue is
+    full: both fail the send) or when its link is down; the embedded switch counts
+    every failed send (``tx_errors``).  Ports on links that never failed lost theirs
+    to a full queue; on a link that failed during the run, every loss is counted as
+    ``link_down`` (congestion on it included).
+
+    Args:
+        graph: the topology multigraph.
+        port_drops: :meth:`~testbed.emulation.network.FabricNetwork.drop_counters` output.
+        failed_pairs: node pairs whose links were down at some time during the run.
+
+    Returns:
+        dict: ``fabric_link_queue``, ``host_port``, ``link_down``, ``fabric`` (what was lost
+        inside the fabric: here its link queues) and ``by_link`` (``{"switch:port>neighbour":
+        frames}`` of the ports that lost any).
+    """
+    roles = _port_roles(graph)
+    failed = {frozenset(pair) for pair in failed_pairs}
+    places = {"fabric_link_queue": 0, "host_port": 0, "link_down": 0}
+    by_link = {}
+    for switch, ports in sorted((port_drops or {}).items()):
+        for port, values in sorted(ports.items()):
+            lost = int(values.get("tx_errors", 0))
+            role, pair = roles.get((switch, int(port)), (None, None))
+            if not lost or role is None:
+                continue
+            place = "link_down" if pair in failed else ("fabric_link_queue" if role == "fabric" else "host_port")
+            places[place] += lost
+            other = next(iter(pair - {switch}), switch)
+            by_link[f"{switch}:{port}>{other}"] = lost
+    places["fabric"] = places["fabric_link_queue"]
+    places["by_link"] = by_link
+    return places

@@ -20,11 +20,13 @@ began; ``apply_s``: how long it took).  Actions:
 import threading
 import time
 
+from testbed.controllers.contract import element_label
+
 
 def log_row(index, failure):
     """The results.json row of ``spec.failures[index]`` before it is applied (``failures[]``)."""
-    return {"index": index, "action": failure.action,
-            "target": "-".join(failure.link) if failure.link else (failure.switch or ""), "loss": failure.loss,
+    return {"index": index, "action": failure.action, "element": element_label(failure.link, failure.switch),
+            "loss": failure.loss,
             "cause": failure.cause, "planned_at_s": failure.at_s, "applied_at_s": None, "apply_s": None,
             "error": None, "mechanism": None}
 

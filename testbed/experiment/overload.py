@@ -12,8 +12,8 @@ at what the components measured about themselves and marks the run:
   before the switch read them (kernel receive timestamps; a switch that keeps
   up reads within a fraction of a millisecond);
 * senders that fell behind their pacing schedule (``pacing_lag_max_ms``);
-* F10's triggers leaving the packet generator late (its detectors decide on
-  them, ``trigger_late_max_us``).
+* what a mechanism knows of its own parts (its run hooks' ``overload``: F10's
+  triggers leaving the packet generator late, on which its detectors decide).
 
 The one-way delivery latency of the stream packets (p99 of the worst pair) is
 reported too but is no criterion: it includes queueing in shaped links, which
@@ -24,25 +24,23 @@ not be read as the network's.
 #: the limits beyond which a run is marked overloaded
 SWITCH_WAIT_MS = 50              # one of testbed.packet_sockets.LAG_BUCKETS_MS (switches count per bucket)
 SENDER_LAG_MS = 100.0
-TRIGGER_LATE_MS = 50.0
 
 
 def assess(record, reports):
     """The ``overload`` section of results.json.
 
     Args:
-        record: the run's results so far (``dataplane`` drops and receive lag, ``summary.latency`` and
-            ``controller.trigger_late_max_us`` are read).
+        record: the run's results so far (``dataplane`` drops and receive lag and ``summary.latency``
+            are read).
         reports: the traffic entries' reports (stream pairs carry the senders' and
             receivers' own figures; others are skipped).
 
     Returns:
         dict: ``{"overloaded": bool, "reasons": [str], "switch_socket_drops": int,
         "switch_waits_over_limit": int, "receiver_socket_drops": int, "sender_lag_max_ms": float | None,
-        "latency_p99_ms": float | None, "trigger_late_max_ms": float | None}``.
+        "latency_p99_ms": float | None}``.
 
-    >>> assess({"dataplane": {"drops": {"emulator": 0}}, "summary": {"latency": {"p99_ms": 3.0}},
-    ...         "controller": {}}, [])["overloaded"]
+    >>> assess({"dataplane": {"drops": {"emulator": 0}}, "summary": {"latency": {"p99_ms": 3.0}}}, [])["overloaded"]
     False
     """
     pairs = [pair for report in reports if report for pair in report.get("pairs", [])]
@@ -53,11 +51,9 @@ def assess(record, reports):
     lags = [pair["sender"]["pacing_lag_max_ms"] for pair in pairs
             if pair["sender"].get("pacing_lag_max_ms") is not None]
     latency = (record.get("summary", {}).get("latency") or {}).get("p99_ms")
-    late = list(record.get("controller", {}).get("trigger_late_max_us", {}).values())
     result = {"switch_socket_drops": switch_drops, "switch_waits_over_limit": waits,
               "receiver_socket_drops": receiver_drops,
-              "sender_lag_max_ms": max(lags) if lags else None, "latency_p99_ms": latency,
-              "trigger_late_max_ms": max(late) / 1000.0 if late else None}
+              "sender_lag_max_ms": max(lags) if lags else None, "latency_p99_ms": latency}
     reasons = []
     if switch_drops:
         reasons.append(f"switch sockets dropped {switch_drops} frames (a switch process fell behind)")
@@ -69,8 +65,5 @@ def assess(record, reports):
     if waits:
         reasons.append(f"{waits} frame batches waited {SWITCH_WAIT_MS} ms or more in switch sockets "
                        f"(a switch process was starved of CPU)")
-    if result["trigger_late_max_ms"] is not None and result["trigger_late_max_ms"] > TRIGGER_LATE_MS:
-        reasons.append(f"a failure detector's trigger was {result['trigger_late_max_ms']:.0f} ms late "
-                       f"(limit {TRIGGER_LATE_MS:g} ms)")
     result.update(overloaded=bool(reasons), reasons=reasons)
     return result

@@ -1,15 +1,14 @@
 """PNG plots of experiment results (matplotlib with the Agg backend; no display needed).
 
 * :func:`plot_link_load`: uplink load per link, one bar group per scheme (a single run is one scheme).
-* :func:`plot_timeline`: aggregate receiver throughput over time with markers of failures,
-  detections, reroutes, pushback and rescheduling
-  (and the controller's reactions).
+* :func:`plot_timeline`: aggregate receiver throughput over time with markers of failures
+  and the controller's reactions, and of what the run's mechanisms mark (detections, pushback...).
 * :func:`plot_comparison`: the side-by-side figure of ``testbed compare``: uplink load
   per scheme, and MMR / goodput / out-of-order per scheme.
 * :func:`plot_sweep`: out-of-order rate and uplink MMR against a swept parameter
   (the flowlet interval), on two y axes.
-* :func:`plot_dsf`: runs on a DSF topology: VOQ depth, credit grants and uplink rates
-  over time, and the load of every fabric link per tier.
+
+Mechanisms draw their own plots in their packages (``testbed/mechanisms/<name>/``).
 
 The ``*_figure`` functions build the figures (the ``plot_*`` functions save and
 close them).  So that a figure cannot mislead, the series are prepared by
@@ -295,18 +294,17 @@ def event_label_layout(labels, x_min, x_max, curve_top):
                        for start, row, text in placed]}
 
 
-#: how each kind of event is marked on a timeline: (legend label, colour, line style)
+#: how each kind of event is marked on a timeline: (legend label, colour, line style); mechanisms add
+#: their own kinds (their run hooks' ``event_styles``)
 EVENT_STYLES = {
     "failure": ("failure", "tab:red", "--"),
-    "detection": ("detector: port down (local reroute)", "tab:orange", "-."),
     "reaction": ("controller reroute", "tab:green", ":"),
-    "pushback": ("pushback installed", "tab:purple", ":"),
-    "reschedule": ("rescheduler: new weights", "tab:brown", (0, (1, 3))),
 }
 
 
-def timeline_figure(timeline, events, title="Aggregate receiver throughput", plot_bin_s=0.05):
+def timeline_figure(timeline, events, title="Aggregate receiver throughput", plot_bin_s=0.05, styles=None):
     """The figure of :func:`plot_timeline` (the caller closes it); arguments as there."""
+    styles = styles or EVENT_STYLES
     figure, axis = plt.subplots(figsize=(10, 4))
     with _closed_on_error(figure):
         times, mbps, width_s = timeline_series(timeline, plot_bin_s)
@@ -316,7 +314,7 @@ def timeline_figure(timeline, events, title="Aggregate receiver throughput", plo
             axis.text(0.5, 0.5, "no receiver timeline", ha="center", va="center", transform=axis.transAxes)
         marked = False
         for kind, rows in events.items():
-            legend, color, style = EVENT_STYLES[kind]
+            legend, color, style = styles[kind]
             for index, (time_s, _label) in enumerate(rows):
                 axis.axvline(time_s, color=color, linestyle=style, linewidth=1, label=legend if index == 0 else None)
                 marked = True
@@ -335,16 +333,18 @@ def timeline_figure(timeline, events, title="Aggregate receiver throughput", plo
     return figure
 
 
-def plot_timeline(timeline, events, path, title="Aggregate receiver throughput", plot_bin_s=0.05):
+def plot_timeline(timeline, events, path, title="Aggregate receiver throughput", plot_bin_s=0.05, styles=None):
     """Throughput over time with a vertical line at each event (failure, detection, reroute...).
 
     Args:
         timeline: ``{"bin_s", "t_s": [...], "mbps": [...]}``.
-        events: ``{kind: [(time_s, label)]}`` with kinds of :data:`EVENT_STYLES`; failures are
+        events: ``{kind: [(time_s, label)]}`` with kinds of ``styles``; failures are
             also annotated with their label.
         path: PNG file to write.
         title: figure title.
         plot_bin_s: bins are averaged to about this width for the plot (results keep the raw bins).
+        styles: ``{kind: (legend label, colour, line style)}`` (default :data:`EVENT_STYLES`; a run
+            adds its mechanisms').
 
     Returns:
         str: ``path``.
@@ -352,7 +352,7 @@ def plot_timeline(timeline, events, path, title="Aggregate receiver throughput",
     Raises:
         KeyError: an event kind without a style.
     """
-    return _save(timeline_figure(timeline, events, title, plot_bin_s), path)
+    return _save(timeline_figure(timeline, events, title, plot_bin_s, styles), path)
 
 
 def comparison_figure(rows, loads_by_scheme, title="Load-balancing schemes"):
@@ -424,66 +424,3 @@ def plot_sweep(rows, param, path, title="Parameter sweep"):
         left.set_title(title)
         figure.tight_layout()
     return _save(figure, path)
-
-
-def plot_dsf(record, out_dir):
-    """The DSF figures of a run on a DSF topology (results.json's ``dsf`` section).
-
-    * ``dsf_timeline.png``: VOQ depth per interface node, credit grants per second per
-      egress port, and each interface node's uplink rate over time, with the failures marked;
-    * ``dsf_fabric_load.png``: bytes (of cells, with the DSF programs) on every directed
-      fabric link, one panel per tier and direction, with its MMR.
-
-    Args:
-        record: the results dict (with ``dsf``).
-        out_dir: the run's folder.
-
-    Returns:
-        list: the file names written.
-    """
-    dsf = record["dsf"]
-    label = record.get("mode") or os.path.basename(record.get("program", ""))
-    failures = [row["applied_at_s"] for row in record.get("failures", []) if row.get("applied_at_s") is not None]
-    figure, axes = plt.subplots(3, 1, figsize=(9, 9), sharex=True)
-    try:
-        depth = dsf["voq_depth"]
-        for rdsw, values in sorted(depth["depth_pkts"].items()):
-            axes[0].plot(depth["t_s"], values, label=rdsw)
-        axes[0].set_ylabel("VOQ depth (packets)")
-        credits = dsf["credits"]
-        for port, values in sorted(credits["grants_per_s"].items()):
-            axes[1].plot(credits["t_s"], values, label=port)
-        axes[1].set_ylabel("credit grants / s")
-        uplinks = dsf["uplink_rates"]
-        for rdsw, values in sorted(uplinks["bytes_per_s"].items()):
-            axes[2].plot(uplinks["t_s"], [value * 8 / 1e6 for value in values], label=rdsw)
-        axes[2].set_ylabel("uplink Mbit/s")
-        axes[2].set_xlabel("time since t0 (s)")
-        for axis in axes:
-            for at in failures:
-                axis.axvline(at, color="red", linestyle="--", linewidth=1)
-            if axis.get_legend_handles_labels()[0]:
-                axis.legend(fontsize=7, ncol=4)
-            axis.set_ylim(bottom=0)
-        figure.suptitle(f"{record['name']}: VOQs, credits and uplink rates ({label})")
-        figure.tight_layout()
-        figure.savefig(os.path.join(out_dir, "dsf_timeline.png"), dpi=110)
-    finally:
-        plt.close(figure)
-    tiers = {tier: data for tier, data in dsf["tiers"].items() if data["loads"]}
-    figure, axes = plt.subplots(max(1, len(tiers)), 1, figsize=(9, 2.6 * max(1, len(tiers))), squeeze=False)
-    try:
-        for axis, (tier, data) in zip(axes[:, 0], sorted(tiers.items())):
-            links = sorted(data["loads"])
-            axis.bar(range(len(links)), [data["loads"][link] for link in links], color="tab:blue")
-            axis.set_xticks(range(len(links)))
-            axis.set_xticklabels(links, rotation=30, ha="right", fontsize=6)
-            mmr = data["mmr"]
-            axis.set_title(f"{tier}: MMR {mmr:.3f}" if mmr is not None else tier, fontsize=9)
-            axis.set_ylabel("bytes")
-        figure.suptitle(f"{record['name']}: fabric link load ({label})")
-        figure.tight_layout()
-        figure.savefig(os.path.join(out_dir, "dsf_fabric_load.png"), dpi=110)
-    finally:
-        plt.close(figure)
-    return ["dsf_timeline.png", "dsf_fabric_load.png"]

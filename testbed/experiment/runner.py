@@ -13,6 +13,7 @@ suspect: a failure that could not be applied, flows that never recovered
 although the fabric could route around the failure), ``error`` or
 ``interrupted``.
 """
+import copy
 import datetime
 import os
 import time
@@ -20,14 +21,15 @@ import time
 from testbed.emulation.signals import signals_deferred, termination_as_interrupt
 from testbed.errors import EmulationError, TestbedError
 from testbed.experiment import analysis, overload, plots, results as results_module
-from testbed.experiment.counters import (dataplane_counters, link_loads, read_port_counters, receive_lag_delta,
-                                        uplink_loads)
-from testbed.experiment.dsf_metrics import FabricRecorder, drops_by_place, ever_failed
+from testbed.experiment.counters import (dataplane_counters, drops_by_place, ever_failed, link_loads,
+                                        read_port_counters, receive_lag_delta, uplink_loads)
 from testbed.experiment.failures import FailureScheduler, log_row as failure_log_row
 from testbed.experiment.spec import ExperimentSpec, load_spec, resolve_spec_target
 from testbed.experiment.traffic_jobs import READY_TIMEOUT_S, TimeZero, TrafficJob
 from testbed.fabrics import spec_fabric
 from testbed.log_format import format_timestamp
+from testbed.mechanisms import controller_kind, hooks_for
+from testbed.mechanisms.hooks import RunContext
 
 PROGRESS_EVERY_S = 1.0
 DRAIN_TIMEOUT_S = 120.0
@@ -50,27 +52,28 @@ def _now_iso():
     return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
 
 
-def _base_record(spec, target):
-    return {
-        "schema_version": 1, "name": spec.name, "seed": spec.seed, "mode": spec.mode,
-        "program": spec.program, "target": target, "status": "error", "error": None, "warnings": [],
+def _base_record(spec, target, hooks):
+    record = {
+        "schema_version": results_module.SCHEMA_VERSION, "name": spec.name, "seed": spec.seed, "mode": spec.mode,
+        "program": spec.program, "target": target, "target_note": None,
+        "mechanisms": [each.mechanism.name for each in hooks], "status": "error", "error": None, "warnings": [],
         "started_at": _now_iso(), "finished_at": "", "wall_s": 0.0, "t0_ns": None, "t0_utc": None,
         "traffic_start_s": None,
         "overload": {"overloaded": False, "reasons": [], "switch_socket_drops": 0, "switch_waits_over_limit": 0,
-                     "receiver_socket_drops": 0,
-                     "sender_lag_max_ms": None, "latency_p99_ms": None, "trigger_late_max_ms": None},
+                     "receiver_socket_drops": 0, "sender_lag_max_ms": None, "latency_p99_ms": None},
         "spec": spec.to_dict(),
         "topology": {"kind": spec.topology.kind, "params": dict(spec.topology.params),
                      "hosts": 0, "switches": 0, "links": 0},
         "controller": {"kind": spec.controller.kind, "detection_delay_ms": spec.controller.detection_delay_ms,
-                       "entries_written": 0, "mode_params_written": {}, "notes": [], "reactions": [],
-                       "detections": [], "transitions": [], "pushbacks": [], "trigger_late_max_us": {},
-                       "reschedules": []},
+                       "entries_written": 0, "mode_params_written": {}, "notes": [], "reactions": []},
         "dataplane": results_module.empty_dataplane(),
         "failures": [], "traffic": [], "links": [], "summary": results_module.empty_summary(),
         "timeline": {"bin_s": analysis.DEFAULT_BIN_S, "t_s": [], "mbps": []},
         "files": {"results": "results.json", "link_load_csv": None, "plots": []},
     }
+    for each in hooks:
+        record = results_module.merge_schema(record, copy.deepcopy(each.initial_results))
+    return record
 
 
 def _open_readers(fabric, skip=()):
@@ -106,10 +109,12 @@ def run_experiment(spec, out_dir=None, target=None, progress=print, state_file=N
         progress(f"[{spec.name}] {target_note}")
     out_dir = os.path.abspath(out_dir or spec.out_dir)
     os.makedirs(out_dir, exist_ok=True)
-    record = _base_record(spec, target)
+    hooks = hooks_for(spec)
+    record = _base_record(spec, target, hooks)
     record["target_note"] = target_note or None
     wall_start = time.monotonic()
-    fabric = scheduler = recorder = None
+    fabric = scheduler = None
+    recorders = {}  # mechanism name -> its recorder
     readers = {}
     jobs = []
     failure = None
@@ -143,24 +148,28 @@ def run_experiment(spec, out_dir=None, target=None, progress=print, state_file=N
                 record["traffic_start_s"] = (t0_ns - time_zero.created_ns) / 1e9
                 fabric.controller.set_time_zero(t0_ns)
                 scheduler = FailureScheduler(fabric, spec.failures, t0_ns, progress)
-                if FabricRecorder.wanted(spec):  # counters over time on a DSF topology (any mode)
-                    recorder = FabricRecorder(spec, fabric, readers)
-                    recorder.start(t0_ns)
+                for each in hooks:
+                    recorder = each.recorder(spec, fabric, readers)
+                    if recorder is not None:
+                        recorders[each.mechanism.name] = recorder
+                        recorder.start(t0_ns)
                 progress(f"[{spec.name}] running {len(jobs)} traffic entries and {len(spec.failures)} failures "
                          f"for {spec.duration_s:g} s (traffic ready after {record['traffic_start_s']:.1f} s)")
                 scheduler.start()
                 _wait_for_run(spec, fabric, jobs, t0_ns, progress)
                 end_ns = time.time_ns()
-                if recorder is not None:
+                for recorder in recorders.values():
                     recorder.stop()
                 after = read_port_counters(readers, pipeline.p4info, skip=fabric.crashed)
-                record["dataplane"] = dataplane_counters(fabric, readers, pipeline.p4info, before, after)
+                record["dataplane"] = dataplane_counters(fabric, before, after)
                 record["dataplane"]["switch_receive_lag"] = receive_lag_delta(lag_before,
                                                                               fabric.network.receive_lag())
                 record["dataplane"]["drops_by_place"] = drops_by_place(
-                    fabric.topo.graph(), fabric.network.drop_counters(), readers,
-                    failed_pairs=ever_failed(spec.failures, scheduler.log, fabric.topo.graph()),
-                    skip=fabric.crashed)
+                    fabric.topo.graph(), fabric.network.drop_counters(),
+                    failed_pairs=ever_failed(spec.failures, scheduler.log, fabric.topo.graph()))
+                live = RunContext(spec, fabric, fabric.controller, readers, pipeline.p4info)
+                for each in hooks:
+                    each.dataplane(record, live, before, after)
                 errors = [f"traffic[{job.index}]: {job.error}" for job in jobs if job.error]
                 if errors:
                     raise ExperimentFailed("; ".join(errors))
@@ -179,14 +188,18 @@ def run_experiment(spec, out_dir=None, target=None, progress=print, state_file=N
             # teardown and writing the results must finish even if Ctrl-C is pressed again
             with signals_deferred():
                 controller = fabric.controller if fabric is not None else None
-                if recorder is not None:
+                for recorder in recorders.values():
                     recorder.stop()
                 _teardown(scheduler, jobs, fabric, progress, spec.name)
                 end_ns = end_ns or time.time_ns()
                 try:
-                    _fill_results(record, spec, fabric, scheduler, controller, jobs, before, after, end_ns)
-                    if recorder is not None:
-                        record["dsf"] = recorder.section(record, controller)
+                    reports = _fill_results(record, spec, fabric, scheduler, controller, jobs, before, after,
+                                            end_ns)
+                    run = RunContext(spec, fabric, controller, readers, fabric.pipeline if fabric else None,
+                                     reports, record["t0_ns"])
+                    for each in hooks:
+                        each.results(record, run, recorders.get(each.mechanism.name))
+                    _assess(record, reports, hooks)
                 except Exception as error:  # noqa: BLE001 - keep what was recorded, say what failed
                     record["controller"]["notes"].append(f"analysis failed: {type(error).__name__}: {error}")
                     if record["status"] == "ok":
@@ -197,7 +210,7 @@ def run_experiment(spec, out_dir=None, target=None, progress=print, state_file=N
                     record["status"] = "warning"
                 record["finished_at"] = _now_iso()
                 record["wall_s"] = time.monotonic() - wall_start
-                write_outputs(record, out_dir)
+                write_outputs(record, out_dir, hooks)
                 for line in record.get("warnings", []):
                     progress(f"[{spec.name}] WARNING: {line}")
                 if record.get("overload", {}).get("overloaded"):
@@ -283,23 +296,7 @@ def _fill_results(record, spec, fabric, scheduler, controller, jobs, before, aft
         record["controller"].update(entries_written=int(controller.entries_written or 0),
                                     mode_params_written=dict(controller.mode_params_written),
                                     notes=list(controller.notes), reactions=list(controller.reactions))
-        record["controller"]["detections"] = list(getattr(controller, "detections", []))
-        record["controller"]["trigger_late_max_us"] = dict(getattr(controller, "trigger_late_max_us", {}))
-        record["controller"]["reschedules"] = [
-            dict({key: value for key, value in row.items() if key != "time_ns"},
-                 at_s=(row["time_ns"] - t0_ns) / 1e9 if t0_ns else None)
-            for row in getattr(controller, "reschedules", [])]
-        record["controller"]["pushbacks"] = [
-            dict({key: value for key, value in row.items() if key != "at_ns"},
-                 at_s=(row["at_ns"] - t0_ns) / 1e9 if t0_ns else None)
-            for row in getattr(controller, "pushbacks", [])]
-        wall_minus_monotonic_ns = time.time_ns() - time.monotonic_ns()
-        record["controller"]["transitions"] = [
-            dict({key: value for key, value in row.items() if key not in ("received_ns", "event_monotonic_ns")},
-                 at_s=(row["received_ns"] - t0_ns) / 1e9 if t0_ns else None,
-                 switch_at_s=(row["event_monotonic_ns"] + wall_minus_monotonic_ns - t0_ns) / 1e9
-                 if t0_ns and row.get("event_monotonic_ns") is not None else None)
-            for row in getattr(controller, "transitions", [])]
+        record["controller"].update(controller.results(t0_ns))
     by_index = {job.index: job for job in jobs}
     reports = []
     rows = []
@@ -322,65 +319,67 @@ def _fill_results(record, spec, fabric, scheduler, controller, jobs, before, aft
     record["summary"]["latency"] = analysis.latency_summary(reports)
     if fabric is not None:
         record["summary"]["path_dilation"] = analysis.path_dilation(reports, fabric.topo.graph())
-        if spec.controller.kind != "none":  # "none" is the no-recovery baseline: flows stay cut by design
+        if controller_kind(spec.controller.kind).recovers:  # a no-recovery baseline's flows stay cut by design
             record["summary"]["unrecovered_flows"] = analysis.unrecovered_flows(
                 reports, record["failures"], fabric.topo.graph(), fabric.failed_links, fabric.crashed, t0_ns)
     record["warnings"] = _warnings(record)
     if t0_ns:
         record["timeline"] = analysis.throughput_timeline(reports, t0_ns)
+    return reports
+
+
+def _assess(record, reports, hooks):
+    """results.json's ``overload``: the generic checks and each mechanism's."""
     record["overload"] = overload.assess(record, reports)
+    for each in hooks:
+        fields, reasons = each.overload(record)
+        record["overload"].update(fields)
+        record["overload"]["reasons"] += reasons
+    record["overload"]["overloaded"] = bool(record["overload"]["reasons"])
 
 
 def _warnings(record):
     """Why a run that ended without error may still not show what its spec asked for, one line each."""
-    lines = [f"failure {row['index']} ({row['action']} {row['target']}) was not applied: {row['error']}"
+    lines = [f"failure {row['index']} ({row['action']} {row['element']}) was not applied: {row['error']}"
              for row in record["failures"] if row.get("error")]
     cut = {}
     for row in record["summary"].get("unrecovered_flows", []):
         cut.setdefault(row["failure_index"], []).append(row)
     for index, rows in sorted(cut.items()):
         pairs = sorted({f"{row['src']}->{row['dst']}" for row in rows})
-        lines.append(f"after failure {index}, {len(rows)} flow(s) never delivered again although the fabric "
-                     f"can route around it ({', '.join(pairs[:6])}{' ...' if len(pairs) > 6 else ''}): "
-                     "the reroute did not take effect")
+        lines.append(f"after failure {index}, {len(rows)} flow(s) never delivered again although the topology "
+                     f"still connects their hosts ({', '.join(pairs[:6])}{' ...' if len(pairs) > 6 else ''}): "
+                     "the control plane left them without a working path")
     return lines
 
 
-def _timeline_events(record):
+def _timeline_events(record, hooks):
     """``{kind: [(time_s, label)]}`` of a run for :func:`testbed.experiment.plots.plot_timeline`."""
-    controller = record["controller"]
-    applied = {row["index"]: row["applied_at_s"] for row in record["failures"]}
     events = {
-        "failure": [(row["applied_at_s"], f"{row['action']} {row['target']}") for row in record["failures"]
+        "failure": [(row["applied_at_s"], f"{row['action']} {row['element']}") for row in record["failures"]
                     if row.get("applied_at_s") is not None],
-        "detection": [(applied[row["failure_index"]] + row["detection_s"], row["switch"])
-                      for row in controller.get("detections", [])
-                      if applied.get(row["failure_index"]) is not None],
-        "reaction": [(row["reacted_at_s"], "reaction") for row in controller["reactions"]
+        "reaction": [(row["reacted_at_s"], "reaction") for row in record["controller"]["reactions"]
                      if row.get("reacted_at_s") is not None],
-        "pushback": [(row["at_s"] + (row["compute_s"] or 0) + (row["write_s"] or 0), "-".join(row["link"]))
-                     for row in controller.get("pushbacks", []) if row.get("at_s") is not None and not row["error"]],
-        "reschedule": _first_write_per_epoch(controller.get("reschedules", [])),
     }
+    for each in hooks:
+        events.update(each.timeline_events(record))
     return {kind: rows for kind, rows in events.items() if rows}
 
 
-def _first_write_per_epoch(rows):
-    """``[(at_s, "epoch n")]``: when each rescheduler epoch that changed something wrote first."""
-    first = {}
-    for row in rows:
-        if row.get("at_s") is not None:
-            first[row["epoch"]] = min(first.get(row["epoch"], row["at_s"]), row["at_s"])
-    return [(at_s, f"epoch {epoch}") for epoch, at_s in sorted(first.items())]
-
-
-def write_outputs(record, out_dir):
+def write_outputs(record, out_dir, hooks=None):
     """Write results.json and, as the spec's ``metrics`` ask, link_load.csv/.png and throughput.png.
 
     results.json always holds every measurement; ``metrics`` only choose the
     extra files: ``link_load`` or ``mmr`` -> link_load.csv and link_load.png,
-    ``timeline`` -> throughput.png.
+    ``timeline`` -> throughput.png.  Each mechanism of the run adds its own plots.
+
+    Args:
+        record: the results.
+        out_dir: the run's folder.
+        hooks: the run hooks of the record's mechanisms (default: found from ``record["mechanisms"]``).
     """
+    if hooks is None:
+        hooks = [each for each in hooks_for() if each.mechanism.name in record.get("mechanisms", [])]
     wanted = set(record.get("spec", {}).get("metrics") or ())
     plot_files = []
     if record["links"] and wanted & {"link_load", "mmr"}:
@@ -394,16 +393,21 @@ def write_outputs(record, out_dir):
                                  title=f"{record['name']}: uplink load ({label})")
             plot_files.append("link_load.png")
         if "timeline" in wanted:
-            plots.plot_timeline(record["timeline"], _timeline_events(record), os.path.join(out_dir, "throughput.png"),
-                                title=f"{record['name']}: aggregate throughput ({label})")
+            styles = dict(plots.EVENT_STYLES)
+            for each in hooks:
+                styles.update(each.event_styles)
+            plots.plot_timeline(record["timeline"], _timeline_events(record, hooks),
+                                os.path.join(out_dir, "throughput.png"),
+                                title=f"{record['name']}: aggregate throughput ({label})", styles=styles)
             plot_files.append("throughput.png")
     except Exception as error:  # noqa: BLE001 - results.json matters more than a plot
         record["controller"]["notes"].append(f"plotting failed: {type(error).__name__}: {error}")
-    if record.get("dsf"):
+    for each in hooks:
         try:
-            plot_files += plots.plot_dsf(record, out_dir)
+            plot_files += each.plots(record, out_dir)
         except Exception as error:  # noqa: BLE001 - results.json matters more than a plot
-            record["controller"]["notes"].append(f"DSF plots failed: {type(error).__name__}: {error}")
+            record["controller"]["notes"].append(f"{each.mechanism.name} plots failed: "
+                                                 f"{type(error).__name__}: {error}")
     record["files"]["plots"] = plot_files
     results_module.write_json(record, os.path.join(out_dir, "results.json"))
     return record

@@ -6,15 +6,16 @@ A spec (every field but ``name`` and ``seed`` has a default)::
     seed: 7                             # required; every random choice derives from it
     topology: {kind: clos, params: {leaves: 2, spines: 2, hosts_per_leaf: 2}, shape_links: false}
     target: auto                        # auto | embedded | bmv2
-    mode: ecmp                          # a mode of testbed/modes.py: ecmp | eecmp | spray | flowlet | pinning |
-                                        # f10 | fattree-local | portland | dsf  (or program: PATH)
-    mode_params: {flowlet_interval_us: 500, hash_seed: 3}   # testbed/modes.py PARAMETERS: ranges, P4 tables
-    controller: {kind: static, detection_delay_ms: 50}   # static | none | osken | f10 | dsf
-                                        # (a mode with its own controller, f10 or dsf, uses it; the
-                                        # others use this one, also in `testbed compare`)
-                                        # f10 also: monitored_switches: [c0, a0_0] (probe only these),
-                                        # rescheduler_epoch_ms: 200 (F10's epoch rescheduler; mode
-                                        # f10 runs it every 500 ms), recovered_holddown_ms: 1000
+    mode: ecmp                          # a mode of a mechanism (testbed.modes.MODES: ecmp, eecmp, spray,
+                                        # flowlet, pinning, f10, fattree-local, portland, dsf ...) or
+                                        # program: PATH
+    mode_params: {flowlet_interval_us: 500, hash_seed: 3}   # testbed.modes.PARAMETERS: ranges, P4 tables
+    controller: {kind: static, detection_delay_ms: 50}   # a controller kind (testbed.mechanisms):
+                                        # static | none | osken | f10 | dsf ...  (a mode with its own
+                                        # controller uses it; the others use this one, also in
+                                        # `testbed compare`); more keys: the options a kind declares,
+                                        # given to that kind only, e.g. f10's monitored_switches:
+                                        # [c0, a0_0], rescheduler_epoch_ms: 200, recovered_holddown_ms
     traffic:
       - {pattern: stream, hosts: [h1, h3, h2, h4], size_bytes: 65536, qps: 2,
          qp_scaling: roundrobin, udp_sport: per_qp, rate_mbps: 10, start_s: 0, duration_s: 4, mtu: 1024}
@@ -55,6 +56,10 @@ changes the topology (``f10`` runs the AB FatTree) draws the trace again on
 its own topology with the same seed: switch failures are then the same,
 link failures fall on that topology's links.
 
+Run-time parameters a run's mode takes and the spec does not give, where the
+parameter is drawn from the seed (``hash_seed``, DSF's ``dsf_ibm_seed``), get
+their value from :func:`derive_seed`; ``seeded_params`` lists them.
+
 Every error names the field path and the value (shortened when long):
 ``traffic[1].rate_mbps: must be > 0 (got -5)``.  Numbers must be finite (no
 ``.inf`` or ``.nan``), names and paths free of control characters (NUL,
@@ -73,16 +78,15 @@ import random
 from dataclasses import asdict, dataclass, field, replace
 from typing import List, Optional, Tuple
 
+from testbed import mechanisms
 from testbed import modes as mode_table
-from testbed.controllers.kinds import CONTROLLER_KINDS, DEFAULT_DETECTION_DELAY_MS
+from testbed.controllers.contract import DEFAULT_DETECTION_DELAY_MS, FAILURE_ACTIONS, element_label
 from testbed.emulation.netem import netem_available
 from testbed.errors import ParameterError, SpecError, short_repr
 from testbed.experiment.failure_traces import FailureProcess, LogNormal, lognormal_trace
 from testbed.experiment.spec_yaml import read_spec_yaml
-from testbed.targets import embedded_only_needs, resolve_target
+from testbed.targets import TARGETS, embedded_only_needs, resolve_target
 
-TARGETS = ("auto", "embedded", "bmv2")
-FAILURE_ACTIONS = ("link_down", "link_up", "switch_crash", "lossy_link")
 STREAM_PATTERN = "stream"
 QP_SCALING = ("roundrobin", "split")
 UDP_SPORT_RULES = ("per_qp", "per_nic_pair")
@@ -124,36 +128,25 @@ class TopologySpec:
 class ControllerSpec:
     """``controller``: who programs routes and how fast it reacts to failures.
 
-    ``static``: the runner's in-process FabricProgrammer recomputes routes
-    ``detection_delay_ms`` after each failure; ``none``: routes are pushed
-    once and never change; ``osken``: the os-ken fabric application.
+    ``kind`` is a controller kind of :func:`testbed.mechanisms.controller_kinds`
+    (``static``: the runner's in-process FabricProgrammer recomputes routes
+    ``detection_delay_ms`` after each failure; ``none``: routes are pushed once and
+    never change; ``osken``: the os-ken fabric application; a mechanism's own).
+    ``options`` are the other keys, each an option some kind declares; a kind
+    gets those it declares (:meth:`options_for`), so one spec can be compared
+    under modes with other controllers (``testbed compare --modes portland,f10``).
     """
 
-    kind: str = "static"
+    kind: str = ""
     detection_delay_ms: float = DEFAULT_DETECTION_DELAY_MS
     detection_delay_given: bool = False  # the spec set it (a mode's default does not replace it)
-    monitored_switches: Optional[List[str]] = None  # f10: probe only these switches (None: all)
     requested_kind: Optional[str] = None  # the spec's kind, for modes without their own controller
-    rescheduler_epoch_ms: Optional[float] = None  # f10: run the epoch rescheduler (None: off)
-    recovered_holddown_ms: Optional[float] = None  # f10: its hold-down of recovered links (None: default)
+    options: dict = field(default_factory=dict)
 
-    def options(self):
-        """The controller's own options (:func:`testbed.controllers.kinds.make_controller`).
-
-        The f10 options (``monitored_switches``, ``rescheduler_epoch_ms``,
-        ``recovered_holddown_ms``) go to the f10 controller only, so one spec can be
-        compared under modes with other controllers (``testbed compare --modes portland,f10``).
-        """
-        if self.kind != "f10":
-            return {}
-        options = {}
-        if self.monitored_switches:
-            options["monitored_switches"] = list(self.monitored_switches)
-        if self.rescheduler_epoch_ms is not None:
-            options["rescheduler_epoch_ms"] = self.rescheduler_epoch_ms
-        if self.recovered_holddown_ms is not None:
-            options["recovered_holddown_ms"] = self.recovered_holddown_ms
-        return options
+    def options_for(self, kind):
+        """The options the controller ``kind`` takes, of those the spec gives."""
+        declared = {option.name for option in mechanisms.controller_kind(kind).options}
+        return {name: value for name, value in self.options.items() if name in declared}
 
 
 @dataclass
@@ -201,11 +194,10 @@ class FailureSpec:
 
     def label(self):
         """Short text for plots and logs (``link_down l1-s1``)."""
-        target = "-".join(self.link) if self.link else (self.switch or "")
         extra = f" loss={self.loss}" if self.loss is not None else ""
         if self.cause and self.cause.startswith("switch"):
             extra += f" ({self.cause})"
-        return f"{self.action} {target}{extra}".strip()
+        return f"{self.action} {element_label(self.link, self.switch)}{extra}".strip()
 
 
 @dataclass
@@ -235,8 +227,8 @@ class ExperimentSpec:
         target: ``auto``, ``embedded`` or ``bmv2``.
         mode: the load-balancing mode (None when ``program`` was given).
         program: absolute path of the P4 program to run.
-        mode_params: run-time parameters (:data:`testbed.modes.PARAMETERS`), checked; ``hash_seed``
-            is derived from the seed when absent.
+        mode_params: run-time parameters (:data:`testbed.modes.PARAMETERS`), checked.
+        seeded_params: the names in ``mode_params`` drawn from the seed (the spec gave no value).
         controller: :class:`ControllerSpec`.
         traffic: list of :class:`TrafficSpec`.
         failures: list of :class:`FailureSpec`: those written in the spec, in its order, then
@@ -252,9 +244,10 @@ class ExperimentSpec:
     seed: int
     topology: TopologySpec
     target: str = "auto"
-    mode: Optional[str] = "ecmp"
+    mode: Optional[str] = None
     program: str = ""
     mode_params: dict = field(default_factory=dict)
+    seeded_params: List[str] = field(default_factory=list)
     controller: ControllerSpec = field(default_factory=ControllerSpec)
     traffic: List[TrafficSpec] = field(default_factory=list)
     failures: List[FailureSpec] = field(default_factory=list)
@@ -314,10 +307,17 @@ def _apply_mode(spec, mode):
         spec.controller.kind = mode.controller
     elif spec.controller.requested_kind:
         spec.controller.kind = spec.controller.requested_kind  # not the kind a previous mode fixed
-    for name in mode.seeded_parameters:
-        spec.mode_params.setdefault(name, derive_seed(spec.seed, name))
+    _seed_parameters(spec.mode_params, spec.seeded_params, mode.name, spec.seed)
     if mode.detection_delay_ms is not None and not spec.controller.detection_delay_given:
         spec.controller.detection_delay_ms = mode.detection_delay_ms
+
+
+def _seed_parameters(values, seeded, mode, seed):
+    """Draw from ``seed`` the seeded parameters of ``mode`` missing from ``values``; list them in ``seeded``."""
+    for parameter in mode_table.seeded_parameters(mode):
+        if parameter.name not in values:
+            values[parameter.name] = derive_seed(seed, parameter.name) & ((1 << parameter.seeded_bits) - 1)
+            seeded.append(parameter.name)
 
 
 # ---------------------------------------------------------------------- seeds
@@ -421,29 +421,25 @@ def _parse_topology(data):
     return TopologySpec(kind, dict(params), shape_links), topo
 
 
-def _parse_controller(data):
+def _parse_controller(data, switches):
     section = data.get("controller")
+    default = mechanisms.default_controller_kind()
     if section is None:
-        return ControllerSpec(requested_kind="static")
+        return ControllerSpec(default, requested_kind=default)
     if isinstance(section, str):
         section = {"kind": section}
     section = _require_mapping(section, "controller")
-    _check_keys(section, ("kind", "detection_delay_ms", "monitored_switches", "rescheduler_epoch_ms",
-                          "recovered_holddown_ms"), "controller")
-    kind = _choice(section.get("kind", "static"), CONTROLLER_KINDS, "controller.kind")
+    declared = {}
+    for kind in mechanisms.controller_kinds().values():
+        for option in kind.options:
+            declared.setdefault(option.name, option)
+    _check_keys(section, ("kind", "detection_delay_ms") + tuple(declared), "controller")
+    kind = _choice(section.get("kind", default), list(mechanisms.controller_kinds()), "controller.kind")
     delay = _number(section.get("detection_delay_ms", DEFAULT_DETECTION_DELAY_MS),
                     "controller.detection_delay_ms", minimum=0)
-    monitored = section.get("monitored_switches")
-    if monitored is not None:
-        if not isinstance(monitored, list) or not monitored or not all(isinstance(n, str) for n in monitored):
-            raise SpecError("controller.monitored_switches", monitored, "must be a list of switch names")
-    timers = {}
-    for name in ("rescheduler_epoch_ms", "recovered_holddown_ms"):
-        if name in section:
-            timers[name] = float(_number(section[name], f"controller.{name}", minimum=0,
-                                         exclusive=name == "rescheduler_epoch_ms"))
-    return ControllerSpec(kind, float(delay), "detection_delay_ms" in section, monitored, requested_kind=kind,
-                          **timers)
+    options = {name: declared[name].check(value, f"controller.{name}", switches)
+               for name, value in section.items() if name in declared}
+    return ControllerSpec(kind, float(delay), "detection_delay_ms" in section, requested_kind=kind, options=options)
 
 
 def _parse_program(data, seed):
@@ -459,7 +455,8 @@ def _parse_program(data, seed):
             raise SpecError("program", program, "no such P4 program") from None
         resolved_mode = None
     else:
-        resolved_mode = _choice(mode if mode is not None else "ecmp", list(mode_table.MODES), "mode")
+        resolved_mode = _choice(mode if mode is not None else mechanisms.default_mode(), list(mode_table.MODES),
+                                "mode")
         try:
             path = mode_table.program_for_mode(resolved_mode)
         except ParameterError as error:
@@ -467,20 +464,14 @@ def _parse_program(data, seed):
     params = data.get("mode_params")
     params = _require_mapping({} if params is None else params, "mode_params")
     _check_keys(params, tuple(mode_table.PARAMETERS), "mode_params")
-    resolved = {}
-    for key, value in params.items():
-        parameter = mode_table.PARAMETERS[key]
-        try:
-            resolved[key] = parameter.check(value)
-        except ParameterError:
-            raise SpecError(f"mode_params.{key}", value, f"must be {parameter.allowed()}") from None
     try:
-        mode_table.check_combination(resolved)
+        resolved = mode_table.check_parameters(params)
     except ParameterError as error:
-        raise SpecError(error.field, error.value, f"must be {error.allowed} ({error.reason})") from None
-    if "hash_seed" not in resolved:
-        resolved["hash_seed"] = derive_seed(seed, "hash_seed") & 0xFFFF
-    return resolved_mode, path, resolved
+        problem = f"must be {error.allowed}" + (f" ({error.reason})" if error.reason else "")
+        raise SpecError(error.field, error.value, problem) from None
+    seeded = []
+    _seed_parameters(resolved, seeded, resolved_mode, seed)
+    return resolved_mode, path, resolved, seeded
 
 
 def _resolve_hosts(value, path, all_hosts, seed, index):
@@ -714,10 +705,10 @@ def parse_spec(data, source=None, check_machine=True):
     seed = _number(data["seed"], "seed", minimum=0, maximum=MAX_SEED, integer=True)
     topology, topo = _parse_topology(data)
     target = _choice(data.get("target", "auto"), TARGETS, "target")
-    mode, program, mode_params = _parse_program(data, seed)
-    controller = _parse_controller(data)
+    mode, program, mode_params, seeded_params = _parse_program(data, seed)
     all_hosts = list(topo.hosts())
     switches = list(topo.switches())
+    controller = _parse_controller(data, switches)
     traffic = _parse_traffic(data, all_hosts, seed)
     written = _parse_failures(data, topo, switches)
     failure_trace, drawn = _parse_failure_trace(data, topo, seed)
@@ -746,15 +737,12 @@ def parse_spec(data, source=None, check_machine=True):
     out_dir = data.get("out_dir", os.path.join("results", name))
     _string(out_dir, "out_dir")
     spec = ExperimentSpec(name=name, seed=seed, topology=topology, target=target, mode=mode, program=program,
-                          mode_params=mode_params, controller=controller, traffic=traffic,
+                          mode_params=mode_params, seeded_params=seeded_params, controller=controller,
+                          traffic=traffic,
                           failures=failures, failure_trace=failure_trace, duration_s=duration,
                           metrics=list(metrics), out_dir=out_dir, source=source)
     if mode is not None:
         _apply_mode(spec, mode_table.MODES[mode])
-    for index, name in enumerate(controller.monitored_switches or ()):
-        if name not in switches:
-            raise SpecError(f"controller.monitored_switches[{index}]", name,
-                            "not a switch of the topology; switches: " + _names_text(switches))
     if check_machine:
         resolve_spec_target(spec)
     return spec

@@ -1,15 +1,14 @@
-"""Fabric measurements of a run: drops by place for every run, and the DSF section of results.json.
+"""DSF's fabric measurements of a run: its drop places and the ``dsf`` section of results.json.
 
 Everything comes from counters the switches serve over P4Runtime and from the
 links' tc statistics, never from a model:
 
-* :func:`drops_by_place` (every run): frames lost in the queues of fabric links
-  (switch to switch), of host ports (switch to host), on links that were down; and, with the DSF programs, at the VOQ tail,
-  by reassembly timeout, as late cells, for want of reachability or by TTL
-  (``dsf_drops`` and ``MyIngress.dsf_fabric_drops``).  ``fabric`` adds up what
-  was lost *inside* the fabric: link queues, reassembly timeouts, no
-  reachability at fabric nodes and TTL (the VOQs are the ingress edge; host
-  ports the egress).
+* :func:`add_dsf_drop_places`: frames lost at the VOQ tail, by reassembly
+  timeout, as late cells, for want of reachability or by TTL (``dsf_drops`` and
+  ``MyIngress.dsf_fabric_drops``), added to the generic places of
+  :func:`testbed.experiment.counters.drops_by_place`; ``fabric`` adds up what was
+  lost *inside* the fabric: link queues, reassembly timeouts, no reachability at
+  fabric nodes and TTL (the VOQs are the ingress edge; host ports the egress).
 * :class:`CounterSampler` reads the per-port egress counters of every switch and
   the DSF counters of the interface nodes once per interval during a run.
 * :func:`dsf_section` turns the samples and the end-of-run link loads into
@@ -43,17 +42,6 @@ SETTLE_S = 0.5  # after a failure, rates are compared once this much has passed
 
 
 # -- drops ----------------------------------------------------------------------------------
-def _port_roles(graph):
-    """``{(switch, port): ("fabric" | "host", link node pair)}`` for every switch port on a link."""
-    roles = {}
-    for a, b, data in graph.edges(data=True):
-        for here, there in ((a, b), (b, a)):
-            if not is_host(graph, here):
-                roles[(here, port_toward(data, here))] = ("host" if is_host(graph, there) else "fabric",
-                                                          frozenset((a, b)))
-    return roles
-
-
 def _counter_total(clients, name, skip=(), only=None):
     """Per-index packet totals of counter ``name`` over every switch that has it (of ``only``, if given)."""
     totals = {}
@@ -69,65 +57,24 @@ def _counter_total(clients, name, skip=(), only=None):
     return totals
 
 
-def ever_failed(failures, log, graph):
-    """Node pairs whose links were down (or lossy) at some time during a run.
+def add_dsf_drop_places(places, graph, clients, skip=()):
+    """Add the DSF programs' drop places to :func:`testbed.experiment.counters.drops_by_place`'s ``places``.
+
+    The interface nodes count VOQ tail drops, reassembly timeouts, late cells and
+    bad parameters (``dsf_drops``, :data:`DSF_DROP_PLACES`); every node counts cells
+    it had no reachability for, TTL expiries and frames that were no cell
+    (``MyIngress.dsf_fabric_drops``, :data:`FABRIC_DROP_PLACES`).
+    ``no_reachability_in_fabric`` counts the fabric and spine nodes only (cells an
+    interface node could not send at all, such as the credit requests of a node cut off
+    from a destination, are not lost in the fabric); ``fabric`` becomes link queues +
+    reassembly timeouts + no reachability in the fabric + TTL.
 
     Args:
-        failures: the spec's failure entries.
-        log: the run's ``failures`` rows (``applied_at_s`` set when applied).
-        graph: the topology multigraph (a crashed switch takes all its links).
-    """
-    pairs = set()
-    for failure, row in zip(failures, log):
-        if row.get("applied_at_s") is None:
-            continue
-        if failure.link:
-            pairs.add(frozenset(failure.link))
-        elif failure.switch:
-            pairs |= {frozenset((failure.switch, other)) for other in graph.neighbors(failure.switch)}
-    return pairs
-
-
-def drops_by_place(graph, port_drops, clients, failed_pairs=(), skip=()):
-    """Frames lost, by place.
-
-    A switch port loses a frame when its link's queue is full (the tc qdisc under
-    the link's htb refuses it, or the port's socket buffer holding that queue is
-    full: both fail the send) or when its link is down; the embedded switch counts
-    every failed send (``tx_errors``).  Ports on links that never failed lost theirs
-    to a full queue; on a link that failed during the run, every loss is counted as
-    ``link_down`` (congestion on it included).
-
-    Args:
+        places: the generic places (changed in place).
         graph: the topology multigraph.
-        port_drops: :meth:`~testbed.emulation.network.FabricNetwork.drop_counters` output.
-        clients: ``{switch: P4Runtime session}`` (for the DSF counters).
-        failed_pairs: node pairs whose links were down at some time during the run.
+        clients: ``{switch: P4Runtime session}``.
         skip: switches not to read (crashed).
-
-    Returns:
-        dict: ``fabric_link_queue``, ``host_port``, ``link_down``, the DSF places
-        (:data:`DSF_DROP_PLACES`, :data:`FABRIC_DROP_PLACES`; 0 without the DSF programs;
-        ``no_reachability`` counts every node, ``no_reachability_in_fabric`` the fabric
-        and spine nodes only: cells an interface node could not send at all, such as the
-        credit requests of a node cut off from a destination, are not lost in the fabric),
-        ``fabric`` (link queues + reassembly timeouts + no reachability in the fabric + TTL) and
-        ``by_link`` (``{"switch:port>neighbour": frames}`` of the ports that lost any).
     """
-    roles = _port_roles(graph)
-    failed = {frozenset(pair) for pair in failed_pairs}
-    places = {"fabric_link_queue": 0, "host_port": 0, "link_down": 0}
-    by_link = {}
-    for switch, ports in sorted((port_drops or {}).items()):
-        for port, values in sorted(ports.items()):
-            lost = int(values.get("tx_errors", 0))
-            role, pair = roles.get((switch, int(port)), (None, None))
-            if not lost or role is None:
-                continue
-            place = "link_down" if pair in failed else ("fabric_link_queue" if role == "fabric" else "host_port")
-            places[place] += lost
-            other = next(iter(pair - {switch}), switch)
-            by_link[f"{switch}:{port}>{other}"] = lost
     dsf = _counter_total(clients, DSF_DROPS, skip)
     fabric = _counter_total(clients, FABRIC_DROPS, skip)
     places.update({name: dsf.get(index, 0) for index, name in enumerate(DSF_DROP_PLACES)})
@@ -137,7 +84,6 @@ def drops_by_place(graph, port_drops, clients, failed_pairs=(), skip=()):
     places["no_reachability_in_fabric"] = inside.get(0, 0)
     places["fabric"] = (places["fabric_link_queue"] + places["reassembly_timeout"]
                         + places["no_reachability_in_fabric"] + places["ttl"])
-    places["by_link"] = by_link
     return places
 
 
@@ -466,7 +412,7 @@ def traffic_window(spec, traffic_rows):
 
 
 class FabricRecorder:
-    """What the runner records on a DSF topology (any mode): samples during the run, then the sections.
+    """What a run on a DSF topology records (any mode): samples during the run, then the ``dsf`` section.
 
     Args:
         spec: the run's spec.
@@ -481,11 +427,6 @@ class FabricRecorder:
         self.sampler = None
         self.cpu = SwitchCpu(fabric.switches)
         self.cpu_shares = {}
-
-    @staticmethod
-    def wanted(spec):
-        """True for runs on a DSF topology."""
-        return spec.topology.kind == "dsf"
 
     def start(self, t0_ns):
         """Start sampling counters."""
