@@ -47,7 +47,6 @@ MAX_DELAY_MS = 10000.0
 MAX_MESSAGE = 65536
 REQUEST_FIELDS = ("port", "loss", "delay_ms")
 PKTGEN_FIELDS = ("command", "app", "port", "period_us", "template", "stop")
-COMMANDS = ("status", "pktgen")
 _CLIENT_NUMBERS = itertools.count()
 
 

@@ -17,14 +17,8 @@ derives them from the names the way p4c does.
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
 
-MATCH_KINDS = ("exact", "lpm", "ternary", "range", "optional", "selector")
-ACTION_SCOPES = ("TABLE_AND_DEFAULT", "TABLE_ONLY", "DEFAULT_ONLY")
-COUNTER_UNITS = ("BYTES", "PACKETS", "BOTH")
-METER_UNITS = ("BYTES", "PACKETS")
-HASH_ALGORITHMS = (
-    "crc16", "crc16_custom", "crc32", "crc32_custom", "identity", "csum16",
-    "xor16", "random",
-)
+PRIORITY_MATCH_KINDS = ("ternary", "range", "optional")
+"""Match kinds that make a table's entries need a priority (P4Runtime spec, "TableEntry")."""
 
 
 @dataclass
@@ -42,8 +36,9 @@ class SourceLocation:
 class MatchField:
     """One key of a table.
 
-    ``match_type`` is one of :data:`MATCH_KINDS`; ``selector`` keys feed the
-    action selector's hash and are not part of the match in P4Runtime.
+    ``match_type`` is ``exact``, ``lpm``, ``ternary``, ``range``, ``optional`` or
+    ``selector``; ``selector`` keys feed the action selector's hash and are not
+    part of the match in P4Runtime.
     """
 
     name: str
@@ -145,7 +140,7 @@ class Table:
     @property
     def needs_priority(self):
         """True when entries need a priority (any ternary, range or optional key)."""
-        return any(f.match_type in ("ternary", "range", "optional") for f in self.match_fields)
+        return any(f.match_type in PRIORITY_MATCH_KINDS for f in self.match_fields)
 
 
 @dataclass
@@ -156,7 +151,7 @@ class ActionProfile:
     table_names: List[str]
     size: int
     with_selector: bool = False
-    algorithm: Optional[str] = None  # one of HASH_ALGORITHMS, selectors only
+    algorithm: Optional[str] = None  # a v1model HashAlgorithm name, selectors only
     output_width: Optional[int] = None  # selector hash output width in bits
     max_group_size: int = 0
 

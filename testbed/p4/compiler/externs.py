@@ -4,9 +4,10 @@ A mixin of :class:`testbed.p4.compiler.codegen.CodeGenerator`; it uses the gener
 ``model`` (checker), ``info`` (ProgramInfo) and helper methods.
 """
 from testbed.errors import P4LoadError
-from testbed.p4.compiler.pycode import HASH_ALGORITHMS, attr, varbit_length_attr
+from testbed.p4.compiler.pycode import attr, varbit_length_attr
 from testbed.p4.compiler.target_externs import TARGET_EXTERNS, emit_target_extern
 from testbed.p4.frontend import types as T
+from testbed.p4.v1model import hashes
 from testbed.p4.v1model import runtime as RT
 
 
@@ -81,7 +82,7 @@ class ExternsMixin:
     def _algorithm(self, node, scope):
         if node.kind != "type_member" or node.type_name != "HashAlgorithm":
             raise self.error(node, "the hash algorithm must be HashAlgorithm.<name>")
-        if node.member not in HASH_ALGORITHMS:
+        if node.member not in hashes.ALGORITHMS:
             raise self.error(node, f"unknown hash algorithm {node.member}")
         return node.member
 

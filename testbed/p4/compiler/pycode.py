@@ -6,8 +6,6 @@ helpers name attributes, print literals and wrap values to a P4 width.
 """
 from testbed.p4.frontend import types as T
 
-HASH_ALGORITHMS = ("crc32", "crc32_custom", "crc16", "crc16_custom", "random", "identity", "csum16", "xor16")
-
 
 class Emitter:
     """Indented Python source lines of one generated module or function.

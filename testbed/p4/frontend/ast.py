@@ -60,7 +60,6 @@ _BINARY_SYMBOLS = {
     "bor": "|", "bxor": "^", "band": "&", "shl": "<<", "shr": ">>", "add": "+", "sub": "-",
     "sadd": "|+|", "ssub": "|-|", "concat": "++", "mul": "*", "div": "/", "mod": "%",
 }
-BINARY_OPERATORS = dict(_BINARY_SYMBOLS)
 
 
 def expression_text(node):

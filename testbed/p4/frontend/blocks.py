@@ -401,7 +401,7 @@ def convert_entries(model, table):
     if table.selector_keys or table.implementation is not None:
         raise model.error(table.entries[0], f"unsupported construct: entries in table {table.name} with an "
                                             f"action profile/selector")
-    needs_priority = any(k.match_kind in ("ternary", "range", "optional") for k in keys)
+    needs_priority = any(k.match_kind in P.PRIORITY_MATCH_KINDS for k in keys)
     priorities = entry_priorities(model, table, needs_priority)
     result = []
     scope = table.control.scope
