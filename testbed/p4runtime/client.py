@@ -45,6 +45,7 @@ from p4.v1 import p4runtime_pb2, p4runtime_pb2_grpc
 from testbed.errors import ParameterError, TestbedError
 from testbed.p4runtime import limits
 from testbed.p4runtime.convert import decode, encode
+from testbed.p4runtime.p4info import MATCH_KIND_NAMES
 from testbed.p4runtime.p4info_index import P4InfoIndex
 from testbed.p4runtime.values import match_from_spec, parse_value
 
@@ -56,10 +57,6 @@ CHANNEL_OPTIONS = (("grpc.max_receive_message_length", limits.MAX_MESSAGE_BYTES)
 
 DEFAULT_BATCH_SIZE = 1000
 """Updates per Write when :meth:`P4RuntimeClient.write_batch` splits a batch."""
-
-_MATCH_KIND = {p4info_pb2.MatchField.EXACT: "exact", p4info_pb2.MatchField.LPM: "lpm",
-               p4info_pb2.MatchField.TERNARY: "ternary", p4info_pb2.MatchField.RANGE: "range",
-               p4info_pb2.MatchField.OPTIONAL: "optional"}
 
 
 class P4RuntimeClientError(TestbedError):
@@ -542,7 +539,7 @@ class P4RuntimeClient:
         entry = p4runtime_pb2.TableEntry(table_id=info.preamble.id)
         match = dict(match or {})
         for field in info.match_fields:
-            kind = _MATCH_KIND.get(field.match_type, "exact")
+            kind = MATCH_KIND_NAMES.get(field.match_type, "exact")
             spec = match.pop(field.name, None)
             parsed = match_from_spec(kind, spec, field.bitwidth, f"{table}: {field.name}")
             if parsed is None:

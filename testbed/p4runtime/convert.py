@@ -11,10 +11,9 @@ mask of 0, an lpm prefix length of 0 or a full range given explicitly is
 INVALID_ARGUMENT); an omitted exact field is INVALID_ARGUMENT; masked-off bits of a
 ternary or lpm value must be zero.
 """
-from p4.config.v1 import p4info_pb2
-
-from testbed.p4.program import ActionCall, KeyMatch
+from testbed.p4.program import PRIORITY_MATCH_KINDS, ActionCall, KeyMatch
 from testbed.p4runtime.errors import P4RuntimeError
+from testbed.p4runtime.p4info import MATCH_KIND_NAMES, MATCH_TYPES
 
 
 def _invalid(message):
@@ -95,12 +94,9 @@ def matches_from_proto(table_info, field_matches):
         if fm.field_id in given:
             raise _invalid(f"table {table_name}: match field {fields[fm.field_id].name} given twice")
         given[fm.field_id] = fm
-    kinds = {p4info_pb2.MatchField.EXACT: "exact", p4info_pb2.MatchField.LPM: "lpm",
-             p4info_pb2.MatchField.TERNARY: "ternary", p4info_pb2.MatchField.RANGE: "range",
-             p4info_pb2.MatchField.OPTIONAL: "optional"}
     result = []
     for field in table_info.match_fields:
-        kind = kinds.get(field.match_type)
+        kind = MATCH_KIND_NAMES.get(field.match_type)
         what = f"table {table_name}: match field {field.name}"
         width = field.bitwidth
         fm = given.get(field.id)
@@ -291,8 +287,7 @@ def table_needs_priority(table_info):
     return any(f.match_type in _PRIORITY_KINDS for f in table_info.match_fields)
 
 
-_PRIORITY_KINDS = (p4info_pb2.MatchField.TERNARY, p4info_pb2.MatchField.RANGE,
-                   p4info_pb2.MatchField.OPTIONAL)
+_PRIORITY_KINDS = tuple(MATCH_TYPES[kind] for kind in PRIORITY_MATCH_KINDS)
 
 
 def table_action_from_proto(index, table_info, proto):

@@ -40,13 +40,16 @@ PREFIX = {
     "digest": p4info_pb2.P4Ids.DIGEST,
 }
 
-_MATCH_TYPES = {
+MATCH_TYPES = {
     "exact": p4info_pb2.MatchField.EXACT,
     "lpm": p4info_pb2.MatchField.LPM,
     "ternary": p4info_pb2.MatchField.TERNARY,
     "range": p4info_pb2.MatchField.RANGE,
     "optional": p4info_pb2.MatchField.OPTIONAL,
 }
+"""P4 match kind -> P4Info ``MatchField.MatchType``; any other kind goes in ``other_match_type``."""
+MATCH_KIND_NAMES = {match_type: kind for kind, match_type in MATCH_TYPES.items()}
+"""P4Info ``MatchField.MatchType`` -> P4 match kind (the inverse of :data:`MATCH_TYPES`)."""
 _SCOPES = {
     "TABLE_AND_DEFAULT": p4info_pb2.ActionRef.TABLE_AND_DEFAULT,
     "TABLE_ONLY": p4info_pb2.ActionRef.TABLE_ONLY,
@@ -275,8 +278,8 @@ def build_p4info(info, arch="v1model"):
             match_field.name = field.name
             match_field.annotations.extend(_forwarded_annotations(field.annotations))
             match_field.bitwidth = field.bitwidth
-            if field.match_type in _MATCH_TYPES:
-                match_field.match_type = _MATCH_TYPES[field.match_type]
+            if field.match_type in MATCH_TYPES:
+                match_field.match_type = MATCH_TYPES[field.match_type]
             else:
                 match_field.other_match_type = field.match_type
         for ref in table.action_refs:
@@ -402,6 +405,6 @@ def p4info_from_text(text):
 
 
 __all__ = [
-    "PREFIX", "IdAllocator", "allocate_ids", "annotation_id", "build_p4info",
+    "MATCH_KIND_NAMES", "MATCH_TYPES", "PREFIX", "IdAllocator", "allocate_ids", "annotation_id", "build_p4info",
     "jenkins_one_at_a_time", "p4info_from_text", "p4info_to_text",
 ]
