@@ -92,138 +92,202 @@ class ExternsMixin:
             if arg.kind not in ("list", "dontcare"):
                 self.model.type_of(arg, scope)
 
-    def extern_function(self, name, call, scope, fn):
-        """Emit a v1model/core extern function call."""
+    def _need_args(self, name, call, count):
+        """Raise a P4LoadError unless ``call`` has exactly ``count`` arguments."""
+        if len(call.args) != count:
+            raise self.error(call, f"{name} needs {count} argument(s), got {len(call.args)}")
+
+    def _clone_type(self, node):
+        """The ``CloneType`` member (``I2E`` or ``E2E``) an argument names."""
+        if node.kind != "type_member" or node.type_name != "CloneType":
+            raise self.error(node, "clone type must be CloneType.I2E or CloneType.E2E")
+        return node.member
+
+    # Each _call_* method emits one extern function call: (self, name, call, scope, fn).
+    def _call_mark_to_drop(self, name, call, scope, fn):
+        args = call.args
+        target = self.expr(args[0], scope, fn) if args else "P.sm"
+        fn.out.line(f"{target}.f_egress_spec = {RT.DROP_PORT}")
+        fn.out.line(f"{target}.f_mcast_grp = 0")
+
+    def _call_checksum(self, name, call, scope, fn):
+        """verify_checksum / update_checksum, and their ``_with_payload`` forms."""
         out = fn.out
         args = call.args
-        model = self.model
-        self._type_arguments(args, scope)
-
-        def need(count):
-            if len(args) != count:
-                raise self.error(call, f"{name} needs {count} argument(s), got {len(args)}")
-
-        if name == "mark_to_drop":
-            target = self.expr(args[0], scope, fn) if args else "P.sm"
-            out.line(f"{target}.f_egress_spec = {RT.DROP_PORT}")
-            out.line(f"{target}.f_mcast_grp = 0")
-        elif name in ("verify_checksum", "update_checksum", "verify_checksum_with_payload",
-                      "update_checksum_with_payload"):
-            need(4)
-            algorithm = self._algorithm(args[3], scope)
-            cond = self.expr(args[0], scope, fn)
-            packed, nbytes = self._packed(self._field_list(args[1], scope, fn))
-            target_type = model.type_of(args[2], scope)
-            if not isinstance(target_type, T.BitType):
-                raise self.error(args[2], "checksum field must be bit<W>")
-            data = f"{packed}.to_bytes({nbytes}, 'big')"
-            if name.endswith("_with_payload"):
-                data = f"({data} + P.payload)"
-                if algorithm == "csum16":
-                    value = f"HASHES.csum16({data})"
-                else:
-                    value = f"(_compute_bytes({algorithm!r}, {data}) & {target_type.mask})"
-            elif algorithm == "csum16":
-                value = f"_csum_int({packed}, {nbytes})"
+        self._need_args(name, call, 4)
+        algorithm = self._algorithm(args[3], scope)
+        cond = self.expr(args[0], scope, fn)
+        packed, nbytes = self._packed(self._field_list(args[1], scope, fn))
+        target_type = self.model.type_of(args[2], scope)
+        if not isinstance(target_type, T.BitType):
+            raise self.error(args[2], "checksum field must be bit<W>")
+        data = f"{packed}.to_bytes({nbytes}, 'big')"
+        if name.endswith("_with_payload"):
+            data = f"({data} + P.payload)"
+            if algorithm == "csum16":
+                value = f"HASHES.csum16({data})"
             else:
                 value = f"(_compute_bytes({algorithm!r}, {data}) & {target_type.mask})"
-            out.line(f"if {cond}:")
-            out.indent()
-            if name.startswith("verify"):
-                out.line(f"if {value} != {self.expr(args[2], scope, fn)}:")
-                out.line("    P.sm.f_checksum_error = 1")
-            else:
-                self.store(args[2], value, scope, fn)
-            out.dedent()
-        elif name == "hash":
-            need(5)
-            result_type = model.type_of(args[0], scope)
-            if not isinstance(result_type, T.BitType):
-                raise self.error(args[0], "hash result must be bit<W>")
-            algorithm = self._algorithm(args[1], scope)
-            base = self.expr(args[2], scope, fn, want=result_type)
-            packed, nbytes = self._packed(self._field_list(args[3], scope, fn))
-            maximum = self.expr(args[4], scope, fn, want=T.BitType(64))
-            data = f"{packed}.to_bytes({nbytes}, 'big')"
-            self.store(args[0], f"_hash_ext({algorithm!r}, {base}, {data}, {maximum}, {result_type.width})",
-                       scope, fn)
-        elif name == "random":
-            need(3)
-            result_type = model.type_of(args[0], scope)
-            low = self.expr(args[1], scope, fn, want=result_type)
-            high = self.expr(args[2], scope, fn, want=result_type)
-            self.store(args[0], f"_random({low}, {high})", scope, fn)
-        elif name == "digest":
-            need(2)
-            digest_type = getattr(call, "digest_type", None)
-            if digest_type is None:
-                raise self.error(call, "digest data must have a named struct type")
+        elif algorithm == "csum16":
+            value = f"_csum_int({packed}, {nbytes})"
+        else:
+            value = f"(_compute_bytes({algorithm!r}, {data}) & {target_type.mask})"
+        out.line(f"if {cond}:")
+        out.indent()
+        if name.startswith("verify"):
+            out.line(f"if {value} != {self.expr(args[2], scope, fn)}:")
+            out.line("    P.sm.f_checksum_error = 1")
+        else:
+            self.store(args[2], value, scope, fn)
+        out.dedent()
+
+    def _call_hash(self, name, call, scope, fn):
+        args = call.args
+        self._need_args(name, call, 5)
+        result_type = self.model.type_of(args[0], scope)
+        if not isinstance(result_type, T.BitType):
+            raise self.error(args[0], "hash result must be bit<W>")
+        algorithm = self._algorithm(args[1], scope)
+        base = self.expr(args[2], scope, fn, want=result_type)
+        packed, nbytes = self._packed(self._field_list(args[3], scope, fn))
+        maximum = self.expr(args[4], scope, fn, want=T.BitType(64))
+        data = f"{packed}.to_bytes({nbytes}, 'big')"
+        self.store(args[0], f"_hash_ext({algorithm!r}, {base}, {data}, {maximum}, {result_type.width})",
+                   scope, fn)
+
+    def _call_random(self, name, call, scope, fn):
+        args = call.args
+        self._need_args(name, call, 3)
+        result_type = self.model.type_of(args[0], scope)
+        low = self.expr(args[1], scope, fn, want=result_type)
+        high = self.expr(args[2], scope, fn, want=result_type)
+        self.store(args[0], f"_random({low}, {high})", scope, fn)
+
+    def _call_digest(self, name, call, scope, fn):
+        self._need_args(name, call, 2)
+        digest_type = getattr(call, "digest_type", None)
+        if digest_type is None:
+            raise self.error(call, "digest data must have a named struct type")
+        data = call.args[1]
+        if data.kind == "list":
+            if len(data.items) != len(digest_type.fields):
+                raise self.error(data, f"digest {digest_type.name}: {len(digest_type.fields)} fields expected")
+            values = [self._to_unsigned(self.expr(item, scope, fn, want=f.type), f.type)
+                      for item, f in zip(data.items, digest_type.fields)]
+        else:
+            base = self.expr(data, scope, fn)
+            values = [self._to_unsigned(f"{base}.{attr(f.name)}", f.type) for f in digest_type.fields]
+        fn.out.line(f"P.digests.append(({digest_type.name!r}, ({''.join(v + ', ' for v in values)})))")
+
+    def _call_clone(self, name, call, scope, fn):
+        """clone / clone_preserving_field_list."""
+        args = call.args
+        self._need_args(name, call, 2 if name == "clone" else 3)
+        clone_type = self._clone_type(args[0])
+        if fn.kind == "control" and self._role_of(fn) not in (None, "ingress", "egress"):
+            raise self.error(call, f"{name} is only allowed in ingress or egress")
+        session = self.expr(args[1], scope, fn, want=T.BitType(32))
+        field_list = str(self.model.const_value(args[2], scope)) if name != "clone" else "None"
+        fn.out.line(f"P.clone_session = {session}")
+        fn.out.line(f"P.clone_field_list = {field_list}")
+        call.clone_type = clone_type
+
+    def _call_clone3(self, name, call, scope, fn):
+        """The deprecated clone3: its data argument lists the metadata fields to preserve."""
+        args = call.args
+        self._need_args(name, call, 3)
+        self._clone_type(args[0])
+        session = self.expr(args[1], scope, fn, want=T.BitType(32))
+        fn.out.line(f"P.clone_session = {session}")
+        fn.out.line(f"P.clone_field_list = {self._synthetic_field_list(args[2], scope, fn)}")
+
+    def _call_preserving_field_list(self, name, call, scope, fn):
+        """resubmit_preserving_field_list / recirculate_preserving_field_list."""
+        self._need_args(name, call, 1)
+        index = self.model.const_value(call.args[0], scope)
+        attribute = "resubmit_field_list" if name.startswith("resubmit") else "recirculate_field_list"
+        fn.out.line(f"P.{attribute} = {index}")
+
+    def _call_resubmit_or_recirculate(self, name, call, scope, fn):
+        """The deprecated resubmit / recirculate with a data argument."""
+        self._need_args(name, call, 1)
+        attribute = "resubmit_field_list" if name == "resubmit" else "recirculate_field_list"
+        fn.out.line(f"P.{attribute} = {self._synthetic_field_list(call.args[0], scope, fn)}")
+
+    def _call_truncate(self, name, call, scope, fn):
+        self._need_args(name, call, 1)
+        fn.out.line(f"P.truncate_length = {self.expr(call.args[0], scope, fn, want=T.BitType(32))}")
+
+    def _call_assert(self, name, call, scope, fn):
+        """assert / assume: a failing condition stops the packet with a P4AssertionError."""
+        self._need_args(name, call, 1)
+        filename, line = self.model.location(call)
+        fn.out.line(f"if not {self.expr(call.args[0], scope, fn)}:")
+        fn.out.line(f"    raise RT.P4AssertionError({name + ' failed at ' + str(filename) + ':' + str(line)!r})")
+
+    def _call_log_msg(self, name, call, scope, fn):
+        args = call.args
+        if not args or args[0].kind != "string":
+            raise self.error(call, "log_msg needs a string literal first")
+        values = []
+        if len(args) > 1:
             data = args[1]
-            if data.kind == "list":
-                if len(data.items) != len(digest_type.fields):
-                    raise self.error(data, f"digest {digest_type.name}: {len(digest_type.fields)} fields expected")
-                values = [self._to_unsigned(self.expr(item, scope, fn, want=f.type), f.type)
-                          for item, f in zip(data.items, digest_type.fields)]
-            else:
-                base = self.expr(data, scope, fn)
-                values = [self._to_unsigned(f"{base}.{attr(f.name)}", f.type) for f in digest_type.fields]
-            out.line(f"P.digests.append(({digest_type.name!r}, ({''.join(v + ', ' for v in values)})))")
-        elif name in ("clone", "clone_preserving_field_list"):
-            need(2 if name == "clone" else 3)
-            if args[0].kind != "type_member" or args[0].type_name != "CloneType":
-                raise self.error(args[0], "clone type must be CloneType.I2E or CloneType.E2E")
-            clone_type = args[0].member
-            if fn.kind == "control" and self._role_of(fn) not in (None, "ingress", "egress"):
-                raise self.error(call, f"{name} is only allowed in ingress or egress")
-            session = self.expr(args[1], scope, fn, want=T.BitType(32))
-            field_list = str(model.const_value(args[2], scope)) if name != "clone" else "None"
-            out.line(f"P.clone_session = {session}")
-            out.line(f"P.clone_field_list = {field_list}")
-            call.clone_type = clone_type
-        elif name in ("resubmit_preserving_field_list", "recirculate_preserving_field_list"):
-            need(1)
-            index = model.const_value(args[0], scope)
-            attribute = "resubmit_field_list" if name.startswith("resubmit") else "recirculate_field_list"
-            out.line(f"P.{attribute} = {index}")
-        elif name == "truncate":
-            need(1)
-            out.line(f"P.truncate_length = {self.expr(args[0], scope, fn, want=T.BitType(32))}")
-        elif name in ("assert", "assume"):
-            need(1)
-            filename, line = model.location(call)
-            out.line(f"if not {self.expr(args[0], scope, fn)}:")
-            out.line(f"    raise RT.P4AssertionError({name + ' failed at ' + str(filename) + ':' + str(line)!r})")
-        elif name == "log_msg":
-            if not args or args[0].kind != "string":
-                raise self.error(call, "log_msg needs a string literal first")
-            values = []
-            if len(args) > 1:
-                data = args[1]
-                items = data.items if data.kind == "list" else [data]
-                for item in items:
-                    model.type_of(item, scope)
-                    values.append(self.expr(item, scope, fn))
-            out.line("if P.log is not None:")
-            out.line(f"    P.log(RT.format_log_message({args[0].value!r}, ({''.join(v + ', ' for v in values)})))")
-        elif name == "verify":
-            need(2)
-            if fn.kind != "parser":
-                raise self.error(call, "verify is only allowed in a parser")
-            out.line(f"if not {self.expr(args[0], scope, fn)}:")
-            out.line(f"    err = {self.expr(args[1], scope, fn)}")
-            out.line("    break")
-        elif name == "clone3":
-            # deprecated form: the data argument lists the metadata fields to preserve
-            need(3)
-            if args[0].kind != "type_member" or args[0].type_name != "CloneType":
-                raise self.error(args[0], "clone type must be CloneType.I2E or CloneType.E2E")
-            session = self.expr(args[1], scope, fn, want=T.BitType(32))
-            out.line(f"P.clone_session = {session}")
-            out.line(f"P.clone_field_list = {self._synthetic_field_list(args[2], scope, fn)}")
-        elif name in ("resubmit", "recirculate"):
-            need(1)
-            attribute = "resubmit_field_list" if name == "resubmit" else "recirculate_field_list"
-            out.line(f"P.{attribute} = {self._synthetic_field_list(args[0], scope, fn)}")
+            items = data.items if data.kind == "list" else [data]
+            for item in items:
+                self.model.type_of(item, scope)
+                values.append(self.expr(item, scope, fn))
+        fn.out.line("if P.log is not None:")
+        fn.out.line(f"    P.log(RT.format_log_message({args[0].value!r}, ({''.join(v + ', ' for v in values)})))")
+
+    def _call_verify(self, name, call, scope, fn):
+        args = call.args
+        self._need_args(name, call, 2)
+        if fn.kind != "parser":
+            raise self.error(call, "verify is only allowed in a parser")
+        fn.out.line(f"if not {self.expr(args[0], scope, fn)}:")
+        fn.out.line(f"    err = {self.expr(args[1], scope, fn)}")
+        fn.out.line("    break")
+
+    EXTERN_FUNCTIONS = {
+        "mark_to_drop": _call_mark_to_drop,
+        "verify_checksum": _call_checksum,
+        "update_checksum": _call_checksum,
+        "verify_checksum_with_payload": _call_checksum,
+        "update_checksum_with_payload": _call_checksum,
+        "hash": _call_hash,
+        "random": _call_random,
+        "digest": _call_digest,
+        "clone": _call_clone,
+        "clone_preserving_field_list": _call_clone,
+        "clone3": _call_clone3,
+        "resubmit_preserving_field_list": _call_preserving_field_list,
+        "recirculate_preserving_field_list": _call_preserving_field_list,
+        "resubmit": _call_resubmit_or_recirculate,
+        "recirculate": _call_resubmit_or_recirculate,
+        "truncate": _call_truncate,
+        "assert": _call_assert,
+        "assume": _call_assert,
+        "log_msg": _call_log_msg,
+        "verify": _call_verify,
+    }
+    """v1model and core extern function name -> the method emitting its call."""
+
+    def extern_function(self, name, call, scope, fn):
+        """Emit a v1model/core extern function call, or one of the embedded target's own externs.
+
+        Args:
+            name: the extern function's name.
+            call: the call node.
+            scope: the scope the call is in.
+            fn: the :class:`~testbed.p4.compiler.pycode.FunctionContext` being generated.
+
+        Raises:
+            P4LoadError: a wrong argument, or an extern function the target does not have.
+        """
+        self._type_arguments(call.args, scope)
+        emit = self.EXTERN_FUNCTIONS.get(name)
+        if emit is not None:
+            emit(self, name, call, scope, fn)
         elif name in TARGET_EXTERNS:
             emit_target_extern(self, name, call, scope, fn)  # the embedded target's own externs (DSF)
         else:
