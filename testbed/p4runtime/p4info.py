@@ -260,36 +260,38 @@ def build_p4info(info, arch="v1model"):
     alloc = allocate_ids(info)
     p4info = p4info_pb2.P4Info()
     p4info.pkg_info.arch = arch
+    _add_tables(p4info, info, alloc)
+    _add_actions(p4info, info, alloc)
+    _add_action_profiles(p4info, info, alloc)
+    _add_counters_and_meters(p4info, info, alloc)
+    _add_controller_headers(p4info, info, alloc)
+    _add_registers(p4info, info, alloc)
+    _add_digests(p4info, info, alloc)
+    if _p4c_writes_type_info(info):
+        p4info.type_info.SetInParent()
+    return p4info
 
-    def action_id(table_name, action_name):
-        if action_name not in info.actions:
-            raise ValueError(f"table {table_name}: action {action_name} is not in the program's actions")
-        return alloc.id_of("action", action_name)
 
+def _action_id(info, alloc, table_name, action_name):
+    """The id of an action a table refers to; ValueError naming both when the program lacks it."""
+    if action_name not in info.actions:
+        raise ValueError(f"table {table_name}: action {action_name} is not in the program's actions")
+    return alloc.id_of("action", action_name)
+
+
+def _add_tables(p4info, info, alloc):
     for table in info.tables.values():
         message = p4info.tables.add()
         _preamble(message.preamble, alloc, "table", table.name, table.annotations)
-        field_ids = _sequential_ids(table.match_fields)
-        for field, field_id in zip(table.match_fields, field_ids):
-            if field.match_type == "selector":
-                continue
-            match_field = message.match_fields.add()
-            match_field.id = field_id
-            match_field.name = field.name
-            match_field.annotations.extend(_forwarded_annotations(field.annotations))
-            match_field.bitwidth = field.bitwidth
-            if field.match_type in MATCH_TYPES:
-                match_field.match_type = MATCH_TYPES[field.match_type]
-            else:
-                match_field.other_match_type = field.match_type
+        _add_match_fields(message, table)
         for ref in table.action_refs:
             action_ref = message.action_refs.add()
-            action_ref.id = action_id(table.name, ref.name)
+            action_ref.id = _action_id(info, alloc, table.name, ref.name)
             if ref.scope in _SCOPE_ANNOTATION:
                 action_ref.annotations.append(_SCOPE_ANNOTATION[ref.scope])
             action_ref.scope = _SCOPES[ref.scope]
         if table.default_action is not None and table.const_default_action:
-            message.const_default_action_id = action_id(table.name, table.default_action.action)
+            message.const_default_action_id = _action_id(info, alloc, table.name, table.default_action.action)
         if table.implementation:
             if table.implementation not in info.action_profiles:
                 raise ValueError(f"table {table.name}: implementation {table.implementation} is unknown")
@@ -304,6 +306,24 @@ def build_p4info(info, arch="v1model"):
         if table.entries_are_const:
             message.is_const_table = True
 
+
+def _add_match_fields(message, table):
+    """The match fields of a P4Info table; selector keys take an id but are not listed."""
+    for field, field_id in zip(table.match_fields, _sequential_ids(table.match_fields)):
+        if field.match_type == "selector":
+            continue
+        match_field = message.match_fields.add()
+        match_field.id = field_id
+        match_field.name = field.name
+        match_field.annotations.extend(_forwarded_annotations(field.annotations))
+        match_field.bitwidth = field.bitwidth
+        if field.match_type in MATCH_TYPES:
+            match_field.match_type = MATCH_TYPES[field.match_type]
+        else:
+            match_field.other_match_type = field.match_type
+
+
+def _add_actions(p4info, info, alloc):
     for action in info.actions.values():
         message = p4info.actions.add()
         _preamble(message.preamble, alloc, "action", action.name, action.annotations)
@@ -314,6 +334,8 @@ def build_p4info(info, arch="v1model"):
             p.annotations.extend(_forwarded_annotations(getattr(param, "annotations", None)))
             p.bitwidth = param.bitwidth
 
+
+def _add_action_profiles(p4info, info, alloc):
     for profile in info.action_profiles.values():
         message = p4info.action_profiles.add()
         _preamble(message.preamble, alloc, "action_profile", profile.name,
@@ -325,6 +347,9 @@ def build_p4info(info, arch="v1model"):
         if profile.with_selector and profile.max_group_size:
             message.max_group_size = profile.max_group_size
 
+
+def _add_counters_and_meters(p4info, info, alloc):
+    """Indexed and direct counters and meters (a direct one names its table instead of a size)."""
     for kind, resources, messages, units in (
             ("counter", info.counters, p4info.counters, _COUNTER_UNITS),
             ("direct_counter", info.direct_counters, p4info.direct_counters, _COUNTER_UNITS),
@@ -339,6 +364,8 @@ def build_p4info(info, arch="v1model"):
             else:
                 message.size = resource.size
 
+
+def _add_controller_headers(p4info, info, alloc):
     for header in info.controller_packet_metadata.values():
         message = p4info.controller_packet_metadata.add()
         type_name = _controller_header_type_name(header)
@@ -353,12 +380,17 @@ def build_p4info(info, arch="v1model"):
             metadata.name = field.name
             metadata.bitwidth = field.bitwidth
 
+
+def _add_registers(p4info, info, alloc):
     for register in info.registers.values():
         message = p4info.registers.add()
         _preamble(message.preamble, alloc, "register", register.name)
         _bitstring(message.type_spec, register.bitwidth)
         message.size = register.size
 
+
+def _add_digests(p4info, info, alloc):
+    """Digests, each with its struct type in ``type_info``."""
     for digest in info.digests.values():
         message = p4info.digests.add()
         _preamble(message.preamble, alloc, "digest", digest.name)
@@ -368,9 +400,6 @@ def build_p4info(info, arch="v1model"):
             member = struct.members.add()
             member.name = field.name
             _bitstring(member.type_spec, field.bitwidth)
-    if _p4c_writes_type_info(info):
-        p4info.type_info.SetInParent()
-    return p4info
 
 
 def _p4c_writes_type_info(info):
