@@ -12,6 +12,8 @@ Modules:
     server: the P4Runtime gRPC service, one per switch.
     reader: Read requests: what they select, copied under the lock, rendered and streamed after.
     limits: the documented limits (selector weights, extern array sizes, batch and metadata sizes).
-    client: a P4Runtime client library that works with names, for both targets.
+    embedded: the embedded target's pipeline config (P4Info and device config) of a program.
+    client: a P4Runtime client library that works with names, for both targets (a package:
+        the session and one module per P4Runtime entity).
     errors: P4RuntimeError (a gRPC status name and a message).
 """
