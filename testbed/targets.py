@@ -165,7 +165,8 @@ def pipeline_config(path, target="auto"):
         target: ``auto``, ``embedded`` or ``bmv2`` (``auto`` resolved for this program).
 
     Returns:
-        PipelineConfig: P4Info message and device config bytes.
+        PipelineConfig: P4Info message and device config bytes; for the embedded target the
+        P4Info is shared by every call for an unchanged program (callers must not modify it).
 
     Raises:
         ParameterError: bad target, or BMv2 for a program calling the embedded target's own
@@ -185,9 +186,7 @@ def pipeline_config(path, target="auto"):
         with open(json_path, "rb") as handle:
             device_config = handle.read()
         return PipelineConfig("bmv2", p4info, device_config, path)
-    from testbed.p4.loader import load_program
-    from testbed.p4runtime.p4info import build_p4info
-    from testbed.p4.device_config import device_config_for
+    from testbed.p4runtime.embedded import embedded_pipeline
 
-    program = load_program(path)
-    return PipelineConfig("embedded", build_p4info(program.info), device_config_for(program), path)
+    p4info, device_config = embedded_pipeline(path)
+    return PipelineConfig("embedded", p4info, device_config, path)
