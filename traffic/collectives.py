@@ -25,6 +25,7 @@ from that instant to the last rank finishing its last step.  With
 ``admission=True`` every chunk waits for a clear-to-send from its receiver
 (seed 004 5.2.2).
 """
+import dataclasses
 import json
 import os
 import random
@@ -34,6 +35,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from typing import Optional
 
 from testbed.errors import EmulationError, ParameterError
 from testbed.traffic import hosts as host_module
@@ -159,20 +161,14 @@ def _read_line(process, deadline, name):
     return line.decode().strip()
 
 
-def run_collective(hosts, pattern, size, qps=1, qp_scaling="roundrobin", rate_mbps=200.0, mtu=roce.DEFAULT_MTU,
-                   chunk_bytes=64 * 1024, admission=False, channels=2, seed=0, step_timeout=None,
-                   loss_timeout=0.2, bin_ms=10.0, retransmit=True, ack_timeout=0.5, retry_count=7,
-                   job=None, python=None, timeout=180.0, on_start=None, workdir=None,
-                   udp_sport=qp_module.UDP_SPORT_PER_QP):
-    """Run a collective on hosts and return its report.
+@dataclasses.dataclass(frozen=True)
+class CollectiveOptions:
+    """How :func:`run_collective` sends a collective's data and measures it.
 
-    Args:
-        hosts: list of :class:`testbed.traffic.hosts.HostHandle`; the rank is the position.
-        pattern: one of :data:`PATTERNS`.
-        size: per-rank buffer in bytes.
+    Attributes:
         qps: queue pairs per NIC pair.
         qp_scaling: ``roundrobin`` or ``split``.
-        rate_mbps: each host's sending rate.
+        rate_mbps: each host's sending rate (None: unpaced).
         mtu: path MTU.
         chunk_bytes: a step's transfer to one peer is posted as messages of this size
             (with admission, each needs a clear-to-send).
@@ -180,7 +176,7 @@ def run_collective(hosts, pattern, size, qps=1, qp_scaling="roundrobin", rate_mb
         channels: CTS granted ahead per peer (outstanding chunks).
         seed: seed of random patterns.
         step_timeout: an agent gives a step up after this long without progress
-            (default: 3 s, or longer than all retransmission retries when ``retransmit``).
+            (None: 3 s, or longer than all retransmission retries when ``retransmit``).
         loss_timeout: PSN gap timeout of the receivers.
         bin_ms: timeline bins.
         retransmit: reliable connection: receivers ACK every message and NAK PSN gaps,
@@ -190,58 +186,87 @@ def run_collective(hosts, pattern, size, qps=1, qp_scaling="roundrobin", rate_mb
         ack_timeout: the senders' local ACK timeout in seconds.
         retry_count: retransmissions of a message before giving it up.
         job: traffic job number 1..255 (the top byte of every QP number; receivers keep
-            only their job's packets, so runs may share hosts); default: a fresh one.
-        python: interpreter for the agents (default: this one).
+            only their job's packets, so runs may share hosts); None: a fresh one.
         timeout: overall limit in seconds.
+        udp_sport: UDP source-port rule of the data QPs, ``per_qp`` (default) or
+            ``per_nic_pair`` (:data:`testbed.traffic.qp.UDP_SPORT_RULES`).
+    """
+
+    qps: int = 1
+    qp_scaling: str = "roundrobin"
+    rate_mbps: Optional[float] = 200.0
+    mtu: int = roce.DEFAULT_MTU
+    chunk_bytes: int = 64 * 1024
+    admission: bool = False
+    channels: int = 2
+    seed: int = 0
+    step_timeout: Optional[float] = None
+    loss_timeout: float = 0.2
+    bin_ms: float = 10.0
+    retransmit: bool = True
+    ack_timeout: float = 0.5
+    retry_count: int = 7
+    job: Optional[int] = None
+    timeout: float = 180.0
+    udp_sport: str = qp_module.UDP_SPORT_PER_QP
+
+    def resolved_step_timeout(self):
+        """``step_timeout``, or its default: longer than all retries with ``retransmit``, else 3 s."""
+        if self.step_timeout is not None:
+            return self.step_timeout
+        if self.retransmit:
+            return sum(self.ack_timeout * 2 ** min(retry, 2) for retry in range(self.retry_count + 1)) + 1.0
+        return 3.0
+
+
+def run_collective(hosts, pattern, size, options=None, *, python=None, on_start=None, workdir=None, **fields):
+    """Run a collective on hosts and return its report.
+
+    Args:
+        hosts: list of :class:`testbed.traffic.hosts.HostHandle`; the rank is the position.
+        pattern: one of :data:`PATTERNS`.
+        size: per-rank buffer in bytes.
+        options: the :class:`CollectiveOptions` (default: its defaults).
+        **fields: :class:`CollectiveOptions` fields as keywords, replacing those of ``options``
+            (``run_collective(hosts, "allreduce", size, qps=2)``).
+        python: interpreter for the agents (default: this one).
         on_start: optional callable ``(start_ns)`` called right after the agents are released
             (e.g. to schedule a failure); if it returns an int, that is taken as the failure
             time in ns and the report's ``recovery`` says when delivery resumed after it.
         workdir: directory for plan and report files (default: a temporary one, removed).
-        udp_sport: UDP source-port rule of the data QPs, ``per_qp`` (default) or
-            ``per_nic_pair`` (:data:`testbed.traffic.qp.UDP_SPORT_RULES`).
 
     Returns:
         dict: ``completion_time_s``, ``complete`` (every rank got all its bytes),
         ``lost_packets``, ``missing_bytes``, per-rank reports and totals.
 
     Raises:
+        TypeError: a keyword that is not a :class:`CollectiveOptions` field.
         ParameterError: bad options.
         EmulationError: an agent failed or did not finish in time.
     """
-    validate_options(pattern, size, qps, rate_mbps, qp_scaling, len(hosts), udp_sport=udp_sport)
-    if chunk_bytes < 1:
-        raise ParameterError("chunk_bytes", chunk_bytes, "an integer >= 1")
-    plan = build_plan(pattern, len(hosts), size, seed)
+    options = dataclasses.replace(options if options is not None else CollectiveOptions(), **fields)
+    validate_options(pattern, size, options.qps, options.rate_mbps, options.qp_scaling, len(hosts),
+                     udp_sport=options.udp_sport)
+    if options.chunk_bytes < 1:
+        raise ParameterError("chunk_bytes", options.chunk_bytes, "an integer >= 1")
+    plan = build_plan(pattern, len(hosts), size, options.seed)
     if len(hosts) > qp_module.MAX_RANKS:
         raise ParameterError("--hosts", len(hosts), f"at most {qp_module.MAX_RANKS} hosts")
-    job = qp_module.allocate_job() if job is None else job
+    job = qp_module.allocate_job() if options.job is None else options.job
     if not 0 <= job <= qp_module.MAX_JOB:
         raise ParameterError("job", job, f"an integer in 0..{qp_module.MAX_JOB}")
-    if step_timeout is None:
-        step_timeout = sum(ack_timeout * 2 ** min(retry, 2) for retry in range(retry_count + 1)) + 1.0 \
-            if retransmit else 3.0
     python = python or sys.executable
     own_dir = workdir is None
     workdir = workdir or tempfile.mkdtemp(prefix="testbed-collective-")
     processes = []
     try:
         for rank, host in enumerate(hosts):
-            # "mac" is the Ethernet destination this rank's frames to that peer carry
-            peers = [{"rank": peer_rank, "name": peer.name, "ip": peer.ip,
-                      "mac": peer.mac if peer_rank == rank else host.frame_destination(peer)}
-                     for peer_rank, peer in enumerate(hosts)]
-            spec = {"rank": rank, "intf": host.intf, "peers": peers, "steps": plan[rank], "qps": qps,
-                    "qp_scaling": qp_scaling, "rate_mbps": rate_mbps, "mtu": mtu, "chunk_bytes": chunk_bytes,
-                    "admission": admission, "channels": channels, "seed": seed, "step_timeout": step_timeout,
-                    "loss_timeout": loss_timeout, "bin_ms": bin_ms, "retransmit": retransmit,
-                    "ack_timeout": ack_timeout, "retry_count": retry_count, "job": job,
-                    "udp_sport": udp_sport, "report": os.path.join(workdir, f"report-{rank}.json")}
             path = os.path.join(workdir, f"plan-{rank}.json")
             with open(path, "w") as handle:
-                json.dump(spec, handle)
+                json.dump(_agent_spec(hosts, rank, plan, options, job, workdir), handle)
             processes.append(host.popen([python, "-m", "testbed.traffic.agent", "--plan", path],
                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE))
-        deadline = time.monotonic() + timeout
+        deadline = time.monotonic() + options.timeout
         for host, process in zip(hosts, processes):
             line = _read_line(process, deadline, host.name)
             if line != "READY":
@@ -265,14 +290,31 @@ def run_collective(hosts, pattern, size, qps=1, qp_scaling="roundrobin", rate_mb
             with open(os.path.join(workdir, f"report-{rank}.json")) as handle:
                 reports.append(json.load(handle))
         return summarize(pattern, hosts, plan, reports, start_ns, failure_ns if isinstance(failure_ns, int) else None,
-                         {"size": size, "qps": qps, "qp_scaling": qp_scaling, "rate_mbps": rate_mbps,
-                          "mtu": mtu, "chunk_bytes": chunk_bytes, "admission": admission, "channels": channels,
-                          "seed": seed, "retransmit": retransmit, "ack_timeout": ack_timeout,
-                          "retry_count": retry_count, "job": job, "udp_sport": udp_sport})
+                         {"size": size, "qps": options.qps, "qp_scaling": options.qp_scaling,
+                          "rate_mbps": options.rate_mbps, "mtu": options.mtu, "chunk_bytes": options.chunk_bytes,
+                          "admission": options.admission, "channels": options.channels, "seed": options.seed,
+                          "retransmit": options.retransmit, "ack_timeout": options.ack_timeout,
+                          "retry_count": options.retry_count, "job": job, "udp_sport": options.udp_sport})
     finally:
         host_module.stop_processes(processes)
         if own_dir:
             shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _agent_spec(hosts, rank, plan, options, job, workdir):
+    """The plan file of one rank's agent (:mod:`testbed.traffic.agent`)."""
+    host = hosts[rank]
+    # "mac" is the Ethernet destination this rank's frames to that peer carry
+    peers = [{"rank": peer_rank, "name": peer.name, "ip": peer.ip,
+              "mac": peer.mac if peer_rank == rank else host.frame_destination(peer)}
+             for peer_rank, peer in enumerate(hosts)]
+    return {"rank": rank, "intf": host.intf, "peers": peers, "steps": plan[rank], "qps": options.qps,
+            "qp_scaling": options.qp_scaling, "rate_mbps": options.rate_mbps, "mtu": options.mtu,
+            "chunk_bytes": options.chunk_bytes, "admission": options.admission, "channels": options.channels,
+            "seed": options.seed, "step_timeout": options.resolved_step_timeout(),
+            "loss_timeout": options.loss_timeout, "bin_ms": options.bin_ms, "retransmit": options.retransmit,
+            "ack_timeout": options.ack_timeout, "retry_count": options.retry_count, "job": job,
+            "udp_sport": options.udp_sport, "report": os.path.join(workdir, f"report-{rank}.json")}
 
 
 def summarize(pattern, hosts, plan, reports, start_ns, failure_ns, options):

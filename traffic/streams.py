@@ -9,6 +9,7 @@ timeline, latency, and delivery gaps from which
 :func:`testbed.traffic.metrics.time_to_recover` tells when delivery resumed
 after a failure.
 """
+import dataclasses
 import json
 import os
 import shutil
@@ -17,6 +18,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from typing import Optional
 
 from testbed.errors import EmulationError, ParameterError
 from testbed.traffic import hosts as host_module
@@ -75,14 +77,11 @@ def flow_gap_threshold_ms(rate_mbps, qps, mtu):
     return max(DEFAULT_FLOW_GAP_MS, 3 * packet_spacing_ms(rate_mbps, qps, mtu))
 
 
-def run_streams(hosts, duration=2.0, size=1 << 20, qps=1, qp_scaling="roundrobin", rate_mbps=100.0,
-                mtu=roce.DEFAULT_MTU, on_ms=0.0, off_ms=0.0, bin_ms=10.0, gap_ms=5.0, loss_timeout=0.2,
-                python=None, on_start=None, failure_ns=None, linger=1.0, workdir=None, job=None,
-                udp_sport=qp_module.UDP_SPORT_PER_QP, start_at_ns=None, start_gate=None):
-    """Run RoCEv2 streams between host pairs and return the combined report.
+@dataclasses.dataclass(frozen=True)
+class StreamOptions:
+    """What :func:`run_streams` sends and how it measures it.
 
-    Args:
-        hosts: list of :class:`testbed.traffic.hosts.HostHandle`, paired by :func:`pair_hosts`.
+    Attributes:
         duration: seconds each sender sends.
         size: message size in bytes.
         qps: queue pairs per pair.
@@ -93,16 +92,43 @@ def run_streams(hosts, duration=2.0, size=1 << 20, qps=1, qp_scaling="roundrobin
         bin_ms: timeline bin width.
         gap_ms: shortest delivery gap recorded.
         loss_timeout: PSN gap timeout.
+        linger: seconds receivers keep listening after the senders stop.
+        job: traffic job number 1..255 (receivers keep only its packets, so runs may
+            share hosts); None: a fresh one.
+        udp_sport: UDP source-port rule, ``per_qp`` (default) or ``per_nic_pair``
+            (:data:`testbed.traffic.qp.UDP_SPORT_RULES`).
+    """
+
+    duration: float = 2.0
+    size: int = 1 << 20
+    qps: int = 1
+    qp_scaling: str = "roundrobin"
+    rate_mbps: float = 100.0
+    mtu: int = roce.DEFAULT_MTU
+    on_ms: float = 0.0
+    off_ms: float = 0.0
+    bin_ms: float = 10.0
+    gap_ms: float = 5.0
+    loss_timeout: float = 0.2
+    linger: float = 1.0
+    job: Optional[int] = None
+    udp_sport: str = qp_module.UDP_SPORT_PER_QP
+
+
+def run_streams(hosts, options=None, *, python=None, on_start=None, failure_ns=None, workdir=None,
+                start_at_ns=None, start_gate=None, **fields):
+    """Run RoCEv2 streams between host pairs and return the combined report.
+
+    Args:
+        hosts: list of :class:`testbed.traffic.hosts.HostHandle`, paired by :func:`pair_hosts`.
+        options: the :class:`StreamOptions` (default: its defaults).
+        **fields: :class:`StreamOptions` fields as keywords, replacing those of ``options``
+            (``run_streams(hosts, duration=1.0, qps=4)``).
         python: interpreter for the processes (default: this one).
         on_start: callable ``(start_ns)`` run once the senders start (schedule failures here);
             it may return the failure time in ns to compute the time to recover.
         failure_ns: when a failure happened (alternative to ``on_start``'s return value).
-        linger: seconds receivers keep listening after the senders stop.
         workdir: where reports go (default: a temporary directory, removed).
-        job: traffic job number 1..255 (receivers keep only its packets, so runs may
-            share hosts); default: a fresh one.
-        udp_sport: UDP source-port rule, ``per_qp`` (default) or ``per_nic_pair``
-            (:data:`testbed.traffic.qp.UDP_SPORT_RULES`).
         start_at_ns: wall-clock time (ns) the senders start sending: the processes start at once
             and wait for it, so a run's schedule does not depend on how long they take to start
             (a sender ready only later starts when ready; ``start_ns`` in the report is then late).
@@ -118,13 +144,19 @@ def run_streams(hosts, duration=2.0, size=1 << 20, qps=1, qp_scaling="roundrobin
         ``recovery``: the time to recover, the longer of ``host_recovery`` (receiver-wide
         gap, :func:`metrics.time_to_recover`) and ``flow_recovery`` (the longest gap of one
         QP around the failure, :func:`metrics.flow_recovery`; what an ECMP fabric shows).
+
+    Raises:
+        TypeError: a keyword that is not a :class:`StreamOptions` field.
+        ParameterError: an odd number of hosts, a duration <= 0 or an unknown ``udp_sport``.
+        EmulationError: a traffic process failed or did not finish in time.
     """
+    options = dataclasses.replace(options if options is not None else StreamOptions(), **fields)
     pairs = pair_hosts(hosts)
-    if duration <= 0:
-        raise ParameterError("--duration", duration, "a number of seconds > 0")
-    if udp_sport not in qp_module.UDP_SPORT_RULES:
-        raise ParameterError("--udp-sport", udp_sport, "one of: " + ", ".join(qp_module.UDP_SPORT_RULES))
-    job = qp_module.allocate_job() if job is None else job
+    if options.duration <= 0:
+        raise ParameterError("--duration", options.duration, "a number of seconds > 0")
+    if options.udp_sport not in qp_module.UDP_SPORT_RULES:
+        raise ParameterError("--udp-sport", options.udp_sport, "one of: " + ", ".join(qp_module.UDP_SPORT_RULES))
+    job = qp_module.allocate_job() if options.job is None else options.job
     python = python or sys.executable
     own_dir = workdir is None
     workdir = workdir or tempfile.mkdtemp(prefix="testbed-streams-")
@@ -132,16 +164,11 @@ def run_streams(hosts, duration=2.0, size=1 << 20, qps=1, qp_scaling="roundrobin
     try:
         receivers = []
         ready_files = []
-        flow_gap_ms = flow_gap_threshold_ms(rate_mbps, qps, mtu)
         for index, (_, dst) in enumerate(pairs):
             ready = os.path.join(workdir, f"ready-{index}")
             report = os.path.join(workdir, f"rx-{index}.json")
-            argv = [python, "-m", "testbed.traffic.receiver", "--capture", "raw", "--intf", dst.intf,
-                    "--job", str(job), "--duration", str(duration + linger + 60.0),
-                    "--bin-ms", str(bin_ms), "--gap-ms", str(gap_ms), "--flow-gap-ms", str(flow_gap_ms),
-                    "--loss-timeout", str(loss_timeout),
-                    "--ready-file", ready, "--json", report]
-            process = dst.popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+            process = dst.popen(_receiver_argv(python, dst, job, options, ready, report),
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
             processes.append(process)
             receivers.append((process, report))
             ready_files.append(ready)
@@ -149,12 +176,8 @@ def run_streams(hosts, duration=2.0, size=1 << 20, qps=1, qp_scaling="roundrobin
         senders = []
         for index, (src, dst) in enumerate(pairs):
             report = os.path.join(workdir, f"tx-{index}.json")
-            argv = [python, "-m", "testbed.traffic.sender", "--intf", src.intf, "--src-ip", src.ip,
-                    "--dst-ip", dst.ip, "--dst-mac", src.frame_destination(dst), "--src-rank", str(2 * index),
-                    "--dst-rank", str(2 * index + 1), "--size", str(size), "--qps", str(qps),
-                    "--qp-scaling", qp_scaling, "--rate-mbps", str(rate_mbps), "--duration", str(duration),
-                    "--mtu", str(mtu), "--on-ms", str(on_ms), "--off-ms", str(off_ms), "--bin-ms", str(bin_ms),
-                    "--job", str(job), "--udp-sport", udp_sport, "--ready-file", os.path.join(workdir, f"sending-{index}"), "--json", report]
+            argv = _sender_argv(python, src, dst, index, job, options, os.path.join(workdir, f"sending-{index}"),
+                                report)
             if start_gate is not None:
                 argv += ["--start-at-stdin"]
             elif start_at_ns is not None:
@@ -175,23 +198,7 @@ def run_streams(hosts, duration=2.0, size=1 << 20, qps=1, qp_scaling="roundrobin
             returned = on_start(start_ns)
             if failure_ns is None and isinstance(returned, int):
                 failure_ns = returned
-        for process, _ in senders:
-            try:
-                process.wait(timeout=duration + 30)
-            except subprocess.TimeoutExpired:
-                raise EmulationError("a sender did not finish in time")
-        time.sleep(linger)
-        for process, _ in receivers:
-            if process.poll() is None:
-                process.send_signal(signal.SIGTERM)
-        for process, _ in senders + receivers:
-            try:
-                process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                raise EmulationError("a traffic process did not finish in time")
-            if process.returncode != 0:
-                error = process.stderr.read().decode(errors="replace") if process.stderr else ""
-                raise EmulationError(f"a traffic process failed: {error.strip()[-2000:]}")
+        _finish(senders, receivers, options)
         results = []
         for (src, dst), (_, tx_path), (_, rx_path) in zip(pairs, senders, receivers):
             with open(tx_path) as handle:
@@ -201,13 +208,60 @@ def run_streams(hosts, duration=2.0, size=1 << 20, qps=1, qp_scaling="roundrobin
             results.append({"src": src.name, "dst": dst.name, "sender": tx, "receiver": rx,
                             "reconcile": reconcile(tx, rx)})
         return summarize_streams(results, start_ns, failure_ns,
-                                 {"duration": duration, "size": size, "qps": qps, "qp_scaling": qp_scaling,
-                                  "rate_mbps": rate_mbps, "mtu": mtu, "on_ms": on_ms, "off_ms": off_ms,
-                                  "bin_ms": bin_ms, "job": job, "udp_sport": udp_sport})
+                                 {"duration": options.duration, "size": options.size, "qps": options.qps,
+                                  "qp_scaling": options.qp_scaling, "rate_mbps": options.rate_mbps,
+                                  "mtu": options.mtu, "on_ms": options.on_ms, "off_ms": options.off_ms,
+                                  "bin_ms": options.bin_ms, "job": job, "udp_sport": options.udp_sport})
     finally:
         host_module.stop_processes(processes)
         if own_dir:
             shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _receiver_argv(python, dst, job, options, ready_file, report):
+    """The command line of the receiver of one pair, on ``dst``."""
+    flow_gap_ms = flow_gap_threshold_ms(options.rate_mbps, options.qps, options.mtu)
+    return [python, "-m", "testbed.traffic.receiver", "--capture", "raw", "--intf", dst.intf,
+            "--job", str(job), "--duration", str(options.duration + options.linger + 60.0),
+            "--bin-ms", str(options.bin_ms), "--gap-ms", str(options.gap_ms), "--flow-gap-ms", str(flow_gap_ms),
+            "--loss-timeout", str(options.loss_timeout),
+            "--ready-file", ready_file, "--json", report]
+
+
+def _sender_argv(python, src, dst, index, job, options, ready_file, report):
+    """The command line of the sender of pair ``index`` (ranks ``2 * index`` -> ``2 * index + 1``), on ``src``."""
+    return [python, "-m", "testbed.traffic.sender", "--intf", src.intf, "--src-ip", src.ip,
+            "--dst-ip", dst.ip, "--dst-mac", src.frame_destination(dst), "--src-rank", str(2 * index),
+            "--dst-rank", str(2 * index + 1), "--size", str(options.size), "--qps", str(options.qps),
+            "--qp-scaling", options.qp_scaling, "--rate-mbps", str(options.rate_mbps),
+            "--duration", str(options.duration), "--mtu", str(options.mtu), "--on-ms", str(options.on_ms),
+            "--off-ms", str(options.off_ms), "--bin-ms", str(options.bin_ms),
+            "--job", str(job), "--udp-sport", options.udp_sport, "--ready-file", ready_file, "--json", report]
+
+
+def _finish(senders, receivers, options):
+    """Wait for the senders, let the receivers linger, stop them, and check every process succeeded.
+
+    Raises:
+        EmulationError: a process did not finish in time or failed (its stderr's tail quoted).
+    """
+    for process, _ in senders:
+        try:
+            process.wait(timeout=options.duration + 30)
+        except subprocess.TimeoutExpired:
+            raise EmulationError("a sender did not finish in time")
+    time.sleep(options.linger)
+    for process, _ in receivers:
+        if process.poll() is None:
+            process.send_signal(signal.SIGTERM)
+    for process, _ in senders + receivers:
+        try:
+            process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            raise EmulationError("a traffic process did not finish in time")
+        if process.returncode != 0:
+            error = process.stderr.read().decode(errors="replace") if process.stderr else ""
+            raise EmulationError(f"a traffic process failed: {error.strip()[-2000:]}")
 
 
 def summarize_streams(results, start_ns, failure_ns, options):
