@@ -90,20 +90,21 @@ def run(args):
     if args.pattern == "stream":
         from testbed.traffic import streams
 
-        report = streams.run_streams(chosen, duration=args.duration or 2.0, size=args.size, qps=args.qps,
-                                     qp_scaling=args.qp_scaling, rate_mbps=args.rate_mbps, mtu=args.mtu,
-                                     udp_sport=args.udp_sport)
+        options = streams.StreamOptions(duration=args.duration or 2.0, size=args.size, qps=args.qps,
+                                        qp_scaling=args.qp_scaling, rate_mbps=args.rate_mbps, mtu=args.mtu,
+                                        udp_sport=args.udp_sport)
+        report = streams.run_streams(chosen, options)
         line = (f"stream: {report['sent_packets']} packets sent, {report['lost_packets']} lost, "
                 f"{report['out_of_sequence']} out of sequence, goodput {report['goodput_mbps']:.1f} Mbit/s")
     else:
+        options = collectives.CollectiveOptions(
+            qps=args.qps, qp_scaling=args.qp_scaling, rate_mbps=args.rate_mbps, mtu=args.mtu,
+            chunk_bytes=args.chunk_bytes, admission=args.admission, channels=args.channels, seed=args.seed,
+            retransmit=args.retransmit, ack_timeout=args.ack_timeout, udp_sport=args.udp_sport)
         runs = []
         began = time.monotonic()
         while True:
-            runs.append(collectives.run_collective(
-                chosen, args.pattern, args.size, qps=args.qps, qp_scaling=args.qp_scaling,
-                rate_mbps=args.rate_mbps, mtu=args.mtu, chunk_bytes=args.chunk_bytes, admission=args.admission,
-                channels=args.channels, seed=args.seed, retransmit=args.retransmit, ack_timeout=args.ack_timeout,
-                udp_sport=args.udp_sport))
+            runs.append(collectives.run_collective(chosen, args.pattern, args.size, options))
             if args.duration is None or time.monotonic() - began >= args.duration:
                 break
         report = dict(runs[-1])

@@ -142,8 +142,8 @@ class TrafficJob(threading.Thread):
 
     def run(self):
         """Wait for the start time, run the entry, keep its report (the thread's body)."""
-        from testbed.traffic.collectives import run_collective
-        from testbed.traffic.streams import run_streams
+        from testbed.traffic.collectives import CollectiveOptions, run_collective
+        from testbed.traffic.streams import StreamOptions, run_streams
 
         os.makedirs(self.workdir, exist_ok=True)
         entry = self.entry
@@ -156,11 +156,11 @@ class TrafficJob(threading.Thread):
                         raise RuntimeError("cancelled before it started")
                     return self.time_zero.arrive() + offset_ns
 
-                self.report = run_streams(self.hosts, duration=self._stream_duration(), size=entry.size_bytes,
-                                          qps=entry.qps, qp_scaling=entry.qp_scaling, rate_mbps=entry.rate_mbps,
-                                          mtu=entry.mtu, bin_ms=self.bin_ms, gap_ms=GAP_MS,
-                                          linger=STREAM_LINGER_S, workdir=self.workdir, job=entry.job,
-                                          udp_sport=entry.udp_sport, start_gate=start_gate)
+                options = StreamOptions(duration=self._stream_duration(), size=entry.size_bytes, qps=entry.qps,
+                                        qp_scaling=entry.qp_scaling, rate_mbps=entry.rate_mbps, mtu=entry.mtu,
+                                        bin_ms=self.bin_ms, gap_ms=GAP_MS, linger=STREAM_LINGER_S, job=entry.job,
+                                        udp_sport=entry.udp_sport)
+                self.report = run_streams(self.hosts, options, workdir=self.workdir, start_gate=start_gate)
             else:
                 t0_ns = self.time_zero.wait(READY_TIMEOUT_S)
                 wait_s = 0.0 if t0_ns is None else (t0_ns + offset_ns - time.time_ns()) / 1e9
@@ -168,10 +168,11 @@ class TrafficJob(threading.Thread):
                     self.error = "cancelled before it started"
                     return
                 timeout = entry.duration_s or max(5.0, self.run_duration_s - entry.start_s)
-                self.report = run_collective(self.hosts, entry.pattern, entry.size_bytes, qps=entry.qps,
-                                             qp_scaling=entry.qp_scaling, rate_mbps=entry.rate_mbps, mtu=entry.mtu,
-                                             seed=entry.seed, bin_ms=self.bin_ms, timeout=timeout + 30.0,
-                                             workdir=self.workdir, job=entry.job, udp_sport=entry.udp_sport)
+                options = CollectiveOptions(qps=entry.qps, qp_scaling=entry.qp_scaling, rate_mbps=entry.rate_mbps,
+                                            mtu=entry.mtu, seed=entry.seed, bin_ms=self.bin_ms,
+                                            timeout=timeout + 30.0, job=entry.job, udp_sport=entry.udp_sport)
+                self.report = run_collective(self.hosts, entry.pattern, entry.size_bytes, options,
+                                             workdir=self.workdir)
         except BaseException as error:  # noqa: BLE001 - reported to the runner, which decides
             self.error = f"{type(error).__name__}: {error}"
             self.time_zero.abort(f"traffic[{self.index}] failed")  # the other entries must not wait for it
