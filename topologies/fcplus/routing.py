@@ -666,3 +666,23 @@ def count_simple_up_down_paths(graph, source, max_hops=None, updown=None):
     if limit > 0:
         walk(state_id[_start_state(graph, source)], 0)
     return {names[i]: row for i, row in enumerate(counts) if any(row)}
+
+
+def fc_smallest_k(N, p, s, seed=1):
+    """The smallest FC ``k`` whose topology (:func:`~.topology.fc_graph`, same seed) has an up-down path
+    between every two ToRs: FC's choice of ``k`` (seed 001, III-C: the smallest or second smallest such k).
+
+    Returns:
+        int: that ``k`` (at most ``s/2 + 1``, which always connects).
+
+    >>> fc_smallest_k(52, 32, 18)
+    3
+    """
+    from testbed.topologies.fcplus.topology import fc_graph
+
+    largest = s // 2 + 1
+    for k in range(2, largest + 1):
+        _, counts = up_down_path_counts(fc_graph(N, p, s, k=k, seed=seed))
+        if (counts > 0).sum() == N * (N - 1):
+            return k
+    return largest  # pragma: no cover - k = s/2 + 1 connects every pair

@@ -157,7 +157,7 @@ def fcplus_graph(N, p, s, v=None, seed=1):
     """Build the FC+ ToR graph (STEP 1-3 of III-A) as a networkx ``MultiGraph``.
 
     Args:
-        N: ToR switches, >= 2 and a multiple of ``N_gl``.
+        N: ToR switches, a multiple of ``N_gl`` and at least ``N_gl (N_gl + 1)`` (2 when ``N_gl = 1``).
         p: ports per ToR (``s < p <= 254``); hosts use ports ``1 .. p - s``.
         s: ports to other ToRs, an even integer >= 4.
         v: virtual switches per ToR (``2 < v <= k``, integral ``N_gl``); None
@@ -261,7 +261,7 @@ def fc_graph(N, p, s, k=None, seed=1):
     layer pair holds ``N d_m`` links, wired at random.
 
     Args:
-        N: ToR switches (>= 2).
+        N: ToR switches, more than the largest ``d_m``.
         p: ports per ToR (``s < p <= 254``).
         s: ports to other ToRs, an even integer >= 2.
         k: virtual layers, ``2 <= k <= s/2 + 1``; None: the largest, ``s/2 + 1``.
@@ -287,8 +287,10 @@ def fc_graph(N, p, s, k=None, seed=1):
         k = largest
     check_int("k", k, minimum=2, maximum=largest,
               allowed=f"an integer from 2 to {largest} (at least one link per ToR and layer pair)")
-    check_int("N", N, minimum=2, allowed="an integer >= 2")
     links = fc_layer_links(s, k)
+    check_int("N", N, minimum=max(links) + 1,
+              allowed=f"an integer >= {max(links) + 1} (a virtual switch links to {max(links)} other ToRs "
+              "on the next layer)")
     up = [links + [0] for _ in range(N)]
     down = [[0] + links for _ in range(N)]
     layers = [list(range(1, k + 1)) for _ in range(N)]
@@ -310,9 +312,17 @@ def _check_ports(p, s, fcplus):
 
 
 def _check_tors(N, n_gl):
-    """Validate ``N`` against the group size ``N_gl``."""
-    allowed = f"a multiple of N_gl={n_gl} that is >= 2" if n_gl > 1 else "an integer >= 2"
-    check_int("N", N, minimum=2, allowed=allowed)
+    """Validate ``N`` against the group size ``N_gl``: a multiple of it, and at least ``N_gl (N_gl + 1)``.
+
+    Two adjacent layers inside a group hold ``N / N_gl`` virtual switches each,
+    with ``N_gl`` links to distinct partners on the other layer; across two
+    groups one of the candidates may belong to the same ToR, so ``N / N_gl``
+    must exceed ``N_gl`` (at ``N / N_gl = N_gl`` the layers would have to be
+    completely joined, which a ToR on both sides forbids).
+    """
+    least = n_gl * (n_gl + 1) if n_gl > 1 else 2
+    allowed = f"a multiple of N_gl={n_gl} that is >= {least}" if n_gl > 1 else "an integer >= 2"
+    check_int("N", N, minimum=least, allowed=allowed)
     if N % n_gl:
         raise ParameterError("N", N, allowed,
                              f"every one of the N_gl={n_gl} layers of a group holds N/N_gl virtual switches")
@@ -332,7 +342,7 @@ def _build_graph(kind, N, p, s, v, k, n_gl, layers, up, down, rng, seed):
         upper = [end for end in by_layer.get(layer + 1, []) for _ in range(down[end[0]][end[1]])]
         if len(lower) != len(upper):  # pragma: no cover - the degree rules balance every pair
             raise AssertionError(f"layers {layer}/{layer + 1}: {len(lower)} up ends, {len(upper)} down ends")
-        wired.extend(_match_layers(lower, upper, rng, tor_pairs, allow_parallel, layer))
+        wired.extend(_match_layers(lower, upper, rng, tor_pairs, allow_parallel, layer, N))
     degrees = [up[0][j] + down[0][j] for j in range(v)] if kind == "fcplus" else None
     return _assemble(dict(kind=kind, N=N, p=p, s=s, h=p - s, v=v, k=k, n_gl=n_gl, degrees=degrees, seed=seed),
                      layers, wired)
@@ -418,7 +428,7 @@ def tor_graph_from_links(layers, links):
                           n_gl=None, degrees=None, seed=None), layers, wired)
 
 
-def _match_layers(lower, upper, rng, tor_pairs, allow_parallel, layer):
+def _match_layers(lower, upper, rng, tor_pairs, allow_parallel, layer, N):
     """A random bipartite matching of link ends (configuration model) repaired by random swaps.
 
     Never pairs two virtual switches of one ToR or the same two virtual switches
@@ -432,7 +442,7 @@ def _match_layers(lower, upper, rng, tor_pairs, allow_parallel, layer):
             for a, b in zip(lower, candidate):
                 tor_pairs[_pair(a[0], b[0])] += 1
             return list(zip(lower, candidate))
-    raise ParameterError("N", None, "a larger number of ToR switches",
+    raise ParameterError("N", N, "a larger number of ToR switches",
                          f"no wiring between layers {layer} and {layer + 1} avoids links inside one ToR "
                          "and repeated links between two virtual switches")
 
@@ -442,7 +452,14 @@ def _pair(a, b):
 
 
 def _repair(lower, upper, rng, tor_pairs, parallel_ok):
-    """Swap ends of ``upper`` in place until no pair conflicts; return whether that succeeded."""
+    """Swap ends of ``upper`` in place until no pair conflicts; return whether that succeeded.
+
+    A local search: a swap of two upper ends is kept when it does not add
+    conflicts (equal counts too, so the search can cross plateaus).
+    Conflicts: a pair inside one ToR, each repeat of a virtual switch pair and,
+    unless ``parallel_ok``, each repeat of a ToR pair (``tor_pairs`` holds the
+    links of the layer pairs wired before).
+    """
     n = len(lower)
     vs_pairs = Counter(zip(lower, upper))
     pairs = Counter(tor_pairs)
@@ -453,33 +470,45 @@ def _repair(lower, upper, rng, tor_pairs, parallel_ok):
         return (a[0] == b[0] or vs_pairs[(a, b)] > 1
                 or (not parallel_ok and pairs[_pair(a[0], b[0])] > 1))
 
+    def cost(positions, vs_keys, tor_keys):
+        total = sum(lower[i][0] == upper[i][0] for i in positions)
+        total += sum(max(0, vs_pairs[key] - 1) for key in vs_keys)
+        if not parallel_ok:
+            total += sum(max(0, pairs[key] - 1) for key in tor_keys)
+        return total
+
     def count(i, step):
         vs_pairs[(lower[i], upper[i])] += step
         pairs[_pair(lower[i][0], upper[i][0])] += step
 
-    bad = [i for i in range(n) if conflict(i)]
-    tries = _REPAIR_TRIES_PER_LINK * n + 1000
-    while bad and tries > 0:
-        i = bad.pop()
-        if not conflict(i):
-            continue
-        tries -= 1
-        j = rng.randrange(n)
-        if j == i:
-            bad.append(i)
-            continue
+    def swap(i, j):
         count(i, -1)
         count(j, -1)
         upper[i], upper[j] = upper[j], upper[i]
         count(i, 1)
         count(j, 1)
-        if conflict(i) or conflict(j):  # keep only swaps that leave both pairs clean
-            count(i, -1)
-            count(j, -1)
-            upper[i], upper[j] = upper[j], upper[i]
-            count(i, 1)
-            count(j, 1)
-            bad.append(i)
+
+    bad = [i for i in range(n) if conflict(i)]
+    tries = _REPAIR_TRIES_PER_LINK * n + 1000
+    while bad and tries > 0:
+        tries -= 1
+        i = bad[rng.randrange(len(bad))]
+        if not conflict(i):
+            bad.remove(i)
+            continue
+        j = rng.randrange(n)
+        if j == i:
+            continue
+        vs_keys = {(lower[i], upper[i]), (lower[j], upper[j]), (lower[i], upper[j]), (lower[j], upper[i])}
+        tor_keys = {_pair(lower[x][0], upper[y][0]) for x in (i, j) for y in (i, j)}
+        before = cost((i, j), vs_keys, tor_keys)
+        swap(i, j)
+        if cost((i, j), vs_keys, tor_keys) > before:
+            swap(i, j)
+        elif conflict(j) and j not in bad:
+            bad.append(j)
+        if tries % n == 0:  # other pairs may have changed state through shared counters
+            bad = [x for x in range(n) if conflict(x)]
     return not any(conflict(i) for i in range(n))
 
 
@@ -547,7 +576,7 @@ class FCPlusTopo(FabricTopo):
     """FC+ expander (seed 001): N ToRs split into v virtual switches on k virtual layers, random wiring.
 
     Args:
-        N: ToR switches (>= 2, a multiple of ``N_gl``).
+        N: ToR switches (a multiple of ``N_gl``, at least ``N_gl (N_gl + 1)``).
         p: ports per ToR (``s < p <= 254``).
         s: ports per ToR to other ToRs (even, >= 4).
         v: virtual switches per ToR; None: the paper's strategy (:func:`choose_v`).
@@ -567,7 +596,7 @@ class FCPlusTopo(FabricTopo):
 
     kind = "fcplus"
     PARAMETERS = (
-        ("N", 8, "ToR switches (a multiple of N_gl)"),
+        ("N", 8, "ToR switches (a multiple of N_gl, >= N_gl(N_gl+1))"),
         ("p", 8, "ports per ToR"),
         ("s", 6, "ports per ToR to other ToRs (even, >= 4, < p)"),
         ("v", None, "virtual switches per ToR, 2 < v <= k with integral N_gl (unset: the paper's choice)"),
