@@ -215,9 +215,9 @@ def test_transition_table_of_a_2l_routing_matches_the_hop_priorities(small):
     for path in paths:  # replaying the table over the ports gives every hop's priority
         priority, replayed = 1, []
         for switch, in_port, out_port in path_ports(small, path)[:-1]:
-            priority = table.get((switch, in_port, out_port), priority)
-            assert ((switch, in_port, out_port) in turns) == ((switch, in_port, out_port) in table) or \
-                (switch, in_port, out_port) not in table
+            key = (switch, in_port, out_port)
+            assert (key in turns) == (key in table)  # the table holds exactly the turns the paths make
+            priority = table.get(key, priority)
             replayed.append(priority)
         assert replayed == hop_priorities(small, path)
 
