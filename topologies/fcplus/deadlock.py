@@ -113,5 +113,11 @@ def cycles_by_priority(graph, paths, priorities=True, max_cycles=10):
 
 
 def is_deadlock_free(graph, paths, priorities=True):
-    """True when the channel dependency graph of ``paths`` has no cycle."""
+    """True when the channel dependency graph of ``paths`` has no cycle.
+
+    >>> from testbed.topologies.fcplus.topology import tor_graph_from_links
+    >>> line = tor_graph_from_links([[1, 2]] * 3, [((0, 1), (1, 2)), ((1, 1), (2, 2))])
+    >>> is_deadlock_free(line, [(("tor0", "tor1", 0), ("tor1", "tor2", 1))])
+    True
+    """
     return nx.is_directed_acyclic_graph(channel_dependency_graph(graph, paths, priorities))

@@ -131,7 +131,14 @@ def down_up_turns(graph, path):
 
 
 def is_up_down(graph, path):
-    """True when ``path`` has no down-up turn (``T_du == 0``)."""
+    """True when ``path`` has no down-up turn (``T_du == 0``).
+
+    >>> from testbed.topologies.fcplus.topology import tor_graph_from_links
+    >>> graph = tor_graph_from_links([[1, 2, 3]] * 4, [((0, 3), (1, 2)), ((1, 2), (2, 3)),
+    ...                                                ((0, 1), (3, 2)), ((3, 2), (2, 1))])
+    >>> is_up_down(graph, (("tor0", "tor3", 2), ("tor3", "tor2", 3)))
+    True
+    """
     return down_up_turns(graph, path) == 0
 
 
@@ -154,7 +161,14 @@ def hop_priorities(graph, path):
 
 
 def path_ports(graph, path):
-    """Per ToR on the path: ``(switch, in_port, out_port)``; in_port None at the source, out_port None at the end."""
+    """Per ToR on the path: ``(switch, in_port, out_port)``; in_port None at the source, out_port None at the end.
+
+    >>> from testbed.topologies.fcplus.topology import tor_graph_from_links
+    >>> graph = tor_graph_from_links([[1, 2, 3]] * 4, [((0, 3), (1, 2)), ((1, 2), (2, 3)),
+    ...                                                ((0, 1), (3, 2)), ((3, 2), (2, 1))])
+    >>> path_ports(graph, (("tor0", "tor1", 0), ("tor1", "tor2", 1)))
+    [('tor0', None, 2), ('tor1', 1, 2), ('tor2', 2, None)]
+    """
     rows = []
     in_port = None
     for u, w, key in path:
@@ -223,6 +237,12 @@ def down_up_port_pairs(graph):
 
     Returns:
         set of (switch, in_port, out_port).
+
+    >>> from testbed.topologies.fcplus.topology import tor_graph_from_links
+    >>> graph = tor_graph_from_links([[1, 2, 3]] * 4, [((0, 3), (1, 2)), ((1, 2), (2, 3)),
+    ...                                                ((0, 1), (3, 2)), ((3, 2), (2, 1))])
+    >>> sorted(turn for turn in down_up_port_pairs(graph) if turn[0] == "tor1")  # L3 -> L2 -> L3 both ways
+    [('tor1', 1, 2), ('tor1', 2, 1)]
     """
     pairs = set()
     for tor in graph.nodes:
@@ -367,6 +387,15 @@ def up_down_graph(graph):
 
     Returns:
         networkx.DiGraph: simple (parallel links give distinct state pairs).
+
+    >>> from testbed.topologies.fcplus.topology import tor_graph_from_links
+    >>> graph = tor_graph_from_links([[1, 2, 3]] * 4, [((0, 3), (1, 2)), ((1, 2), (2, 3)),
+    ...                                                ((0, 1), (3, 2)), ((3, 2), (2, 1))])
+    >>> updown = up_down_graph(graph)
+    >>> updown.number_of_nodes()  # 2v - 1 = 5 states for each of 4 ToRs
+    20
+    >>> sorted(updown[("tor0", "up", 1)])  # from tor0: up to tor3, or down to tor1
+    [('tor1', 'down', 2), ('tor3', 'up', 2)]
     """
     updown = nx.DiGraph()
     top = graph.graph["k"]  # nothing arrives on the top layer going down
@@ -512,6 +541,9 @@ def routing_priorities(routing, n_lp=2):
 
     Raises:
         ParameterError: unknown routing or ``n_lp`` outside 1..3.
+
+    >>> routing_priorities("fcplus2l"), routing_priorities("dfksp", n_lp=3)
+    (2, 3)
     """
     _check_routing(routing)
     return {"ksp": 1, "dfksp": check_n_lp(n_lp), "fcplus1l": 1, "fcplus2l": 2, "fc": 1}[routing]

@@ -105,7 +105,12 @@ def uniform_random_traffic(graph, servers_per_tor=None, fraction=UNIFORM_FRACTIO
 
 
 def hop_distances(graph):
-    """Shortest-path hop counts between all ToRs: ``{u: {w: hops}}``."""
+    """Shortest-path hop counts between all ToRs: ``{u: {w: hops}}``.
+
+    >>> from testbed.topologies.fcplus.topology import tor_graph_from_links
+    >>> hop_distances(tor_graph_from_links([[1, 2]] * 3, [((0, 1), (1, 2)), ((1, 1), (2, 2))]))["tor0"]["tor2"]
+    2
+    """
     import networkx as nx
 
     return dict(nx.all_pairs_shortest_path_length(nx.Graph(graph)))
@@ -283,6 +288,20 @@ def routing_throughput(graph, routing, traffic, k=32, n_lp=2, seed=1, max_candid
         ``priorities`` (lossless priorities the paths use), ``deadlock_free``
         (their channel dependency graph is acyclic), ``cycles`` (cycles found,
         at most 10), ``path_seconds``, ``lp_seconds``.
+
+    A ring of four ToRs, each sending 1 to the opposite one: two 2-hop paths
+    per pair, 8 link directions for 4 units of traffic over 2 hops.
+
+    >>> from testbed.topologies.fcplus.topology import tor_graph_from_links
+    >>> ring = tor_graph_from_links([[1, 2]] * 4, [((0, 1), (1, 2)), ((1, 1), (2, 2)),
+    ...                                           ((2, 1), (3, 2)), ((3, 1), (0, 2))])
+    >>> demands = {(f"tor{i}", f"tor{(i + 2) % 4}"): 1.0 for i in range(4)}
+    >>> result = routing_throughput(ring, "ksp", demands, k=2)
+    >>> round(result["theta"], 6), result["upper_bound"], result["deadlock_free"]
+    (1.0, 1.0, False)
+    >>> result = routing_throughput(ring, "fcplus2l", demands, k=2)
+    >>> round(result["theta"], 6), result["priorities"], result["deadlock_free"]
+    (1.0, 2, True)
     """
     from testbed.topologies.fcplus.deadlock import cycles_by_priority
     from testbed.topologies.fcplus.routing import hop_priorities, routing_paths, routing_priorities

@@ -546,6 +546,10 @@ def link_table(graph):
     Returns:
         list[dict]: ``{"link", "a", "a_port", "a_vswitch", "a_layer", "b", "b_port",
         "b_vswitch", "b_layer"}`` by link id; ``a_layer + 1 == b_layer``.
+
+    >>> link_table(tor_graph_from_links([[1, 2], [1, 2]], [((1, 2), (0, 1))]))  # doctest: +NORMALIZE_WHITESPACE
+    [{'link': 0, 'a': 'tor0', 'a_port': 1, 'a_vswitch': 1, 'a_layer': 1,
+      'b': 'tor1', 'b_port': 1, 'b_vswitch': 2, 'b_layer': 2}]
     """
     rows = []
     for u, w, key, data in graph.edges(keys=True, data=True):
@@ -563,6 +567,11 @@ def port_virtual_switch(graph, tor, port):
 
     Raises:
         ParameterError: ``port`` is not a fabric port of ``tor``.
+
+    >>> graph = fcplus_graph(6, 12, 10, v=4, seed=3)  # h = 2: ports 3 (S^1), 4-7 (S^2), 8-11 (S^3), 12 (S^4)
+    >>> j, layer = port_virtual_switch(graph, "tor0", 9)
+    >>> j, layer == graph.nodes["tor0"]["layers"][2]
+    (3, True)
     """
     data = graph.nodes[tor]
     for j, ports in enumerate(data["ports"], start=1):
