@@ -106,7 +106,8 @@ def _to_dot_virtual(topo):
     switches = [name for name in topo.node_names() if graph.nodes[name]["role"] != "host"]
     lines.append("  subgraph hosts { rank=same;")
     for name in hosts:
-        lines.append(f"    {_dot_id(name)} [label={_dot_id(name + chr(92) + 'n' + graph.nodes[name]['ip'].split('/')[0])}, "
+        label = name + chr(92) + "n" + graph.nodes[name]["ip"].split("/")[0]
+        lines.append(f"    {_dot_id(name)} [label={_dot_id(label)}, "
                      f"fillcolor=\"{ROLE_COLOURS['host']}\", shape=ellipse];")
     lines.append("  }")
     lines.append("  subgraph tors { rank=same;")

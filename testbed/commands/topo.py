@@ -67,13 +67,15 @@ def register(subparsers):
                             help="ksp: K shortest paths (may deadlock); dfksp: deadlock-free KSP with --nlp "
                             "priorities; fcplus1l / fcplus2l: FC+ (1L-K) / (2L-K); fc: FC's edge-disjoint "
                             "up-down paths (default: %(default)s)")
-    throughput.add_argument("--k", type=int, default=32, help="paths per ToR pair (default: %(default)s; fc ignores it)")
+    throughput.add_argument("--k", type=int, default=32,
+                            help="paths per ToR pair (default: %(default)s; fc ignores it)")
     throughput.add_argument("--nlp", type=int, default=2,
                             help="lossless priorities N_lp of dfksp, 1..3 (default: %(default)s)")
     throughput.add_argument("--traffic", choices=TRAFFIC_PATTERNS, default="worst",
                             help="all-to-all, uniform (12.5%% of the ToRs per ToR) or worst (near-worst-case "
                             "longest matching) (default: %(default)s)")
-    throughput.add_argument("--seed", type=int, default=1, help="seed of the uniform random traffic (default: %(default)s)")
+    throughput.add_argument("--seed", type=int, default=1,
+                            help="seed of the uniform random traffic (default: %(default)s)")
     throughput.add_argument("--json", action="store_true", help="print the result as JSON")
     throughput.set_defaults(func=run_throughput)
 
