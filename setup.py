@@ -34,7 +34,7 @@ def _subpackages():
 setup(
     name="p4-fabric-testbed",
     version="0.1.0",
-    description="P4/Mininet testbed for AI and data-center fabrics (Clos, AB FatTree, DSF)",
+    description="P4/Mininet testbed for AI and data-center fabrics (Clos, AB FatTree, DSF, FC+)",
     python_requires=">=3.9",
     packages=_subpackages(),
     package_dir=PACKAGE_DIRS,
@@ -61,6 +61,8 @@ setup(
         "scapy>=2.5,<2.9",
         "lark>=1.1,<2",
         "networkx>=2.8,<4",
+        # HiGHS linear programmes of the FC+ throughput analysis (topologies/fcplus/throughput.py)
+        "scipy>=1.10,<2",
         "matplotlib>=3.6,<4",
         "pyyaml>=6,<7",
     ],

@@ -1,4 +1,4 @@
-"""Topology generators (Clos, FatTree, AB FatTree, DSF) and the fat-tree designer.
+"""Topology generators (Clos, FatTree, AB FatTree, DSF, FC+ and FC) and the fat-tree designer.
 
 The public classes are re-exported lazily (``from testbed.topologies import
 FatTree``) so that importing the package, e.g. for the designer alone, does
@@ -13,6 +13,8 @@ _EXPORTS = {
     "FatTree": "fattree",
     "ABFatTree": "ab_fattree",
     "DSFTopo": "dsf",
+    "FCPlusTopo": "fcplus.topology",
+    "FCTopo": "fcplus.topology",
     "TOPOLOGY_KINDS": "registry",
     "make_topology": "registry",
 }

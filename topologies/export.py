@@ -9,6 +9,13 @@
   at the bottom and the top tier at the top, nodes coloured by role, parallel
   links drawn once with a ``xN`` label.  Large tiers drop their labels rather
   than print unreadable ones.
+
+Topologies on virtual layers (FC+ and FC: they have ``tor_graph()``) are drawn
+as their virtual multi-layer topology, in dot and PNG alike: hosts at the
+bottom, the physical ToRs above them, then one row per virtual layer
+``L1 .. Lk`` holding the virtual switches ``S_i^j`` (named ``tor<i>/<j>``); a
+dashed edge joins a ToR to each of its virtual switches and every link joins
+the two virtual switches it connects (with its switch ports).
 """
 import json
 import textwrap
@@ -22,6 +29,7 @@ ROLE_COLOURS = {
     "core": "#fdae6b", "sdsw": "#fdae6b",
 }
 _DEFAULT_COLOUR = "#bcbddc"
+_LAYER_COLOUR = "#fdd0a2"
 _MAX_LABELLED_PER_ROW = 96
 
 
@@ -42,6 +50,8 @@ def to_dot(topo):
     IP; edges carry ``taillabel``/``headlabel`` port numbers and the capacity.
     Render with ``dot -Tpng`` (or ``neato``) where Graphviz is installed.
     """
+    if _is_virtual(topo):
+        return _to_dot_virtual(topo)
     graph = topo.graph()
     lines = [f"graph {_dot_id(topo.kind)} {{",
              "  rankdir=BT;",
@@ -70,6 +80,67 @@ def to_dot(topo):
                      f"tooltip=\"{capacity_text} Mbps\"];")
     lines.append("}")
     return "\n".join(lines) + "\n"
+
+
+def _is_virtual(topo):
+    """True for topologies on virtual layers (FC+, FC)."""
+    return callable(getattr(topo, "tor_graph", None))
+
+
+def _vswitch_id(tor, j):
+    return f"{tor}/{j}"
+
+
+def _to_dot_virtual(topo):
+    """Dot text of a topology on virtual layers (see the module docstring)."""
+    graph = topo.graph()
+    tors = topo.tor_graph()
+    k = tors.graph["k"]
+    params = " ".join(f"{key}={value}" for key, value in topo.params.items() if value is not None)
+    lines = [f"graph {_dot_id(topo.kind)} {{",
+             "  rankdir=BT;",
+             "  node [shape=box, style=\"rounded,filled\", fontname=\"Helvetica\", fontsize=10];",
+             "  edge [fontsize=8, labelfontsize=8];",
+             f"  label={_dot_id(f'{topo.kind} {params} (virtual layers L1..L{k})')}; labelloc=t;"]
+    hosts = [name for name in topo.node_names() if graph.nodes[name]["role"] == "host"]
+    switches = [name for name in topo.node_names() if graph.nodes[name]["role"] != "host"]
+    lines.append("  subgraph hosts { rank=same;")
+    for name in hosts:
+        label = name + chr(92) + "n" + graph.nodes[name]["ip"].split("/")[0]
+        lines.append(f"    {_dot_id(name)} [label={_dot_id(label)}, "
+                     f"fillcolor=\"{ROLE_COLOURS['host']}\", shape=ellipse];")
+    lines.append("  }")
+    lines.append("  subgraph tors { rank=same;")
+    for name in switches:
+        lines.append(f"    {_dot_id(name)} [label={_dot_id(name + chr(92) + 'n' + graph.nodes[name]['role'])}, "
+                     f"fillcolor=\"{_DEFAULT_COLOUR}\"];")
+    lines.append("  }")
+    members = _virtual_members(topo)
+    for layer in range(1, k + 1):
+        lines.append(f"  subgraph layer{layer} {{ rank=same;")
+        for tor, j in members[layer]:
+            label = f"{_vswitch_id(tor, j)}{chr(92)}nL{layer}"
+            lines.append(f"    {_dot_id(_vswitch_id(tor, j))} [label={_dot_id(label)}, "
+                         f"fillcolor=\"{_LAYER_COLOUR}\"];")
+        lines.append("  }")
+    for record in topo.link_records():
+        if graph.nodes[record["a"]]["role"] == "host":
+            lines.append(f"  {_dot_id(record['a'])} -- {_dot_id(record['b'])} "
+                         f"[taillabel=\"{record['a_port']}\", headlabel=\"{record['b_port']}\"];")
+    for tor in switches:
+        for j in range(1, tors.graph["v"] + 1):
+            lines.append(f"  {_dot_id(tor)} -- {_dot_id(_vswitch_id(tor, j))} [style=dashed, color=gray];")
+    for row in sorted(topo.link_layers(), key=lambda r: r["link"]):
+        lines.append(f"  {_dot_id(_vswitch_id(row['a'], row['a_vswitch']))} -- "
+                     f"{_dot_id(_vswitch_id(row['b'], row['b_vswitch']))} "
+                     f"[taillabel=\"{row['a_port']}\", headlabel=\"{row['b_port']}\"];")
+    lines.append("}")
+    return "\n".join(lines) + "\n"
+
+
+def _virtual_members(topo):
+    """Layer -> [(tor, j)], as ``topo.virtual_layers()``."""
+    return topo.virtual_layers()
 
 
 def layout_rows(topo):
@@ -107,6 +178,8 @@ def write_png(topo, path, title=None, dpi=110):
     import matplotlib
 
     matplotlib.use("Agg")
+    if _is_virtual(topo):
+        return _write_png_virtual(topo, path, title, dpi)
     import matplotlib.pyplot as plt
     from matplotlib.patches import Patch
 
@@ -167,6 +240,87 @@ def write_png(topo, path, title=None, dpi=110):
         ax.set_title(textwrap.fill(title, width=int(width * 11)), fontsize=11, loc="left")
         ax.set_xlim(-2.4, widest + 0.3)
         ax.set_ylim(min(levels) - 0.6, max(levels) + 0.5)
+        ax.axis("off")
+        fig.tight_layout(rect=(0, 0.05, 1, 1))
+        fig.savefig(path, dpi=dpi)
+    finally:
+        plt.close(fig)
+    return path
+
+
+def _write_png_virtual(topo, path, title, dpi):
+    """PNG of a topology on virtual layers: hosts, ToRs, then the rows L1..Lk of virtual switches."""
+    import matplotlib.pyplot as plt
+    from matplotlib.lines import Line2D
+
+    graph = topo.graph()
+    tors = topo.tor_graph()
+    k = tors.graph["k"]
+    members = _virtual_members(topo)
+    hosts = [name for name in topo.node_names() if graph.nodes[name]["role"] == "host"]
+    switches = [name for name in topo.node_names() if graph.nodes[name]["role"] != "host"]
+    rows = {0: hosts, 1: switches}
+    for layer in range(1, k + 1):
+        rows[layer + 1] = [_vswitch_id(tor, j) for tor, j in members[layer]]
+    widest = max(len(names) for names in rows.values())
+    positions = {}
+    for y, names in rows.items():
+        spacing = widest / max(len(names), 1)
+        for i, name in enumerate(names):
+            positions[name] = ((i + 0.5) * spacing, float(y))
+    width = min(max(8.0, 0.5 * widest + 2.0), 60.0)
+    height = 1.6 + 1.0 * len(rows)
+    fig, ax = plt.subplots(figsize=(width, height))
+    try:
+        colours = plt.get_cmap("tab20")
+        tor_colour = {tor: colours(i % 20) for i, tor in enumerate(switches)}
+        for record in topo.link_records():
+            if graph.nodes[record["a"]]["role"] == "host":
+                (xa, ya), (xb, yb) = positions[record["a"]], positions[record["b"]]
+                ax.plot([xa, xb], [ya, yb], color="#bdbdbd", linewidth=0.5, zorder=1)
+        for tor in switches:
+            for j in range(1, tors.graph["v"] + 1):
+                (xa, ya), (xb, yb) = positions[tor], positions[_vswitch_id(tor, j)]
+                ax.plot([xa, xb], [ya, yb], color=tor_colour[tor], linewidth=0.5, linestyle="--", alpha=0.5,
+                        zorder=1)
+        for row in topo.link_layers():
+            (xa, ya) = positions[_vswitch_id(row["a"], row["a_vswitch"])]
+            (xb, yb) = positions[_vswitch_id(row["b"], row["b_vswitch"])]
+            ax.plot([xa, xb], [ya, yb], color="#525252", linewidth=0.8, alpha=0.8, zorder=1)
+        font = 7 if widest <= 40 else 5
+        for y, names in rows.items():
+            labelled = len(names) <= _MAX_LABELLED_PER_ROW
+            for name in names:
+                x, _ = positions[name]
+                if y == 0:
+                    ax.scatter([x], [y], s=25, color=ROLE_COLOURS["host"], edgecolors="black", linewidths=0.4,
+                               zorder=2)
+                    continue
+                tor, _, j = name.partition("/")
+                colour = tor_colour[tor]
+                label = name if not j else f"{graph.nodes[tor]['index']}^{j}"
+                if labelled:
+                    ax.text(x, y, label, fontsize=font, ha="center", va="center", zorder=3,
+                            bbox=dict(boxstyle="round,pad=0.25", fc=colour, ec="black", lw=0.5))
+                else:
+                    ax.scatter([x], [y], s=40, marker="s", color=colour, edgecolors="black", linewidths=0.4,
+                               zorder=2)
+        names = {0: "hosts", 1: "ToRs"}
+        for y, members_of_row in rows.items():
+            label = names.get(y, f"L{y - 1}")
+            ax.text(-0.3, y, f"{label}\n({len(members_of_row)})", fontsize=9, ha="right", va="center",
+                    fontweight="bold")
+        fig.legend(handles=[Line2D([0], [0], color="#525252", label="link between virtual switches i^j"),
+                            Line2D([0], [0], color="gray", linestyle="--", label="ToR i - its virtual switches"),
+                            Line2D([0], [0], color="#bdbdbd", label="host link")],
+                   loc="lower center", ncol=3, fontsize=8, frameon=False)
+        if title is None:
+            shown = " ".join(f"{key}={_compact(value)}" for key, value in topo.params.items()
+                             if value is not None and "mbps" not in key)
+            title = f"{topo.kind}: {shown} (k={k} virtual layers, v={tors.graph['v']} virtual switches per ToR)"
+        ax.set_title(textwrap.fill(title, width=int(width * 11)), fontsize=11, loc="left")
+        ax.set_xlim(-2.4, widest + 0.3)
+        ax.set_ylim(-0.6, len(rows) - 0.5)
         ax.axis("off")
         fig.tight_layout(rect=(0, 0.05, 1, 1))
         fig.savefig(path, dpi=dpi)

@@ -10,6 +10,7 @@ from testbed.topologies.ab_fattree import ABFatTree
 from testbed.topologies.clos import Clos3Topo, ClosTopo
 from testbed.topologies.dsf import DSFTopo
 from testbed.topologies.fattree import FatTree
+from testbed.topologies.fcplus.topology import FCPlusTopo, FCTopo
 
 #: kind name -> generator class
 TOPOLOGY_KINDS = {
@@ -18,6 +19,8 @@ TOPOLOGY_KINDS = {
     "fattree": FatTree,
     "abfattree": ABFatTree,
     "dsf": DSFTopo,
+    "fcplus": FCPlusTopo,
+    "fc": FCTopo,
 }
 
 

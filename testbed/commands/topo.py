@@ -7,11 +7,15 @@ Examples::
     testbed topo show clos leaves=3 spines=2 hosts_per_leaf=1,2,3 bundle_matrix=1,2;2,1;0,3
     testbed topo export abfattree k=4 --format json
     testbed topo export dsf --format png -o dsf.png
+    testbed topo export fcplus N=6 p=12 s=10 v=4 --format png -o fcplus.png
+    testbed topo throughput fcplus N=100 p=32 s=18 --routing fcplus1l --k 32 --traffic worst
 """
 import json
 import os
 
 from testbed.errors import ParameterError, TestbedError
+from testbed.topologies.fcplus.routing import ROUTINGS
+from testbed.topologies.fcplus.throughput import TRAFFIC_PATTERNS
 from testbed.topologies.registry import describe_kinds, make_topology, parse_key_values
 
 _PARAMS_HELP = "topology parameters as key=value (see `testbed topo kinds`); lists as 1,2,3, matrices as 1,2;2,1"
@@ -21,8 +25,8 @@ def register(subparsers):
     """Add the ``topo`` subcommand with its ``kinds``/``show``/``export`` actions."""
     parser = subparsers.add_parser(
         "topo", help="list, summarize and export fabric topologies",
-        description="Topology generators: Clos (2 and 3 tiers), FatTree, F10's AB FatTree and DSF-like "
-        "fabrics. Give the kind and key=value parameters.")
+        description="Topology generators: Clos (2 and 3 tiers), FatTree, F10's AB FatTree, DSF-like "
+        "fabrics and the FC+ / FC expanders. Give the kind and key=value parameters.")
     actions = parser.add_subparsers(dest="action", metavar="ACTION")
     actions.required = True
 
@@ -49,6 +53,31 @@ def register(subparsers):
                         help="output format (default: %(default)s)")
     export.add_argument("-o", "--output", metavar="FILE", help="output file (required for png)")
     export.set_defaults(func=run_export)
+
+    throughput = actions.add_parser(
+        "throughput", help="throughput of a routing on an FC+ or FC topology (multi-commodity flow LP)",
+        description="Build KIND (fcplus or fc), compute the paths of a routing for a traffic pattern and "
+        "print the largest theta such that theta times the traffic fits the unit link capacities over those "
+        "paths (seed 001, section V-A), with the Eq. (6) upper bound, path statistics and whether the paths' "
+        "channel dependency graph is acyclic on every lossless priority. The topology's random wiring takes "
+        "seed=... among the key=value parameters; --seed is the seed of the uniform random traffic.")
+    throughput.add_argument("kind", help="fcplus or fc")
+    throughput.add_argument("params", nargs="*", metavar="key=value", help=_PARAMS_HELP)
+    throughput.add_argument("--routing", choices=ROUTINGS, default="fcplus1l",
+                            help="ksp: K shortest paths (may deadlock); dfksp: deadlock-free KSP with --nlp "
+                            "priorities; fcplus1l / fcplus2l: FC+ (1L-K) / (2L-K); fc: FC's edge-disjoint "
+                            "up-down paths (default: %(default)s)")
+    throughput.add_argument("--k", type=int, default=32,
+                            help="paths per ToR pair (default: %(default)s; fc ignores it)")
+    throughput.add_argument("--nlp", type=int, default=2,
+                            help="lossless priorities N_lp of dfksp, 1..3 (default: %(default)s)")
+    throughput.add_argument("--traffic", choices=TRAFFIC_PATTERNS, default="worst",
+                            help="all-to-all, uniform (12.5%% of the ToRs per ToR) or worst (near-worst-case "
+                            "longest matching) (default: %(default)s)")
+    throughput.add_argument("--seed", type=int, default=1,
+                            help="seed of the uniform random traffic (default: %(default)s)")
+    throughput.add_argument("--json", action="store_true", help="print the result as JSON")
+    throughput.set_defaults(func=run_throughput)
 
 
 def _build(args):
@@ -121,4 +150,47 @@ def run_export(args):
         print(text, end="")
     else:
         print(f"wrote {args.output} ({args.format}, {len(topo.hosts())} hosts, {len(topo.switches())} switches)")
+    return 0
+
+
+def run_throughput(args):
+    """Print the throughput of a routing on an FC+ or FC topology."""
+    from testbed.topologies.fcplus.routing import check_k, check_n_lp
+    from testbed.topologies.fcplus.throughput import routing_throughput
+
+    for option, value, check in (("--k", args.k, check_k), ("--nlp", args.nlp, check_n_lp)):
+        try:
+            check(value)
+        except ParameterError as error:
+            raise ParameterError(option, value, error.allowed) from None
+    topo = _build(args)
+    if not callable(getattr(topo, "tor_graph", None)):
+        raise ParameterError("kind", args.kind, "fcplus or fc (topologies on virtual layers)")
+    graph = topo.tor_graph()
+    result = routing_throughput(graph, args.routing, args.traffic, k=args.k, n_lp=args.nlp, seed=args.seed)
+    report = {"kind": topo.kind, "params": {key: value for key, value in topo.params.items() if "mbps" not in key},
+              "routing": args.routing, "k": args.k, "n_lp": args.nlp, "traffic": args.traffic,
+              "traffic_seed": args.seed, **{key: value for key, value in result.items() if key != "cycles"},
+              "cycles_found": len(result["cycles"]),
+              "first_cycle": [[list(hop), priority] for hop, priority in result["cycles"][0]]
+              if result["cycles"] else None}
+    if args.json:
+        print(json.dumps(report, indent=2))
+        return 0
+    rows = [("topology", f"{topo.kind} " + " ".join(f"{key}={value}" for key, value in report["params"].items()
+                                                   if value is not None)),
+            ("routing", f"{args.routing} (K={args.k}" + (f", N_lp={args.nlp}" if args.routing == "dfksp" else "")
+             + ")"),
+            ("traffic", args.traffic + (f" (seed {args.seed})" if args.traffic == "uniform" else "")),
+            ("throughput theta", f"{result['theta']:.4f}"),
+            ("upper bound (Eq. 6)", f"{result['upper_bound']:.4f}"),
+            ("ToR pairs with traffic", result["pairs"]),
+            ("paths per pair (mean)", f"{result['mean_paths']:.2f}"),
+            ("hops per path (mean)", f"{result['mean_hops']:.2f}"),
+            ("pairs with fewer than K paths", result["pairs_short"]),
+            ("lossless priorities used", result["priorities"]),
+            ("deadlock-free (CDG acyclic)", "yes" if result["deadlock_free"] else
+             f"no (dependency cycles in {len(result['cycles'])} cyclic components; at most 10 are looked at)"),
+            ("seconds (paths, LP)", f"{result['path_seconds']:.1f}, {result['lp_seconds']:.1f}")]
+    print(format_table(rows))
     return 0
