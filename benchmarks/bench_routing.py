@@ -17,7 +17,8 @@ import random
 import statistics
 import time
 
-from testbed.controllers.routing import HostRoutes, compute_host_routes, link_id
+from testbed.controllers.routing import HostRoutes, compute_host_routes
+from testbed.topologies.graph import link_id
 from testbed.topologies.registry import make_topology
 
 

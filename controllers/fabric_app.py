@@ -506,7 +506,7 @@ class FabricRoutingApp(app_manager.OSKenApp):
 
         ``netns_pid`` is a process in the switch's network namespace (BMv2's), None for the root one.
         """
-        from testbed.controllers.routing import is_host, port_toward
+        from testbed.topologies.graph import is_host, port_toward
 
         graph, state = self.fabric.graph, self.fabric.state
         ports = {}

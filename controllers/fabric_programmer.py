@@ -20,7 +20,8 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
-from testbed.controllers.routing import HostRoutes, is_host, port_toward
+from testbed.controllers.routing import HostRoutes
+from testbed.topologies.graph import is_host, port_toward
 from testbed.p4runtime.client import P4RuntimeClient, P4RuntimeClientError
 
 #: most updates in one Write request (about 100 bytes each, far below gRPC's 4 MB limit)

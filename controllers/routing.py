@@ -19,33 +19,7 @@ a link comes back only those where its two ends were at different distances.
 """
 from collections import deque
 
-
-def _host_ip(graph, host):
-    return graph.nodes[host]["ip"].split("/")[0]
-
-
-def is_host(graph, node):
-    """True when ``node`` is a host (role ``"host"``)."""
-    return graph.nodes[node].get("role") == "host"
-
-
-def port_toward(edge_data, node):
-    """Return the port number on ``node``'s side of a link (edge attribute dict).
-
-    Raises:
-        ValueError: ``node`` is not an end of the link.
-    """
-    if edge_data["a"] == node:
-        return edge_data["a_port"]
-    if edge_data["b"] == node:
-        return edge_data["b_port"]
-    raise ValueError(f"{node} is not an end of link {edge_data['a']}-{edge_data['b']}")
-
-
-def link_id(edge_data):
-    """A hashable identity of one link: ``(a, a_port, b, b_port)`` with ends sorted."""
-    ends = sorted([(edge_data["a"], edge_data["a_port"]), (edge_data["b"], edge_data["b_port"])])
-    return (ends[0][0], ends[0][1], ends[1][0], ends[1][1])
+from testbed.topologies.graph import host_ip, hosts, is_host, link_id, node_pair, port_toward
 
 
 def _split_failed(failed_links):
@@ -56,7 +30,7 @@ def _split_failed(failed_links):
         if len(item) == 4:
             failed_ids.add(tuple(item))
         else:
-            failed_pairs.add(frozenset(item))
+            failed_pairs.add(node_pair(*item))
     return failed_ids, failed_pairs
 
 
@@ -65,12 +39,12 @@ def usable_links(graph, failed_links=()):
 
     Args:
         graph: the topology multigraph.
-        failed_links: link ids (see :func:`link_id`) or ``(u, v)`` node pairs
+        failed_links: link ids (see :func:`testbed.topologies.graph.link_id`) or ``(u, v)`` node pairs
             (all parallel links between them) that are down.
     """
     failed_ids, failed_pairs = _split_failed(failed_links)
     for u, v, data in graph.edges(data=True):
-        if frozenset((u, v)) in failed_pairs or link_id(data) in failed_ids:
+        if node_pair(u, v) in failed_pairs or link_id(data) in failed_ids:
             continue
         yield u, v, data
 
@@ -142,8 +116,8 @@ class HostRoutes:
     def __init__(self, graph, failed_links=()):
         self.graph = graph
         self.switches = [node for node in graph.nodes if not is_host(graph, node)]
-        self.hosts = sorted(node for node in graph.nodes if is_host(graph, node))
-        self._ip = {host: _host_ip(graph, host) for host in self.hosts}
+        self.hosts = hosts(graph)
+        self._ip = {host: host_ip(graph, host) for host in self.hosts}
         self._switch_links = {switch: [] for switch in self.switches}  # switch -> [(neighbor, port, id)]
         self._host_links = {host: [] for host in self.hosts}  # host -> [(switch, switch port, id)]
         self._host_of_link = {}  # link id -> host it attaches
@@ -163,7 +137,7 @@ class HostRoutes:
         for u, v, data in graph.edges(data=True):
             lid = link_id(data)
             self._link_ends[lid] = (u, v)
-            self._links_between.setdefault(frozenset((u, v)), []).append(lid)
+            self._links_between.setdefault(node_pair(u, v), []).append(lid)
             u_host, v_host = is_host(graph, u), is_host(graph, v)
             if not u_host and not v_host:
                 self._switch_links[u].append((v, port_toward(data, u), lid))

@@ -18,7 +18,8 @@ Pure functions on the topology multigraph (see
 from dataclasses import dataclass, field
 from typing import Dict, List, Tuple
 
-from testbed.controllers.routing import hop_distances, is_host, link_id, port_toward, usable_links
+from testbed.controllers.routing import hop_distances, usable_links
+from testbed.topologies.graph import is_host, link_id, port_toward
 from testbed.errors import ParameterError
 
 DEFAULT_CAPACITY_MBPS = 1000.0
@@ -75,7 +76,7 @@ class Hop:
     node: str
     port: int
     next_node: str
-    link: tuple  # routing.link_id of the link
+    link: tuple  # graph.link_id of the link
 
 
 @dataclass(frozen=True)

@@ -26,7 +26,7 @@ import time
 
 import pytest
 
-from testbed.controllers.routing import port_toward
+from testbed.topologies.graph import port_toward
 from testbed.pytest_plugin import BOTH_TARGETS, skip_unless_lossy_links
 
 LINK = ("c0", "a0_0")                  # an aggregation-core link, F10's case

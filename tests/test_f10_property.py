@@ -21,7 +21,7 @@ import doctest
 import pytest
 
 from testbed.errors import ParameterError
-from testbed.topologies import f10
+from testbed.topologies.f10 import detours, paths
 from testbed.topologies.ab_fattree import ABFatTree
 from testbed.topologies.fattree import FatTree
 from testbed.topologies.registry import make_topology
@@ -39,68 +39,73 @@ def pair(request):
 def split_links(graph):
     """Downward switch links split into (above the edge tier, into edge switches)."""
     upper, edge = [], []
-    for link in f10.downward_links(graph):
+    for link in detours.downward_links(graph):
         (edge if graph.nodes[link[1]]["role"] == "edge" else upper).append(link)
     return upper, edge
 
 
 def test_ab_fattree_has_scheme1_detour_for_every_downward_link(pair):
     _, ab, _ = pair
-    host_sets = f10.downward_host_sets(ab)
+    host_sets = detours.downward_host_sets(ab)
     upper, _ = split_links(ab)
     assert upper
     for link in upper:
-        path = f10.scheme1_detour(ab, link, host_sets=host_sets)
+        path = detours.scheme1_detour(ab, link, host_sets=host_sets)
         assert path is not None, f"no Scheme-1 detour for failed {link}"
         u, v, _ = link
         x, u2, w = path[1:]
         assert path[0] == u and len(path) == 4
         assert x != v and w != v and u2 != u
         assert ab.has_edge(u, x) and ab.has_edge(x, u2) and ab.has_edge(u2, w)
-        assert u2 not in f10.failure_group(ab, v)
+        assert u2 not in detours.failure_group(ab, v)
         assert host_sets[w] == host_sets[v]
         # F10 detours through a child of the other subtree type
         assert ab.nodes[x]["subtree_type"] != ab.nodes[v]["subtree_type"]
-        assert f10.shortest_local_detour_hops(ab, link, host_sets=host_sets) == 2
+        assert detours.shortest_local_detour_hops(ab, link, host_sets=host_sets) == 2
 
 
 def test_standard_fattree_has_no_scheme1_detour_and_needs_four_extra_hops(pair):
     plain, _, _ = pair
-    host_sets = f10.downward_host_sets(plain)
+    host_sets = detours.downward_host_sets(plain)
     upper, _ = split_links(plain)
     for link in upper:
-        assert f10.scheme1_detour(plain, link, host_sets=host_sets) is None, link
-        assert f10.shortest_local_detour_hops(plain, link, host_sets=host_sets) == 4, link
+        assert detours.scheme1_detour(plain, link, host_sets=host_sets) is None, link
+        assert detours.shortest_local_detour_hops(plain, link, host_sets=host_sets) == 4, link
 
 
-def test_scheme2_detour_exists_in_both_with_four_extra_hops(pair):
+def test_scheme2_detour_has_four_extra_hops_wherever_the_parent_has_another_child_of_the_type(pair):
+    # Scheme 2 goes through a child of v's type (seed 002, 5.1); an AB FatTree parent whose only
+    # other child has the other type (the top of k=4, L=3) has none, and Scheme 1 serves there
     for graph in pair[:2]:
-        host_sets = f10.downward_host_sets(graph)
+        host_sets = detours.downward_host_sets(graph)
         upper, edge = split_links(graph)
         for link in upper:
-            path = f10.scheme2_detour(graph, link, host_sets=host_sets)
-            assert path is not None and len(path) == 6, link
             u, v, _ = link
+            path = detours.scheme2_detour(graph, link, host_sets=host_sets)
+            if not detours.scheme2_candidates(graph, u, v):
+                assert graph is pair[1] and path is None, link
+                assert detours.scheme1_detour(graph, link, host_sets=host_sets) is not None, link
+                continue
+            assert path is not None and len(path) == 6, link
             assert path[0] == u and v not in path
             assert all(graph.has_edge(a, b) for a, b in zip(path, path[1:]))
-            assert path[4] not in f10.failure_group(graph, v)
+            assert path[4] not in detours.failure_group(graph, v)
             assert host_sets[path[-1]] == host_sets[v]
         for link in edge:
-            assert f10.scheme2_detour(graph, link, host_sets=host_sets) is None
+            assert detours.scheme2_detour(graph, link, host_sets=host_sets) is None
 
 
 def test_edge_links_have_link_only_detours_in_both(pair):
     plain, ab, _ = pair
     for graph in (plain, ab):
-        host_sets = f10.downward_host_sets(graph)
+        host_sets = detours.downward_host_sets(graph)
         _, edge = split_links(graph)
         assert edge
         for link in edge:
-            assert f10.scheme1_detour(graph, link, host_sets=host_sets) is None
-            assert f10.shortest_local_detour_hops(graph, link, host_sets=host_sets) is None
-            path = f10.scheme1_detour(graph, link, assume_node_failure=False, host_sets=host_sets)
-            assert path is not None and path[-1] == link[1]
-            assert f10.shortest_local_detour_hops(graph, link, assume_node_failure=False,
+            assert detours.scheme1_detour(graph, link, host_sets=host_sets) is None
+            assert detours.local_detour(graph, link, host_sets=host_sets) is None
+            assert detours.shortest_local_detour_hops(graph, link, host_sets=host_sets) is None
+            assert detours.shortest_local_detour_hops(graph, link, assume_node_failure=False,
                                                   host_sets=host_sets) == 2
 
 
@@ -116,13 +121,13 @@ def test_exactly_one_downward_path_from_each_core_to_each_edge(pair):
     edges = [n for n, a in ab.nodes(data=True) if a["role"] == "edge"]
     for core in cores:
         for edge in edges:
-            assert f10.downward_path_count(ab, core, edge) == 1, (core, edge)
+            assert paths.downward_path_count(ab, core, edge) == 1, (core, edge)
 
 
 def test_every_host_pair_has_as_many_shortest_paths_as_in_the_standard_fattree(pair):
     plain, ab, _ = pair
-    expected = f10.host_pair_path_counts(plain)
-    actual = f10.host_pair_path_counts(ab)
+    expected = paths.host_pair_path_counts(plain)
+    actual = paths.host_pair_path_counts(ab)
     assert expected.keys() == actual.keys()
     assert actual == expected
 
@@ -131,8 +136,8 @@ def test_scheme1_detour_rejects_unknown_links():
     graph = ABFatTree(k=4).graph()
     from testbed.errors import ParameterError
     with pytest.raises(ParameterError):
-        f10.scheme1_detour(graph, ("c0", "e0_0"))
-    assert f10.scheme1_detour(graph, ("h1", "e0_0")) is None
+        detours.scheme1_detour(graph, ("c0", "e0_0"))
+    assert detours.scheme1_detour(graph, ("h1", "e0_0")) is None
 
 
 def test_failure_group_matches_the_topology_view():
@@ -140,26 +145,27 @@ def test_failure_group_matches_the_topology_view():
     graph = topo.graph()
     for name in topo.switches():
         if graph.nodes[name]["role"] != "core":
-            assert f10.failure_group(graph, name) == frozenset(topo.failure_group_members(name))
+            assert detours.failure_group(graph, name) == frozenset(topo.failure_group_members(name))
 
 
 # ------------------------------------------------------------ detours and path dilation
 def agg_core_links(graph):
-    return [link for link in f10.downward_links(graph) if graph.nodes[link[0]]["role"] == "core"]
+    return [link for link in detours.downward_links(graph) if graph.nodes[link[0]]["role"] == "core"]
 
 
-def test_f10_module_doctests():
-    assert doctest.testmod(f10).failed == 0
+@pytest.mark.parametrize("module", [detours, paths])
+def test_f10_module_doctests(module):
+    assert doctest.testmod(module).failed == 0
 
 
 @pytest.mark.parametrize("cls,scheme,extra", [(ABFatTree, 1, 2), (FatTree, 2, 4)])
 def test_agg_core_failure_detour_is_scheme1_on_ab_and_scheme2_on_standard(cls, scheme, extra):
     graph = cls(k=4).graph()
-    host_sets = f10.downward_host_sets(graph)
+    host_sets = detours.downward_host_sets(graph)
     links = agg_core_links(graph)
     assert len(links) == 16
     for link in links:
-        got_scheme, path, got_extra = f10.local_detour(graph, link, host_sets)
+        got_scheme, path, got_extra = detours.local_detour(graph, link, host_sets)
         u, v, _ = link
         assert (got_scheme, got_extra) == (scheme, extra), link
         assert path[0] == u and v not in path and len(path) == extra + 2
@@ -169,12 +175,12 @@ def test_agg_core_failure_detour_is_scheme1_on_ab_and_scheme2_on_standard(cls, s
 
 def test_local_detour_is_none_above_an_edge_switch():
     graph = ABFatTree(k=4).graph()
-    assert f10.local_detour(graph, ("a0_0", "e0_0")) is None
+    assert detours.local_detour(graph, ("a0_0", "e0_0")) is None
 
 
 def test_switch_hops_on_k4_fattree():
     graph = ABFatTree(k=4).graph()
-    hops = f10.host_switch_hops(graph)
+    hops = paths.host_switch_hops(graph)
     assert len(hops) == 16 * 15
     pods = {h: graph.nodes[h]["pod"] for h in graph if graph.nodes[h]["role"] == "host"}
     edges = {h: graph.nodes[h]["edge"] for h in pods}
@@ -185,32 +191,32 @@ def test_switch_hops_on_k4_fattree():
 
 def test_switch_hops_skip_failed_links():
     graph = ABFatTree(k=4).graph()
-    assert f10.switch_hops(graph, "h1", "h3", failed_links=[("e0_0", "a0_0")]) == 3
-    assert f10.switch_hops(graph, "h1", "h3", failed_links=[("e0_0", "a0_0"), ("a0_1", "e0_0")]) is None
+    assert paths.switch_hops(graph, "h1", "h3", failed_links=[("e0_0", "a0_0")]) == 3
+    assert paths.switch_hops(graph, "h1", "h3", failed_links=[("e0_0", "a0_0"), ("a0_1", "e0_0")]) is None
     with pytest.raises(ParameterError) as info:
-        f10.switch_hops(graph, "e0_0", "h3")
+        paths.switch_hops(graph, "e0_0", "h3")
     assert info.value.field == "src"
 
 
 @pytest.mark.parametrize("cls,detoured", [(ABFatTree, 7), (FatTree, 9)])
 def test_packets_through_a_failed_agg_core_link_cross_plus_2_or_plus_4_switches(cls, detoured):
     graph = cls(k=4).graph()
-    hosts_below = {v: sorted(h for h in f10.downward_host_sets(graph)[v]) for v in graph}
+    hosts_below = {v: sorted(h for h in detours.downward_host_sets(graph)[v]) for v in graph}
     for u, v, key in agg_core_links(graph):
         dst = hosts_below[v][0]
         src = next(h for h in sorted(hosts_below[u]) if graph.nodes[h]["pod"] != graph.nodes[dst]["pod"])
-        assert f10.detoured_switch_hops(graph, src, dst, (u, v, key)) == (detoured, 5)
+        assert paths.detoured_switch_hops(graph, src, dst, (u, v, key)) == (detoured, 5)
         # the TTL a receiver sees turns back into the same dilation
-        assert f10.extra_hops_from_ttl(64, 64 - detoured, 5) == detoured - 5
+        assert paths.extra_hops_from_ttl(64, 64 - detoured, 5) == detoured - 5
 
 
 def test_detoured_switch_hops_refuses_a_link_off_the_path():
     graph = ABFatTree(k=4).graph()
     with pytest.raises(ParameterError) as info:
-        f10.detoured_switch_hops(graph, "h5", "h9", ("c0", "a0_0"))
+        paths.detoured_switch_hops(graph, "h5", "h9", ("c0", "a0_0"))
     assert info.value.field == "dst"
     with pytest.raises(ParameterError) as info:
-        f10.detoured_switch_hops(graph, "h2", "h1", ("c0", "a0_0"))
+        paths.detoured_switch_hops(graph, "h2", "h1", ("c0", "a0_0"))
     assert info.value.field == "failed_link"
 
 
@@ -220,14 +226,14 @@ def test_detoured_switch_hops_refuses_a_link_off_the_path():
 ])
 def test_extra_hops_from_ttl_refuses_impossible_ttls(sent, arrived, expected, field):
     with pytest.raises(ParameterError) as info:
-        f10.extra_hops_from_ttl(sent, arrived, expected)
+        paths.extra_hops_from_ttl(sent, arrived, expected)
     assert info.value.field == field
 
 
 @pytest.mark.parametrize("k,levels", [(6, 2), (4, 3)])
 def test_omit_doubled_subtrees_keeps_the_first_p_top_level_subtrees(k, levels):
     full = ABFatTree(k=k, levels=levels).graph()
-    half = f10.omit_doubled_subtrees(full)
+    half = paths.omit_doubled_subtrees(full)
     p = k // 2
     cores = [n for n in full if full.nodes[n]["role"] == "core"]
     assert all(n in half for n in cores)
@@ -237,4 +243,4 @@ def test_omit_doubled_subtrees_keeps_the_first_p_top_level_subtrees(k, levels):
                     if half.nodes[n].get("f10_level") == levels - 1})
     assert [t for _, t in types] == ["A", "B", "A"][:p]
     with pytest.raises(ParameterError):
-        f10.omit_doubled_subtrees(make_topology("clos", leaves=2, spines=2).graph())
+        paths.omit_doubled_subtrees(make_topology("clos", leaves=2, spines=2).graph())

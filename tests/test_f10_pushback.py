@@ -1,4 +1,4 @@
-"""F10 pushback (topologies/f10_pushback.py) against the paper (seed 002, section 5.2) and the topology.
+"""F10 pushback (topologies/f10/pushback.py) against the paper (seed 002, section 5.2) and the topology.
 
 Two kinds of checks:
 
@@ -22,9 +22,10 @@ import random
 import pytest
 
 from testbed.errors import ParameterError
-from testbed.topologies import f10_pushback as pb
+from testbed.topologies.f10 import pushback as pb
 from testbed.topologies.ab_fattree import ABFatTree
-from testbed.topologies.f10 import downward_host_sets, omit_doubled_subtrees
+from testbed.topologies.f10.detours import downward_host_sets
+from testbed.topologies.f10.paths import omit_doubled_subtrees
 from testbed.topologies.fattree import FatTree
 from testbed.topologies.registry import make_topology
 

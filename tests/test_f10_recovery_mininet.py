@@ -22,7 +22,7 @@ the F10 paper (seed 002) and the detector's definition
 * in f10 mode the failure sets off pushback (section 5.2): for a failed
   core-aggregation link, the core tells the other pods' aggregation switches,
   which stop sending it traffic for the lost pod (3 messages, 3 switches on
-  k=4, as testbed.topologies.f10_pushback simulates).
+  k=4, as testbed.topologies.f10.pushback simulates).
 
 The ratio PortLand / F10 of the recovery times is printed, not asserted: on
 this machine's default probe period (20 ms, what 20 emulated switches sustain)
@@ -39,7 +39,7 @@ from testbed.experiment.spec import parse_spec
 from testbed.modes import PARAMETERS
 from testbed.packet_sockets import LAG_BUCKETS_MS
 from testbed.topologies.ab_fattree import ABFatTree
-from testbed.topologies.f10_pushback import simulate_pushback
+from testbed.topologies.f10.pushback import simulate_pushback
 from testbed.traffic.streams import packet_spacing_ms
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

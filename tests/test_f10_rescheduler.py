@@ -30,7 +30,7 @@ from testbed.controllers.f10.weighted_groups import GroupTable, plan_groups
 from testbed.controllers.fabric_programmer import FabricProgrammer
 from testbed.controllers.contract import Failure
 from testbed.mechanisms import make_controller
-from testbed.controllers.routing import is_host, port_toward
+from testbed.topologies.graph import is_host, port_toward
 from testbed.errors import ParameterError, TestbedError
 from testbed.targets import pipeline_config
 from testbed.topologies.registry import make_topology

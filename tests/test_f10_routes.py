@@ -11,11 +11,12 @@ destination, the port and the loop's path named.
 import pytest
 
 from testbed.controllers.f10.programming import program_fabric
-from testbed.controllers.f10.routes import (PHASE_DOWN, PHASE_UP, SCHEME_1, SCHEME_2, Backup, check_loop_free,
-                                            plan_fabric)
+from testbed.controllers.f10.routes import PHASE_DOWN, PHASE_UP, Backup, check_loop_free, plan_fabric
 from testbed.controllers.fabric_programmer import FabricProgrammer
-from testbed.controllers.routing import compute_host_routes, port_toward
+from testbed.controllers.routing import compute_host_routes
 from testbed.errors import ParameterError
+from testbed.topologies.f10.detours import SCHEME_1, SCHEME_2
+from testbed.topologies.graph import port_toward
 from testbed.topologies.registry import make_topology
 
 

@@ -1,4 +1,4 @@
-"""F10's epoch rescheduler (controllers/f10_scheduler.py) against the paper's definitions (seed 002, 5.3, 6.1, 6.2).
+"""F10's epoch rescheduler (controllers/f10/scheduler.py) against the paper's definitions (seed 002, 5.3, 6.1, 6.2).
 
 Placement: largest flow first, each on the shortest path of least
 ``sum 1/R(e)`` (R = remaining capacity); only shortest paths; failed and
@@ -10,8 +10,8 @@ import doctest
 
 import pytest
 
-from testbed.controllers import f10_scheduler as sched
-from testbed.controllers.routing import link_id
+from testbed.controllers.f10 import scheduler as sched
+from testbed.topologies.graph import link_id
 from testbed.controllers.te import Flow, path_nodes
 from testbed.errors import ParameterError
 from testbed.topologies.registry import make_topology

@@ -12,7 +12,8 @@ import random
 
 import pytest
 
-from testbed.controllers.routing import HostRoutes, compute_host_routes, link_id, port_toward
+from testbed.controllers.routing import HostRoutes, compute_host_routes
+from testbed.topologies.graph import link_id, port_toward
 from testbed.topologies.registry import make_topology
 
 INF = float("inf")

@@ -21,7 +21,7 @@ import random
 from dataclasses import dataclass, field
 from typing import Dict, List, Tuple
 
-from testbed.controllers.routing import is_host, port_toward
+from testbed.topologies.graph import is_host, port_toward
 from testbed.errors import ParameterError
 from testbed.p4.v1model.dsf.constants import MAX_SYSTEM_PORTS, PERMILLE
 from testbed.topologies.dsf_reachability import input_balanced_withdrawals, links_between, reachable_links

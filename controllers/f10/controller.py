@@ -35,7 +35,7 @@ from testbed.controllers.f10.rescheduler_options import DEFAULT_RECOVERED_HOLDDO
 from testbed.controllers.f10.routes import plan_fabric
 from testbed.controllers.contract import DEFAULT_DETECTION_DELAY_MS
 from testbed.controllers.kinds import StaticController
-from testbed.controllers.routing import port_toward
+from testbed.topologies.graph import port_toward
 from testbed.errors import ParameterError, TestbedError
 from testbed.mechanisms.f10 import PACKET_GENERATOR_PORT
 from testbed.modes import PARAMETERS

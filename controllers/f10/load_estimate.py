@@ -26,7 +26,7 @@ A ToR-to-ToR flow is placed as a flow between the first host (by name) of each
 ToR: the scheduler places host-to-host paths, and every host of a ToR shares
 the ToR's fabric paths.
 """
-from testbed.controllers.routing import is_host, link_id, port_toward
+from testbed.topologies.graph import is_host, link_id, port_toward
 from testbed.controllers.te import Flow
 from testbed.errors import ParameterError
 
@@ -68,7 +68,7 @@ def link_loads(graph, before, after, seconds):
     >>> from testbed.topologies.registry import make_topology
     >>> g = make_topology("clos", leaves=2, spines=2, hosts_per_leaf=1).graph()
     >>> link_loads(g, {"leaf0": {2: 0}}, {"leaf0": {2: 1_250_000}}, 1.0)
-    {(('leaf0', 2, 'spine0', 1), 'leaf0'): 10.0}
+    {(Link(a='leaf0', a_port=2, b='spine0', b_port=1), 'leaf0'): 10.0}
     """
     if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not seconds > 0:
         raise ParameterError("seconds", seconds, "a time > 0 between two counter readings")

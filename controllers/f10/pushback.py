@@ -3,7 +3,7 @@
 F10 (seed 002, section 5.2): a switch that lost its way to some destinations
 tells its neighbours, and those with a path around stop sending it those
 destinations (PBOnly), or send it only the one subtree it still reaches
-(PBExcept).  :mod:`testbed.topologies.f10_pushback` simulates that protocol
+(PBExcept).  :mod:`testbed.topologies.f10.pushback` simulates that protocol
 message by message on the topology graph; :class:`PushbackAgent` runs it as
 the fabric's detectors report links going down and up, and installs the
 resulting state in the switches.
@@ -26,7 +26,7 @@ import ipaddress
 import threading
 import time
 
-from testbed.topologies.f10_pushback import (PushbackState, avoid_ports, ports_toward, pushback_state,
+from testbed.topologies.f10.pushback import (PushbackState, avoid_ports, ports_toward, pushback_state,
                                              simulate_pushback)
 
 

@@ -13,9 +13,9 @@ Seed 002, sections 5.3, 6.1 and 6.2.  Every ``epoch_ms`` :class:`F10RescheduleAp
    controller reinstalls it);
 3. places the flows, largest first, on the shortest paths of least
    ``sum 1/R(e)`` that avoid failed and held-down links
-   (:func:`testbed.controllers.f10_scheduler.place_flows_greedy`), and derives
+   (:func:`testbed.controllers.f10.scheduler.place_flows_greedy`), and derives
    weights from the residual capacities left
-   (:func:`~testbed.controllers.f10_scheduler.ecmp_weights`); a held-down link
+   (:func:`~testbed.controllers.f10.scheduler.ecmp_weights`); a held-down link
    counts as failed there too, so that no switch sends it new traffic, not
    even one whose next hop leads to it further on (6.1: a new link's residual
    capacity is 0, "new flows do not use the link");
@@ -57,8 +57,8 @@ from p4.v1 import p4runtime_pb2
 from testbed.controllers.f10.load_estimate import fabric_ports, link_loads, tor_flows
 from testbed.controllers.f10.rescheduler_options import DEFAULT_RECOVERED_HOLDDOWN_MS, rescheduler_options
 from testbed.controllers.f10.switch_groups import SwitchGroups
-from testbed.controllers.f10_scheduler import DEFAULT_MAX_WEIGHT, ecmp_weights, link_ids, place_flows_greedy
-from testbed.controllers.routing import is_host
+from testbed.controllers.f10.scheduler import DEFAULT_MAX_WEIGHT, ecmp_weights, link_ids, place_flows_greedy
+from testbed.topologies.graph import is_host
 from testbed.errors import TestbedError
 
 LOG = logging.getLogger("testbed.controllers.f10.rescheduler_app")

@@ -11,19 +11,12 @@ For a switch ``s`` and a destination host ``h``:
 * ``s`` forwards ``h`` upward (its primary next hops are parents): if the
   chosen parent's port is down, any other parent (an ordinary next hop, no
   mark; no extra hop);
-* ``s`` forwards ``h`` down to a child switch ``v``: F10 assumes all of ``v``
-  may have failed, so a detour must reach another root of ``v``'s subtree
-  without ``v`` and without ``v``'s failure group (``v``'s parents):
-
-  - Scheme 1 (AB FatTree): a child ``x != v`` whose subtree type differs
-    from ``v``'s and that has a parent outside ``v``'s failure group; the
-    packet is marked phase UP: ``x`` sends it to any parent but ``s``
-    (+2 hops);
-  - Scheme 2 (no such child, e.g. a standard FatTree): a child ``y != v``
-    of ``v``'s type that has children; marked phase DOWN: ``y`` sends it to
-    any of its children, which sends it up to any parent but ``y`` (+4 hops);
-  - ``v`` is an edge switch (the only root of its subtree) or a host: no
-    detour (pushback's job).
+* ``s`` forwards ``h`` down to a child switch ``v``: the candidates of
+  :func:`testbed.topologies.f10.detours.detour_candidates` (the one detour
+  algorithm), marked by scheme: Scheme 1 phase UP (the candidate ``x`` sends
+  the packet to any parent but ``s``: +2 hops), Scheme 2 phase DOWN (the
+  candidate ``y`` sends it to any of its children, which sends it up to any
+  parent but ``y``: +4 hops); none when ``v`` is an edge switch (pushback's job).
 
 Every candidate is a member of the backup group of ``(h, port of v)``; the
 switch hashes the flow over them.
@@ -39,11 +32,12 @@ The controller checks every table before writing it
 from dataclasses import dataclass, field
 from typing import Dict, List, Tuple
 
-from testbed.controllers.routing import compute_host_routes, is_host, port_toward
+from testbed.controllers.routing import compute_host_routes
 from testbed.errors import ParameterError
+from testbed.topologies.f10.detours import SCHEME_1, SCHEME_NONE, detour_candidates
+from testbed.topologies.graph import host_ip, hosts_by_ip, is_host, level, neighbours_by_port, port_toward
 
 PHASE_DOWN, PHASE_UP = 1, 2
-SCHEME_NONE, SCHEME_1, SCHEME_2 = 0, 1, 2
 
 
 @dataclass(frozen=True)
@@ -85,62 +79,6 @@ class SwitchPlan:
     detour_down: List[int] = field(default_factory=list)
 
 
-def _level(graph, node):
-    return graph.nodes[node]["level"]
-
-
-def _neighbors_by_port(graph, switch):
-    """``{port: neighbour}`` of a switch."""
-    found = {}
-    for _, other, data in graph.edges(switch, data=True):
-        found[port_toward(data, switch)] = other
-    return found
-
-
-def _parents(graph, node):
-    return {n for n in graph.neighbors(node) if not is_host(graph, n) and _level(graph, n) > _level(graph, node)}
-
-
-def _children(graph, node):
-    return {n for n in graph.neighbors(node) if not is_host(graph, n) and _level(graph, n) < _level(graph, node)}
-
-
-def detour_candidates(graph, switch, child):
-    """The detour next hops of ``switch`` when its downward link to ``child`` (a switch) is down.
-
-    Args:
-        graph: the topology multigraph.
-        switch: the parent.
-        child: the child switch whose subtree is to be reached.
-
-    Returns:
-        tuple: ``(scheme, [candidate child switches])``: Scheme 1 candidates when there
-        are any, else Scheme 2 candidates, else ``(SCHEME_NONE, [])`` (``child`` is an
-        edge switch, the only root of its subtree).
-
-    Raises:
-        ParameterError: ``child`` is not a child switch of ``switch``.
-    """
-    if child not in _children(graph, switch):
-        raise ParameterError("child", child, f"a child switch of {switch}")
-    if not _children(graph, child):
-        return SCHEME_NONE, []
-    group = _parents(graph, child)
-    child_type = graph.nodes[child].get("subtree_type")
-    scheme1, scheme2 = [], []
-    for other in sorted(_children(graph, switch) - {child}):
-        other_type = graph.nodes[other].get("subtree_type")
-        if other_type != child_type and _parents(graph, other) - group - {switch}:
-            scheme1.append(other)
-        elif other_type == child_type and _children(graph, other):
-            scheme2.append(other)
-    if scheme1:
-        return SCHEME_1, scheme1
-    if scheme2:
-        return SCHEME_2, scheme2
-    return SCHEME_NONE, []
-
-
 def plan_switch(graph, switch, routes=None):
     """The :class:`SwitchPlan` of one switch.
 
@@ -150,14 +88,14 @@ def plan_switch(graph, switch, routes=None):
         routes: ``compute_host_routes(graph)`` if already computed.
     """
     routes = compute_host_routes(graph) if routes is None else routes
-    by_port = _neighbors_by_port(graph, switch)
+    by_port = neighbours_by_port(graph, switch)
     plan = SwitchPlan()
     for port, other in sorted(by_port.items()):
         if is_host(graph, other):
             plan.host_ports.append(port)
         else:
             plan.fabric_ports.append(port)
-            if _level(graph, other) > _level(graph, switch):
+            if level(graph, other) > level(graph, switch):
                 plan.parent_ports[port] = other
             else:
                 plan.child_ports[port] = other
@@ -166,7 +104,7 @@ def plan_switch(graph, switch, routes=None):
         if others:
             plan.detour_up[port] = others
     plan.detour_down = sorted(plan.child_ports)
-    hosts = {graph.nodes[h]["ip"].split("/")[0]: h for h in graph.nodes if is_host(graph, h)}
+    hosts = hosts_by_ip(graph)
     for ip, ports in sorted(routes.get(switch, {}).items()):
         host = hosts[ip]
         for port in ports:
@@ -202,7 +140,7 @@ class _PrimaryRoutes:
     def neighbor(self, switch, port):
         """The node on ``switch``'s ``port`` (None: no such port)."""
         if switch not in self._by_port:
-            self._by_port[switch] = _neighbors_by_port(self.graph, switch)
+            self._by_port[switch] = neighbours_by_port(self.graph, switch)
         return self._by_port[switch].get(port)
 
     def port_toward(self, switch, neighbor, via_port):
@@ -308,7 +246,7 @@ def check_loop_free(graph, plans, routes=None):
             unmarked.setdefault((switch, host), set()).update(b.neighbor for b in backups if not b.phase)
     for switch, plan in sorted(plans.items()):
         for (host, port), backups in sorted(plan.backups.items()):
-            ip = graph.nodes[host]["ip"].split("/")[0]
+            ip = host_ip(graph, host)
             field_name = f"f10 backup of {switch} for {host} around port {port}"
             for backup in backups:
                 if backup.port == port:

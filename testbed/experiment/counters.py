@@ -13,7 +13,7 @@ counts into one row per link and direction:
   link's ``tx_bytes`` over the total of its tier (links between the same two
   switch levels), so a tier's shares add up to 1.
 """
-from testbed.controllers.routing import is_host, port_toward
+from testbed.topologies.graph import is_host, port_toward
 from testbed.experiment.analysis import drop_totals
 
 INGRESS_SUFFIX = "ingress_port_counter"

@@ -23,7 +23,7 @@ import os
 import threading
 import time
 
-from testbed.controllers.routing import is_host, port_toward
+from testbed.topologies.graph import is_host, port_toward
 from testbed.experiment.counters import active_ends
 from testbed.modes import PARAMETERS
 from testbed.traffic import metrics

@@ -58,7 +58,7 @@ Figure 4 (6-port AB FatTree): ``u`` and ``w`` have stack {A}, ``x`` {B}, so
 (its other parents are "u's two siblings"), ``w`` the same-index switch of the
 other type-A pod and the ``x`` the type-B pod's switches: the paper draws the
 fabric without the doubled subtrees below the cores (footnote 2,
-:func:`testbed.topologies.f10.omit_doubled_subtrees`).  There ``<u, v>``
+:func:`testbed.topologies.f10.paths.omit_doubled_subtrees`).  There ``<u, v>``
 gives the paper's 14 messages and 8 switches; the whole fabric gives 26 and
 17.  The switch ``v`` failing adds 37 messages and 3 switches by these rules
 (the paper: 32 and 12); tests/test_f10_pushback.py shows the breakdown.
@@ -68,7 +68,8 @@ from dataclasses import dataclass, field
 from typing import Dict, FrozenSet, List, Tuple
 
 from testbed.errors import ParameterError
-from testbed.topologies.f10 import downward_host_sets
+from testbed.topologies.f10.detours import downward_host_sets
+from testbed.topologies.graph import host_ip, hosts, is_host, level
 
 PB_ONLY = "PBOnly"
 PB_EXCEPT = "PBExcept"
@@ -202,10 +203,6 @@ def _check_f10_graph(graph):
                                  f"switch {node} has no prefix attribute")
 
 
-def _is_host(graph, node):
-    return graph.nodes[node].get("role") == "host"
-
-
 def _type_stack(graph, node):
     """A switch's subtree type stack (top first); cores have the empty stack."""
     return tuple(graph.nodes[node].get("type_stack") or ())
@@ -241,7 +238,7 @@ def has_path_around(graph, switch, origin):
     >>> has_path_around(g, "a1_0", "a0_0")   # (ii): another type stack
     True
     """
-    if graph.nodes[switch]["level"] < graph.nodes[origin]["level"]:
+    if level(graph, switch) < level(graph, origin):
         return True
     own = _type_stack(graph, switch)
     return own != _type_stack(graph, origin)[:len(own)]
@@ -254,22 +251,19 @@ class _Fabric:
         _check_f10_graph(graph)
         self.graph = graph
         self.host_sets = downward_host_sets(graph)
-        self.all_hosts = frozenset(n for n in graph.nodes if _is_host(graph, n))
-        self.prefix_of_set = {}
+        self.all_hosts = frozenset(hosts(graph))
+        self.prefix_of_set = {frozenset([host]): host_ip(graph, host) + "/32" for host in hosts(graph)}
         for node, attrs in graph.nodes(data=True):
-            if _is_host(graph, node):
-                self.prefix_of_set[frozenset([node])] = attrs["ip"].split("/")[0] + "/32"
-        for node, attrs in graph.nodes(data=True):
-            if not _is_host(graph, node):
+            if not is_host(graph, node):
                 self.prefix_of_set.setdefault(self.host_sets[node], attrs["prefix"])
-        self.set_of_prefix = {prefix: hosts for hosts, prefix in self.prefix_of_set.items()}
+        self.set_of_prefix = {prefix: subtree for subtree, prefix in self.prefix_of_set.items()}
         self._by_size = sorted(self.prefix_of_set, key=len, reverse=True)
 
     def level(self, node):
-        return self.graph.nodes[node]["level"]
+        return level(self.graph, node)
 
     def is_switch(self, node):
-        return node in self.graph and not _is_host(self.graph, node)
+        return node in self.graph and not is_host(self.graph, node)
 
     def aggregate(self, hosts):
         """Cover a host set with the fewest subtree prefixes (subtrees nest, so greedy is exact)."""
@@ -304,7 +298,7 @@ def normalize_link(graph, link):
     if a not in graph or b not in graph or not graph.has_edge(a, b) or \
             (len(link) == 3 and not graph.has_edge(a, b, link[2])):
         raise ParameterError("failed_link", link, "a link of the topology")
-    if _is_host(graph, a) or _is_host(graph, b):
+    if is_host(graph, a) or is_host(graph, b):
         raise ParameterError("failed_link", link, "a switch-to-switch link",
                              "F10 leaves host links to the end hosts (section 7.2)")
     key = link[2] if len(link) == 3 else min(graph[a][b])
@@ -476,7 +470,7 @@ class _Simulation:
 def _normalize_failure(graph, failure):
     """A switch name stays a name; a link becomes ``(a, b, key)``."""
     if isinstance(failure, str):
-        if failure not in graph or _is_host(graph, failure):
+        if failure not in graph or is_host(graph, failure):
             raise ParameterError("failure", failure, "a switch of the topology or a link (a, b[, key])")
         return failure
     return normalize_link(graph, failure)
@@ -489,7 +483,7 @@ def _apply_failure(simulation, failure):
     if isinstance(failure, str):
         if failure in state.failed_switches:
             raise ParameterError("failure", failure, "a switch that has not failed yet")
-        touched = [n for n in simulation.working_neighbours(failure) if not _is_host(graph, n)]
+        touched = [n for n in simulation.working_neighbours(failure) if not is_host(graph, n)]
         lost_child = {n: failure for n in touched}
         before = {n: simulation.reach(n) for n in touched}
         state.failed_switches = state.failed_switches | {failure}

@@ -42,7 +42,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Dict, List
 
-from testbed.controllers.routing import hop_distances, is_host, link_id, port_toward, usable_links
+from testbed.controllers.routing import hop_distances, usable_links
+from testbed.topologies.graph import is_host, link_id, port_toward
 from testbed.controllers.te import Flow, shortest_paths
 from testbed.errors import ParameterError
 
@@ -72,7 +73,7 @@ class Schedule:
 
 
 def link_ids(graph, links, field_name="failed_links"):
-    """Link ids (:func:`testbed.controllers.routing.link_id`) of links given as ``(a, b)``, ``(a, b, key)`` or ids.
+    """Link ids (:func:`testbed.topologies.graph.link_id`) of links given as ``(a, b)``, ``(a, b, key)`` or ids.
 
     ``(a, b)`` means every parallel link between ``a`` and ``b``.
 
@@ -90,7 +91,7 @@ def link_ids(graph, links, field_name="failed_links"):
     >>> from testbed.topologies.registry import make_topology
     >>> g = make_topology("clos", leaves=2, spines=2, hosts_per_leaf=1).graph()
     >>> sorted(link_ids(g, [("spine0", "leaf0")]))
-    [('leaf0', 2, 'spine0', 1)]
+    [Link(a='leaf0', a_port=2, b='spine0', b_port=1)]
     """
     result = set()
     for link in links:
