@@ -68,6 +68,7 @@ from os_ken.controller.handler import set_ev_cls
 from testbed.controllers.fabric_programmer import FabricProgrammer, RoutingTables
 from testbed.controllers.parameters import write_parameters
 from testbed.modes import PARAMETERS
+from testbed.topologies.graph import is_host, node_pair, port_toward
 
 LOG = logging.getLogger("testbed.controllers.fabric_app")
 
@@ -446,7 +447,7 @@ class FabricRoutingApp(app_manager.OSKenApp):
     def _link_status(self, ev):
         """Recompute routes without the failed links, write the difference, record the reaction."""
         fabric = self.fabric
-        pair = frozenset((ev.a, ev.b))
+        pair = node_pair(ev.a, ev.b)
         LOG.info("link %s-%s %s noticed at %.6f (from %s)", ev.a, ev.b, ev.status, ev.noticed_at, ev.source)
         fabric.update_status(last_failure_notice=ev.noticed_at)
         if fabric.config.routing == "route-only":
@@ -506,8 +507,6 @@ class FabricRoutingApp(app_manager.OSKenApp):
 
         ``netns_pid`` is a process in the switch's network namespace (BMv2's), None for the root one.
         """
-        from testbed.topologies.graph import is_host, port_toward
-
         graph, state = self.fabric.graph, self.fabric.state
         ports = {}
         for u, v, data in graph.edges(data=True):
@@ -532,7 +531,7 @@ class FabricRoutingApp(app_manager.OSKenApp):
                 try:
                     pair_up = {}
                     for intf, (here, there, pid) in ports.items():
-                        pair = frozenset((here, there))
+                        pair = node_pair(here, there)
                         pair_up[pair] = pair_up.get(pair, True) and interface_is_up(sockets[pid], intf)
                     for pair, up in sorted(pair_up.items(), key=lambda item: sorted(item[0])):
                         if known.get(pair, True) != up:

@@ -26,6 +26,7 @@ from os_ken.controller.handler import set_ev_cls
 from testbed.controllers.fabric_app import (EventFabricProgrammed, EventFlowsAnnounced, EventLinkStatus,
                                             FabricContext, find_object)
 from testbed.controllers.te import Flow, place_flows
+from testbed.topologies.graph import host_ip, node_pair
 
 LOG = logging.getLogger("testbed.controllers.te_app")
 
@@ -61,8 +62,7 @@ class FabricTeApp(app_manager.OSKenApp):
     def _match(self, flow):
         """The TE table match of ``flow`` (field name -> exact value) and a hashable key of it."""
         graph = self.fabric.graph
-        values = {"src_ip": graph.nodes[flow.src]["ip"].split("/")[0],
-                  "dst_ip": graph.nodes[flow.dst]["ip"].split("/")[0]}
+        values = {"src_ip": host_ip(graph, flow.src), "dst_ip": host_ip(graph, flow.dst)}
         values.update(dict(flow.match))
         match = {}
         for logical, p4_field in sorted(self.fabric.config.te_match_fields.items()):
@@ -108,7 +108,7 @@ class FabricTeApp(app_manager.OSKenApp):
     @set_ev_cls(EventLinkStatus)
     def _link_status(self, ev):
         """Place the flows again around failed links."""
-        pair = frozenset((ev.a, ev.b))
+        pair = node_pair(ev.a, ev.b)
         if ev.status == "down":
             self.failed_pairs.add(pair)
         else:

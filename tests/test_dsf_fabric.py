@@ -30,7 +30,7 @@ from testbed.p4.loader import load_program, load_program_from_sources
 from testbed.p4.v1model.dsf import constants as C
 from testbed.p4.v1model.dsf.cells import CellHeader, segment
 from testbed.targets import pipeline_config
-from testbed.topologies.dsf_reachability import input_balanced_withdrawals
+from testbed.topologies.dsf.reachability import input_balanced_withdrawals
 from testbed.topologies.registry import make_topology
 from testbed.traffic import metrics
 

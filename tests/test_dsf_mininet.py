@@ -28,7 +28,7 @@ from testbed.p4.v1model.dsf.cells import CellHeader, cell_frame
 from testbed.p4.v1model.dsf.constants import CELL_DATA
 from testbed.pytest_plugin import BOTH_TARGETS
 from testbed.topologies.base import FabricTopo, leaf_host_address
-from testbed.topologies.dsf_reachability import input_balanced_withdrawals
+from testbed.topologies.dsf.reachability import input_balanced_withdrawals
 from testbed.controllers.dsf.reachability import failed_link_keys, ibm_rng
 from testbed.testing import assert_all_pairs_reachable
 

@@ -5,9 +5,9 @@ from collections import Counter
 import pytest
 
 from testbed.errors import ParameterError
-from testbed.topologies.dsf import DSFTopo
-from testbed.topologies.dsf_reachability import (capacity_toward, input_balanced_withdrawals, links_between,
+from testbed.topologies.dsf.reachability import (capacity_toward, input_balanced_withdrawals, links_between,
                                                  reachability_capacities)
+from testbed.topologies.dsf.topology import DSFTopo
 
 X_MINUS_1, X = 0, 1  # the seed's "Cluster X-1" and "Cluster X"
 

@@ -12,7 +12,7 @@ _EXPORTS = {
     "Clos3Topo": "clos",
     "FatTree": "fattree",
     "ABFatTree": "ab_fattree",
-    "DSFTopo": "dsf",
+    "DSFTopo": "dsf.topology",
     "FCPlusTopo": "fcplus.topology",
     "FCTopo": "fcplus.topology",
     "TOPOLOGY_KINDS": "registry",

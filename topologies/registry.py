@@ -8,7 +8,7 @@ which validates it.  Non-string values are passed unchanged.
 from testbed.errors import ParameterError
 from testbed.topologies.ab_fattree import ABFatTree
 from testbed.topologies.clos import Clos3Topo, ClosTopo
-from testbed.topologies.dsf import DSFTopo
+from testbed.topologies.dsf.topology import DSFTopo
 from testbed.topologies.fattree import FatTree
 from testbed.topologies.fcplus.topology import FCPlusTopo, FCTopo
 

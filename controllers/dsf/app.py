@@ -31,6 +31,7 @@ from testbed.controllers.fabric_app import (EventFabricProgrammed, EventLinkStat
                                             FabricContext, running_network)
 from testbed.controllers.parameters import write_parameters
 from testbed.modes import PARAMETERS
+from testbed.topologies.graph import node_pair
 
 LOG = logging.getLogger("testbed.controllers.dsf.app")
 
@@ -142,7 +143,7 @@ class DSFFabricApp(app_manager.OSKenApp):
         fabric = self.fabric
         LOG.info("link %s-%s %s noticed at %.6f (from %s)", ev.a, ev.b, ev.status, ev.noticed_at, ev.source)
         fabric.update_status(last_failure_notice=ev.noticed_at)
-        pair = frozenset((ev.a, ev.b))
+        pair = node_pair(ev.a, ev.b)
         if ev.status == "down":
             self.failed_pairs.add(pair)
         else:

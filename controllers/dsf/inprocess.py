@@ -18,6 +18,7 @@ from testbed.p4.loader import load_program
 from testbed.p4.state import SwitchState
 from testbed.p4.v1model.device import Device
 from testbed.p4.v1model.wiring import SimClock, WiredDevices
+from testbed.topologies.graph import is_host
 
 
 @dataclass
@@ -49,7 +50,7 @@ def build_inprocess_fabric(topo, mode_params=None, input_balanced=True, ibm_seed
     """Build, wire and program a DSF fabric in this process.
 
     Args:
-        topo: a :class:`~testbed.topologies.dsf.DSFTopo`.
+        topo: a :class:`~testbed.topologies.dsf.topology.DSFTopo`.
         mode_params: DSF run-time parameters (:data:`testbed.modes.PARAMETERS`, checked by the caller).
         input_balanced, ibm_seed: as :class:`DSFProgrammer`.
         link_delay_ns: propagation delay of every link.
@@ -74,9 +75,9 @@ def build_inprocess_fabric(topo, mode_params=None, input_balanced=True, ibm_seed
         switches[name] = {"grpc": None, "device_id": device_id}
     for a, b, data in graph.edges(data=True):
         rate = int(float(data["capacity_mbps"]) * 1_000_000) if shape else None
-        if graph.nodes[data["a"]]["role"] == "host":
+        if is_host(graph, data["a"]):
             wired.attach_host(data["a"], data["b"], data["b_port"], rate, queue_frames)
-        elif graph.nodes[data["b"]]["role"] == "host":
+        elif is_host(graph, data["b"]):
             wired.attach_host(data["b"], data["a"], data["a_port"], rate, queue_frames)
         else:
             wired.connect(data["a"], data["a_port"], data["b"], data["b_port"], rate, link_delay_ns,

@@ -27,6 +27,7 @@ import time
 from testbed.controllers.dsf.reachability import compute_reachability, fabric_addressing
 from testbed.controllers.fabric_programmer import FabricProgrammer, switch_mac
 from testbed.modes import MODES, P4SRC_DIR
+from testbed.topologies.graph import host_ip
 
 RDSW = "rdsw"
 REACH_TABLE = "MyIngress.dsf_reach"
@@ -104,7 +105,7 @@ class DSFProgrammer(FabricProgrammer):
             params = {"node": addressing.nodes[port.rdsw], "port": port.number,
                       "dmac": self.graph.nodes[host]["mac"],
                       "smac": switch_mac(self.switches[port.rdsw]["device_id"])}
-            ip = self.graph.nodes[host]["ip"].split("/")[0]
+            ip = host_ip(self.graph, host)
             updates.append(lambda ip=ip, params=params: client.insert_table_entry(
                 "MyIngress.dsf_hosts", {"hdr.ipv4.dstAddr": (ip, 32)}, "MyIngress.to_system_port", params))
             if port.rdsw == switch:

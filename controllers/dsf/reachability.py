@@ -1,14 +1,14 @@
 """What the DSF control plane computes from the topology and the link state.
 
-Pure functions on the topology multigraph of a :class:`testbed.topologies.dsf.DSFTopo`:
+Pure functions on the topology multigraph of a :class:`testbed.topologies.dsf.topology.DSFTopo`:
 
 * :func:`fabric_addressing`: interface node numbers (RDSWs, 1, 2, ... in
   plane, cluster, index order) and system ports (every host port of the
   fabric, 0, 1, ... in host order), with each port's local port and rate;
 * :func:`compute_reachability`: for every destination RDSW, the withdrawals of
-  Input Balanced Mode (:func:`testbed.topologies.dsf_reachability.input_balanced_withdrawals`,
+  Input Balanced Mode (:func:`testbed.topologies.dsf.reachability.input_balanced_withdrawals`,
   one seeded generator per destination: :func:`ibm_rng`), then every node's
-  links with reachability to it (:func:`~testbed.topologies.dsf_reachability.reachable_links`)
+  links with reachability to it (:func:`~testbed.topologies.dsf.reachability.reachable_links`)
   as ports, and each RDSW's reachable share toward it (its reachable capacity
   over the same without failures, in permille).
 
@@ -24,7 +24,7 @@ from typing import Dict, List, Tuple
 from testbed.topologies.graph import is_host, port_toward
 from testbed.errors import ParameterError
 from testbed.p4.v1model.dsf.constants import MAX_SYSTEM_PORTS, PERMILLE
-from testbed.topologies.dsf_reachability import input_balanced_withdrawals, links_between, reachable_links
+from testbed.topologies.dsf.reachability import input_balanced_withdrawals, links_between, reachable_links
 
 
 

@@ -35,10 +35,10 @@ from testbed.controllers.f10.rescheduler_options import DEFAULT_RECOVERED_HOLDDO
 from testbed.controllers.f10.routes import plan_fabric
 from testbed.controllers.contract import DEFAULT_DETECTION_DELAY_MS
 from testbed.controllers.kinds import StaticController
-from testbed.topologies.graph import port_toward
 from testbed.errors import ParameterError, TestbedError
 from testbed.mechanisms.f10 import PACKET_GENERATOR_PORT
 from testbed.modes import PARAMETERS
+from testbed.topologies.graph import node_pair, port_toward
 
 TRIGGER_APP = 0
 REPORT_DETECTOR = 1  # packet_in.reason of a detector transition
@@ -103,7 +103,7 @@ class F10Controller(StaticController):
         graph = self.programmer.graph
         for u, v, data in graph.edges(data=True):
             for node in (u, v):
-                self._port_links[(node, port_toward(data, node))] = frozenset((u, v))
+                self._port_links[(node, port_toward(data, node))] = node_pair(u, v)
         monitored = self.monitored_switches
         unknown = sorted((monitored or set()) - set(self.programmer.clients))
         if unknown:

@@ -18,16 +18,13 @@ entries naming the groups, each set in one Write batch (P4Runtime does not
 order the updates of one batch).
 """
 from testbed.controllers.f10.routes import PHASE_DOWN, check_loop_free, plan_fabric
+from testbed.topologies.graph import host_ip
 
 PORTS_GROUP = 1  # F10_PORTS_GROUP of p4src/include/f10_detector.p4
 REPORT_SESSION = 100  # F10_REPORT_SESSION
 BACKUP_SELECTOR = "MyIngress.backup_selector"
 UP_SELECTOR = "MyIngress.detour_up_selector"
 DOWN_SELECTOR = "MyIngress.detour_down_selector"
-
-
-def _ip(graph, host):
-    return graph.nodes[host]["ip"].split("/")[0]
 
 
 def program_switch(programmer, switch, plan, cpu_port):
@@ -74,7 +71,7 @@ def program_switch(programmer, switch, plan, cpu_port):
             else:
                 ids.append(member(BACKUP_SELECTOR, "MyIngress.set_nhop", params))
         entry_updates.append(("MyIngress.f10_backup",
-                              {"hdr.ipv4.dstAddr": (_ip(graph, host), 32), "meta.f10.primary_port": primary},
+                              {"hdr.ipv4.dstAddr": (host_ip(graph, host), 32), "meta.f10.primary_port": primary},
                               group(BACKUP_SELECTOR, ids)))
     for parent_port, others in sorted(plan.detour_up.items()):
         ids = [member(UP_SELECTOR, "MyIngress.set_nhop", programmer.next_hop_params(switch, port)) for port in others]

@@ -56,10 +56,10 @@ from p4.v1 import p4runtime_pb2
 
 from testbed.controllers.f10.load_estimate import fabric_ports, link_loads, tor_flows
 from testbed.controllers.f10.rescheduler_options import DEFAULT_RECOVERED_HOLDDOWN_MS, rescheduler_options
-from testbed.controllers.f10.switch_groups import SwitchGroups
 from testbed.controllers.f10.scheduler import DEFAULT_MAX_WEIGHT, ecmp_weights, link_ids, place_flows_greedy
-from testbed.topologies.graph import is_host
+from testbed.controllers.f10.switch_groups import SwitchGroups
 from testbed.errors import TestbedError
+from testbed.topologies.graph import hosts_by_ip
 
 LOG = logging.getLogger("testbed.controllers.f10.rescheduler_app")
 EGRESS_COUNTER = "MyEgress.egress_port_counter"  # p4src/f10.p4
@@ -208,7 +208,7 @@ class F10RescheduleApp(app_manager.OSKenApp):
         self.context.app = self
         graph = self.context.programmer.graph
         self.ports = fabric_ports(graph)
-        self.hosts = {graph.nodes[h]["ip"].split("/")[0]: h for h in graph.nodes if is_host(graph, h)}
+        self.hosts = hosts_by_ip(graph)
         self.max_total = next((p.max_group_size for p in self.context.programmer.pipeline.p4info.action_profiles
                                if p.preamble.name == self.context.programmer.tables.selector), 0)
         self.told, self.detector_down, self.crashed = set(), set(), set()

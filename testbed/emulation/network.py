@@ -39,6 +39,7 @@ from testbed.emulation.signals import signals_deferred
 from testbed.emulation.state import DEFAULT_STATE_FILE, state_owner, write_state
 from testbed.emulation.switches import BridgeSwitch
 from testbed.errors import EmulationError, ParameterError
+from testbed.topologies.graph import node_pair
 
 #: node shells started, hosts configured and switch processes started or stopped at once
 BRINGUP_WORKERS = 16
@@ -477,7 +478,7 @@ class FabricNetwork:
             raise EmulationError(f"switch {name} has no running process to crash")
         os.killpg(process.pid, signal.SIGKILL)
         process.wait(timeout=10)
-        return [frozenset((a, b)) for a, b in self.topo.graph().edges(name)]
+        return [node_pair(a, b) for a, b in self.topo.graph().edges(name)]
 
     def drop_counters(self):
         """Frames each switch port lost, by cause: ``{switch: {port: {"tx_errors", "queue_drops", "socket_drops"}}}``.

@@ -6,6 +6,7 @@ are seconds since the run's time zero ``t0_ns``.
 """
 import networkx
 
+from testbed.topologies.graph import hosts_by_ip
 from testbed.traffic import metrics
 
 DEFAULT_BIN_S = 0.01
@@ -260,7 +261,7 @@ def unrecovered_flows(reports, failure_log, graph, down_links=(), crashed=(), t0
                       if row.get("applied_at_s") is not None and row["action"] in ("link_down", "switch_crash"))
     if not failures or t0_ns is None:
         return []
-    hosts = {graph.nodes[n]["ip"].split("/")[0]: n for n in graph.nodes if graph.nodes[n].get("role") == "host"}
+    hosts = hosts_by_ip(graph)
     remaining = networkx.Graph(graph)
     remaining.remove_edges_from(tuple(link) for link in down_links if remaining.has_edge(*tuple(link)))
     remaining.remove_nodes_from(name for name in crashed if name in remaining)
@@ -299,7 +300,7 @@ def path_dilation(reports, graph, initial_ttl=64):
     Returns:
         dict: ``extra_hops`` ``{extra hops: packets}`` and ``packets`` counted.
     """
-    hosts = {graph.nodes[n]["ip"].split("/")[0]: n for n in graph.nodes if graph.nodes[n].get("role") == "host"}
+    hosts = hosts_by_ip(graph)
     histogram = {}
     total = 0
     for report in reports:

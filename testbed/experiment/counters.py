@@ -13,7 +13,7 @@ counts into one row per link and direction:
   link's ``tx_bytes`` over the total of its tier (links between the same two
   switch levels), so a tier's shares add up to 1.
 """
-from testbed.topologies.graph import is_host, port_toward
+from testbed.topologies.graph import is_host, level, node_pair, port_toward, switches
 from testbed.experiment.analysis import drop_totals
 
 INGRESS_SUFFIX = "ingress_port_counter"
@@ -224,8 +224,7 @@ def uplink_loads(graph, rows, unit="bytes"):
     Returns:
         dict: ``{link name: upward load}`` (empty when nothing went up).
     """
-    switch_levels = sorted({data.get("level", 0) for node, data in graph.nodes(data=True)
-                            if data.get("role") != "host"})
+    switch_levels = sorted({level(graph, node) for node in switches(graph)})
     if len(switch_levels) < 2:
         return {}
     low, high = switch_levels[0], switch_levels[1]
@@ -273,7 +272,7 @@ def _port_roles(graph):
         for here, there in ((a, b), (b, a)):
             if not is_host(graph, here):
                 roles[(here, port_toward(data, here))] = ("host" if is_host(graph, there) else "fabric",
-                                                          frozenset((a, b)))
+                                                          node_pair(a, b))
     return roles
 
 
@@ -290,9 +289,9 @@ def ever_failed(failures, log, graph):
         if row.get("applied_at_s") is None:
             continue
         if failure.link:
-            pairs.add(frozenset(failure.link))
+            pairs.add(node_pair(*failure.link))
         elif failure.switch:
-            pairs |= {frozenset((failure.switch, other)) for other in graph.neighbors(failure.switch)}
+            pairs |= {node_pair(failure.switch, other) for other in graph.neighbors(failure.switch)}
     return pairs
 
 

@@ -21,6 +21,7 @@ import random
 from dataclasses import dataclass
 
 from testbed.errors import ParameterError
+from testbed.topologies.graph import is_host
 
 #: switch roles that never fail (F10 leaves ToR failures to the cloud software)
 NEVER_FAILING_ROLES = ("edge", "leaf", "host")
@@ -59,7 +60,7 @@ class FailureProcess:
 
 def _switch_links(graph, switch):
     return sorted(tuple(sorted((switch, other))) for other in graph[switch]
-                  if graph.nodes[other].get("role") != "host")
+                  if not is_host(graph, other))
 
 
 def lognormal_trace(graph, seed, start_s, end_s, links=None, switches=None):
@@ -95,7 +96,7 @@ def lognormal_trace(graph, seed, start_s, end_s, links=None, switches=None):
     rng_links = random.Random(f"{seed}/links")
     rng_switches = random.Random(f"{seed}/switches")
     switch_links = sorted({tuple(sorted((u, v))) for u, v in graph.edges()
-                           if graph.nodes[u].get("role") != "host" and graph.nodes[v].get("role") != "host"})
+                           if not is_host(graph, u) and not is_host(graph, v)})
     candidates = sorted(node for node, data in graph.nodes(data=True)
                         if data.get("role") not in NEVER_FAILING_ROLES)
     for name, process, rng, pool in (("links", links, rng_links, switch_links),

@@ -86,6 +86,7 @@ from testbed.errors import ParameterError, SpecError, short_repr
 from testbed.experiment.failure_traces import FailureProcess, LogNormal, lognormal_trace
 from testbed.experiment.spec_yaml import read_spec_yaml
 from testbed.targets import TARGETS, embedded_only_needs, resolve_target
+from testbed.topologies.graph import node_pair
 
 STREAM_PATTERN = "stream"
 QP_SCALING = ("roundrobin", "split")
@@ -539,7 +540,7 @@ def _parse_traffic(data, all_hosts, seed):
 
 
 def _link_pairs(topo):
-    return {frozenset((record["a"], record["b"])) for record in topo.link_records()}
+    return {node_pair(record["a"], record["b"]) for record in topo.link_records()}
 
 
 def _parse_failures(data, topo, switches):

@@ -5,8 +5,8 @@ Code of this family: ``p4src/dsf_rdsw.p4`` (interface nodes) and
 ``p4src/dsf_fabric.p4`` (fabric and spine nodes) with
 ``p4src/include/dsf*.p4``; the embedded target's DSF traffic manager
 (``testbed/p4/v1model/dsf/``: VOQs, credits, segmentation, reassembly, declared
-to P4 as ``@embedded_only`` externs); ``topologies/dsf.py`` and
-``topologies/dsf_reachability.py``; ``controllers/dsf/`` (addressing,
+to P4 as ``@embedded_only`` externs); ``topologies/dsf/topology.py`` and
+``topologies/dsf/reachability.py``; ``controllers/dsf/`` (addressing,
 reachability, programming, the os-ken app); its run hooks, metrics and plots
 in this package.
 

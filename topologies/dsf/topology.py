@@ -33,7 +33,7 @@ Addressing: host ``h`` of the RDSW with global number ``i`` is
 Hosts of different planes are in disjoint fabrics.
 
 Input Balanced Mode reachability (capacity toward a destination RDSW) is in
-:mod:`testbed.topologies.dsf_reachability`.
+:mod:`testbed.topologies.dsf.reachability`.
 """
 from testbed.errors import ParameterError
 from testbed.topologies.base import (DEFAULT_FABRIC_LINK_MBPS, DEFAULT_HOST_LINK_MBPS, FabricTopo,

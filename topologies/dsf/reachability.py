@@ -30,6 +30,7 @@ from collections import namedtuple
 import networkx as nx
 
 from testbed.errors import ParameterError
+from testbed.topologies.graph import node_pair, switches
 
 ReachCapacity = namedtuple("ReachCapacity", "input_mbps output_mbps input_links output_links")
 ReachCapacity.__doc__ = """Capacity of one device toward one destination (Mbit/s and link counts)."""
@@ -45,15 +46,14 @@ def links_between(graph, a, b):
 def _canonical(link):
     """Return an order-independent identity ``(frozenset({a, b}), key)`` of a link."""
     a, b, key = link
-    return (frozenset((a, b)), key)
+    return (node_pair(a, b), key)
 
 
 def _distances(graph, dest):
     """Hop distances to ``dest`` over switches only (hosts never forward)."""
     if dest not in graph or graph.nodes[dest].get("role") != "rdsw":
         raise ParameterError("dest", dest, "an RDSW of the topology")
-    switches = graph.subgraph(n for n, attrs in graph.nodes(data=True) if attrs.get("role") != "host")
-    return nx.single_source_shortest_path_length(switches, dest)
+    return nx.single_source_shortest_path_length(graph.subgraph(switches(graph)), dest)
 
 
 def _oriented_links(graph, dist):
@@ -107,7 +107,7 @@ def reachability_capacities(graph, dest, failed_links=(), withdrawn=()):
     """Input and output capacity toward ``dest`` of every device that can reach it.
 
     Args:
-        graph: ``topo.graph()`` of a :class:`testbed.topologies.dsf.DSFTopo`.
+        graph: ``topo.graph()`` of a :class:`testbed.topologies.dsf.topology.DSFTopo`.
         dest: name of the destination RDSW.
         failed_links: links ``(a, b, key)`` that are down (either order).
         withdrawn: directed ``(advertiser, neighbour, key)``: the advertiser stopped
