@@ -66,7 +66,7 @@ setup(
         "matplotlib>=3.6,<4",
         "pyyaml>=6,<7",
     ],
-    extras_require={"test": ["pytest>=7", "pytest-benchmark>=4", "pytest-timeout>=2"]},
+    extras_require={"test": ["pytest>=7", "pytest-benchmark>=4", "pytest-timeout>=2", "ruff>=0.4"]},
     entry_points={"console_scripts": ["testbed = testbed.cli:main"],
                   # the pytest plugin (fixtures fabric, fabric_factory, no_leftovers; markers): testbed/pytest_plugin.py
                   "pytest11": ["testbed = testbed.pytest_plugin"]},

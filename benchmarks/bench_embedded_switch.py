@@ -4,8 +4,8 @@ Programs an LPM route to an ECMP group of 4 next hops, then pushes 64-byte and
 1500-byte UDP frames (a new flow every packet, so the selector hash changes)
 through ``Device.process`` in one thread and prints packets/s and the mean time
 per packet, then the same for 64-byte frames through the traffic manager
-(``Device.receive`` + ``Device.transmit_ready``, the switch daemon's path).  This measures the pipeline alone; the switch daemon over veths
-adds socket I/O on top (the lead measures that separately).
+(``Device.receive`` + ``Device.transmit_ready``, the switch daemon's path).  This measures the
+pipeline alone; the switch daemon over veths adds socket I/O on top (the lead measures that separately).
 
 Usage: /opt/testbed-venv/bin/python benchmarks/bench_embedded_switch.py [--packets N] [--json]
 """

@@ -328,11 +328,6 @@ class FabricControllerClient:
         return status
 
 
-def notify_link(a, b, status, base_url="http://127.0.0.1:8080", timeout=5.0):
-    """Tell a running controller that the links between ``a`` and ``b`` are ``status``; see the client."""
-    return FabricControllerClient(base_url, timeout).link_status(a, b, status)
-
-
 def main(argv=None):
     """Command line client: ``[--url URL] status | link A B up|down | params K=V... | flows FILE``."""
     import argparse

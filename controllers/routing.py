@@ -258,15 +258,3 @@ def compute_host_routes(graph, failed_links=()):
         has no entry for that switch.
     """
     return HostRoutes(graph, failed_links).routes
-
-
-def host_attachments(graph):
-    """Return ``{host: (switch, switch port)}`` for every host's first link."""
-    attachments = {}
-    for node in graph.nodes:
-        if not is_host(graph, node):
-            continue
-        for _, neighbor, data in graph.edges(node, data=True):
-            attachments[node] = (neighbor, port_toward(data, neighbor))
-            break
-    return attachments

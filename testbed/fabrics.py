@@ -444,11 +444,13 @@ class Fabric:
         return failure
 
     def link_down(self, a, b, notify=True):
-        """Take every link between ``a`` and ``b`` down (both interfaces); the controller is told unless not ``notify``."""
+        """Take every link between ``a`` and ``b`` down (both interfaces); the controller is told unless not
+        ``notify``."""
         return self.apply_failure("link_down", link=(a, b), notify=notify)
 
     def link_up(self, a, b, notify=True):
-        """Bring the links between ``a`` and ``b`` back up (and end a lossy link); the controller is told unless not ``notify``."""
+        """Bring the links between ``a`` and ``b`` back up (and end a lossy link); the controller is told unless
+        not ``notify``."""
         return self.apply_failure("link_up", link=(a, b), notify=notify)
 
     def set_link_loss(self, a, b, loss, delay_ms=0.0):

@@ -8,7 +8,8 @@ a Unix socket in a private temporary folder.  The harness pushes the program (ea
 with its own P4Info: p4c's for BMv2, the embedded target's for itself), applies one seeded
 :class:`Script` of P4Runtime writes (by names) and frame batches, and records what comes out:
 the frames of every port in order, the PacketIns in order, every counter and direct
-counter read over P4Runtime at the end, and the registers (:func:`read_registers`).  :func:`compare_runs` lists every difference.
+counter read over P4Runtime at the end, and the registers (:func:`read_registers`).
+:func:`compare_runs` lists every difference.
 
 Pacing and completion: the frames of a batch (at most :data:`BATCH` frames) all enter on
 one port and are followed by a marker frame on the same port whose output is known (a

@@ -1,6 +1,7 @@
 """The embedded P4 target behaves like BMv2 ``simple_switch_grpc``, frame for frame.
 
-For every p4src program BMv2 can load (and four of the p4lang tutorials'), one seeded script (:mod:`diff_harness`) of P4Runtime
+For every p4src program BMv2 can load (and four of the p4lang tutorials'), one seeded script
+(:mod:`diff_harness`) of P4Runtime
 writes (members, weighted groups, entries, default actions and parameter tables, changed
 three times during the run) and of frames (valid IPv4/UDP/TCP and RoCEv2 frames built to hit
 the installed entries, misses, TTL 0/1/2, bad checksums, IPv4 options, fragments, bad IHL,

@@ -68,7 +68,8 @@ def test_absurd_clos_sizes_are_refused(capsys, params, needle):
 
 @pytest.mark.parametrize("kind, params, needle", [
     ("fattree", ["k=100000"], "invalid k=100000: allowed values are an even integer from 2 to 254"),
-    ("clos3", ["leaf_spine_links=1000000"], "invalid leaf_spine_links=1000000: allowed values are an integer from 1 to"),
+    ("clos3", ["leaf_spine_links=1000000"],
+     "invalid leaf_spine_links=1000000: allowed values are an integer from 1 to"),
     ("dsf", ["fdsw_sdsw_links=1000000"], "invalid fdsw_sdsw_links=1000000: allowed values are an integer from 1 to"),
     ("dsf", ["clusters=1000000"], "invalid clusters=1000000"),
 ])

@@ -577,7 +577,8 @@ def test_digest_is_delivered_with_values_and_named_after_struct():
 
 def test_log_msg_formats_values():
     logs = []
-    _, _, device = device_for(make_program(ingress='sm.egress_spec = 2; log_msg("a={} c={}", {hdr.data.a, hdr.data.c});'),
+    _, _, device = device_for(make_program(ingress='sm.egress_spec = 2; '
+                                                   'log_msg("a={} c={}", {hdr.data.a, hdr.data.c});'),
                               on_log=logs.append)
     run_one(device, data_frame(5, 0, 300))
     assert logs == ["a=5 c=300"]
@@ -816,7 +817,8 @@ def test_keyless_table_and_isvalid_key():
         const entries = { true: mark(1); false: mark(2); }
     }
     """
-    program, _, device = device_for(make_program(ingress_locals=locals_, ingress="always.apply(); by_validity.apply();"))
+    program, _, device = device_for(make_program(ingress_locals=locals_,
+                                                 ingress="always.apply(); by_validity.apply();"))
     [(port, frame)] = run_one(device, data_frame())
     assert port == 9 and data_fields(frame)[1] == 1
     [(port, frame)] = run_one(device, bytes(Ether(type=0x1234)) + b"\0" * 10)
@@ -872,7 +874,8 @@ def test_queue_depth_and_delay_are_visible_to_egress_in_queued_mode():
 
 
 def test_unused_action_is_still_checked():
-    source = make_program(ingress_locals="action unused() { hdr.data.a = hdr.data.nope; }", ingress="sm.egress_spec = 2;")
+    source = make_program(ingress_locals="action unused() { hdr.data.a = hdr.data.nope; }",
+                          ingress="sm.egress_spec = 2;")
     with pytest.raises(P4LoadError) as caught:
         load(source)
     assert caught.value.line == source[:source.index("hdr.data.nope")].count("\n") + 1

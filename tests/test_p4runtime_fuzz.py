@@ -493,7 +493,8 @@ class _Generator:
         elif roll < 0.85:
             text = document["sources"][document["main"]]
             cut = rng.randint(0, len(text))
-            document["sources"][document["main"]] = text[:cut] + rng.choice(("@", "{", "}", "#if 1\n", "\x00", "9" * 4000))
+            document["sources"][document["main"]] = text[:cut] + rng.choice(("@", "{", "}", "#if 1\n", "\x00",
+                                                                              "9" * 4000))
         else:
             return json.dumps(document).encode()[: rng.randint(0, 200)]
         return json.dumps(document).encode()

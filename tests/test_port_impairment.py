@@ -105,7 +105,8 @@ class RunningSwitch:
         ready = os.path.join(directory, "ready")
         self.log = open(os.path.join(directory, "switch.log"), "ab")
         self.process = subprocess.Popen(
-            ["ip", "netns", "exec", namespace, sys.executable, "-m", "testbed.embedded_switch.switchd", "--name", "tbimp",
+            ["ip", "netns", "exec", namespace, sys.executable, "-m", "testbed.embedded_switch.switchd",
+             "--name", "tbimp",
              "--grpc-addr", self.grpc, "--port", "1=tbimpa1", "--port", "2=tbimpa2", "--cpu-port", "255",
              "--program", PROGRAM, "--seed", str(seed), "--ready-file", ready,
              "--control-socket", self.control_path],

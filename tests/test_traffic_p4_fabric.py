@@ -216,7 +216,8 @@ def test_spine_link_down_mid_stream_counts_loss_and_delivery_resumes(p4_fabric):
     recovery = report["recovery"]
     print(f"stream: sent {report['sent_packets']}, lost {report['lost_packets']} "
           f"(psn gaps {report['psn_gap_losses']}), outage until reroute {outage_s * 1000:.0f} ms "
-          f"(reroute wrote {times['reroute']['entries_written']} entries in {times['reroute']['seconds'] * 1000:.0f} ms), "
+          f"(reroute wrote {times['reroute']['entries_written']} entries in "
+          f"{times['reroute']['seconds'] * 1000:.0f} ms), "
           f"recovery {recovery}")
     assert report["sent_packets"] > 0
     assert report["lost_packets"] > 0 and report["out_of_sequence"] >= 1

@@ -77,11 +77,6 @@ def topology_class(kind):
         raise ParameterError("kind", kind, "one of: " + ", ".join(TOPOLOGY_KINDS)) from None
 
 
-def parameter_specs(kind):
-    """Return ``[(name, default, help), ...]`` for ``kind``."""
-    return list(topology_class(kind).PARAMETERS)
-
-
 def parse_key_values(pairs):
     """Turn CLI tokens ``["k=4", "levels=2"]`` into ``{"k": "4", "levels": "2"}`` (values stay strings).
 

@@ -119,11 +119,6 @@ def build_plan(pattern, n, size, seed=0):
     return [[{"sends": [[order[rank], size]], "recvs": [[inverse[rank], size]]}] for rank in range(n)]
 
 
-def plan_bytes(plan):
-    """Total bytes all ranks send in a plan."""
-    return sum(amount for steps in plan for step in steps for _, amount in step["sends"])
-
-
 def validate_options(pattern, size, qps, rate_mbps, qp_scaling, hosts_count=None, udp_sport=qp_module.UDP_SPORT_PER_QP):
     """Check user options of a traffic run; raise ParameterError naming the option."""
     if pattern not in PATTERNS and pattern != "stream":

@@ -212,7 +212,8 @@ class RoceReceiver:
     """
 
     def __init__(self, bin_ms=DEFAULT_BIN_MS, loss_timeout=DEFAULT_LOSS_TIMEOUT, gap_ms=DEFAULT_GAP_MS,
-                 check_icrc=False, flow_gap_ms=DEFAULT_FLOW_GAP_MS, on_control=None, on_data=None, on_ack_request=None, on_sequence_error=None):
+                 check_icrc=False, flow_gap_ms=DEFAULT_FLOW_GAP_MS, on_control=None, on_data=None, on_ack_request=None,
+                 on_sequence_error=None):
         self.bin_ns = int(bin_ms * 1e6)
         self.loss_timeout_ns = int(loss_timeout * 1e9)
         self.gap_ns = int(gap_ms * 1e6)

@@ -45,7 +45,8 @@ def run(args):
         param = param.strip()
         if not sep or param not in PARAMETERS:
             raise ParameterError("--sweep", args.sweep, "PARAM=V1,V2,... with PARAM one of: " + ", ".join(PARAMETERS))
-        values = [PARAMETERS[param].check(value, f"--sweep {param}", text=True) for value in text.split(",") if value.strip()]
+        values = [PARAMETERS[param].check(value, f"--sweep {param}", text=True)
+                  for value in text.split(",") if value.strip()]
         if not values:
             raise ParameterError("--sweep", args.sweep, f"PARAM=V1,V2,... with values {PARAMETERS[param].allowed()}")
         if len(modes) != 1:

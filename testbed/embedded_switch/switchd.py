@@ -412,7 +412,8 @@ def build_arg_parser():
     parser.add_argument("--pcap-dir", help="write per-port pcaps here")
     parser.add_argument("--ready-file", help="create this file once the P4Runtime server listens")
     parser.add_argument("--control-socket", metavar="PATH",
-                        help="Unix datagram socket for per-port loss/delay requests (testbed.embedded_switch.port_control)")
+                        help="Unix datagram socket for per-port loss/delay requests "
+                             "(testbed.embedded_switch.port_control)")
     return parser
 
 

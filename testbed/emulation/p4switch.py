@@ -24,7 +24,7 @@ from testbed.emulation.bmv2_runtime import THRIFT_PORT, BMv2Runtime
 from testbed.emulation.interfaces import disable_ipv6, disable_offloads
 from testbed.emulation.links import ip_batch
 from testbed.emulation.logs import log_tail
-from testbed.emulation.namespaces import in_namespace, interface_is_up, namespace_socket, set_interface_up
+from testbed.emulation.namespaces import in_namespace, namespace_socket
 from testbed.errors import EmulationError
 
 SWITCH_NICENESS = -10  # switches are the network's hardware: hosts' processes must not starve them
@@ -495,10 +495,6 @@ class BMv2Switch(P4Switch):
         if self._runtime is None:
             self._runtime = BMv2Runtime(self.pid, self.thrift_port, self.name)
         return self._runtime
-
-    def port_is_up(self, intf_name):
-        """True when the interface is up with a carrier (what ``operstate`` calls ``up``)."""
-        return interface_is_up(self._namespace_socket, intf_name)
 
     def set_packet_generator(self, app, port, period_us, template):
         """(Re)start the injector process of application ``app`` on the generator port.

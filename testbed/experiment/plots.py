@@ -29,7 +29,6 @@ functions the tests check (:func:`timeline_series`, :func:`byte_scale`,
 """
 import contextlib
 import math
-import os
 
 import matplotlib
 
@@ -412,7 +411,8 @@ def plot_sweep(rows, param, path, title="Parameter sweep"):
     with _closed_on_error(figure):
         left.plot(xs, _line_values(ordered, "out_of_order_rate"), "o-", color="tab:red", label="out-of-sequence rate")
         if any(row.get("reorder_rate") is not None for row in ordered):
-            left.plot(xs, _line_values(ordered, "reorder_rate"), "^:", color="tab:purple", label="reordered (late) rate")
+            left.plot(xs, _line_values(ordered, "reorder_rate"), "^:", color="tab:purple",
+                      label="reordered (late) rate")
         left.legend(fontsize=8, loc="upper center")
         left.set_xlabel(param)
         left.set_ylabel("out-of-order packets / received", color="tab:red")

@@ -23,7 +23,8 @@ A spec (every field but ``name`` and ``seed`` has a default)::
       - {at_s: 1.5, action: link_down, link: [l1, s1]}
       - {at_s: 3.0, action: link_up, link: [l1, s1]}
       - {at_s: 2.0, action: switch_crash, switch: s2}
-      - {at_s: 1.0, action: lossy_link, link: [l1, s1], loss: 0.01}   # netem, else embedded ports; a later link_up ends it
+      - {at_s: 1.0, action: lossy_link, link: [l1, s1], loss: 0.01}   # netem, else embedded ports;
+                                                                      # a later link_up ends it
     failure_trace:                      # optional: random failures drawn with the seed (seed 002, 7.2)
       start_s: 1.0                      # failures start in [start_s, end_s); repairs after end_s are dropped
       end_s: 4.0
@@ -66,7 +67,8 @@ Every error names the field path and the value (shortened when long):
 newline).  The file itself is read within bounds (:mod:`testbed.experiment.spec_yaml`:
 UTF-8 text of at most 1 MiB, at most 32 levels deep, no key given twice,
 YAML aliases only while the expanded document has at most 100,000 values),
-and the topology is sized by its generator before anything is built.  :func:`derive_seed` gives each random choice its own
+and the topology is sized by its generator before anything is built.  :func:`derive_seed` gives
+each random choice its own
 stable seed from the spec's seed and a label, so the same spec places the
 same flows on every run.
 """

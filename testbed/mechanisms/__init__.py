@@ -25,8 +25,8 @@ from testbed.mechanisms.base import ControllerKind, ControllerOption, Mechanism,
 ANY_OPTION = "*"  # constructor_options of a controller that checks its options itself (an os-ken app's)
 
 __all__ = ["ControllerKind", "ControllerOption", "Mechanism", "Mode", "Parameter", "mechanisms", "modes",
-           "parameters", "controller_kinds", "controller_kind", "mechanism_of_mode", "default_mode", "default_controller_kind", "hooks_for",
-           "load"]
+           "parameters", "controller_kinds", "controller_kind", "mechanism_of_mode", "default_mode",
+           "default_controller_kind", "hooks_for", "load"]
 
 
 @functools.lru_cache(maxsize=1)

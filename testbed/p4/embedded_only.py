@@ -4,13 +4,13 @@ The embedded target implements some fixed-function parts itself (the DSF
 traffic manager of p4src/include/dsf.p4) and declares them as extern functions
 annotated ``@embedded_only("what it is")``.  BMv2 has no such externs, so a
 program that calls one must be refused for BMv2 before anything starts, naming
-them (:func:`refuse_for_bmv2`), rather than fail deep inside p4c or run without
-them.  Only the preprocessor and the parser run here (no type check, no code
-generation): it is cheap enough to do on every pipeline build.
+them (:func:`embedded_only_calls`, used by :func:`testbed.targets.embedded_only_needs`),
+rather than fail deep inside p4c or run without them.  Only the preprocessor and
+the parser run here (no type check, no code generation): it is cheap enough to do
+on every pipeline build.
 """
 import os
 
-from testbed.errors import ParameterError
 from testbed.p4.frontend.ast import Node, annotation_value
 from testbed.p4.frontend.parser import parse_source
 from testbed.p4.frontend.preprocessor import Preprocessor, SourceProvider
@@ -55,17 +55,3 @@ def embedded_only_calls(path):
                 declared[decl.name] = feature
     called = _calls([d for d in program.declarations if d.kind != "extern_function"], set())
     return {name: feature for name, feature in sorted(declared.items()) if name in called}
-
-
-def refuse_for_bmv2(path):
-    """Raise when the program at ``path`` calls externs only the embedded target has.
-
-    Raises:
-        ParameterError: field ``target``, naming the program, each extern and what it is.
-    """
-    calls = embedded_only_calls(path)
-    if calls:
-        listed = "; ".join(f"{name} ({feature})" for name, feature in calls.items())
-        raise ParameterError("target", "bmv2", "embedded (or auto where BMv2 is not installed)",
-                             f"{os.path.basename(path)} calls externs BMv2 does not have: {listed}; they are "
-                             "fixed-function parts of the embedded target")

@@ -328,7 +328,8 @@ class CallsMixin:
 
     @staticmethod
     def _outs_from_tuple(copy_backs, result, index=1):
-        """Scalar copy-backs read from a returned tuple ``(..., out1, out2, ...)`` from ``index``; composites unchanged."""
+        """Scalar copy-backs read from a returned tuple ``(..., out1, out2, ...)`` from ``index``; composites
+        unchanged."""
         resolved = []
         for target, code, kind in copy_backs:
             if kind == "scalar":

@@ -478,7 +478,8 @@ class ExpressionsMixin:
         return temp
 
     def ordered_values(self, pairs, scope, fn):
-        """Codes of (node, wanted type) values evaluated left to right (earlier ones saved when later ones have effects)."""
+        """Codes of (node, wanted type) values evaluated left to right (earlier ones saved when later ones have
+        effects)."""
         last_complex = max((i for i, (node, _) in enumerate(pairs) if self.is_complex(node, scope)), default=-1)
         codes = []
         for index, (node, want) in enumerate(pairs):
@@ -526,8 +527,9 @@ class ExpressionsMixin:
         if isinstance(type_, T.HeaderType):
             parts = []
             for f in type_.fields:
-                parts.append(self._equal_code(f"{left}.{attr(f.name)}", f"{right}.{attr(f.name)}", f.type)
-                             if isinstance(f.type, T.StructType) else f"{left}.{attr(f.name)} == {right}.{attr(f.name)}")
+                left_field, right_field = f"{left}.{attr(f.name)}", f"{right}.{attr(f.name)}"
+                parts.append(self._equal_code(left_field, right_field, f.type)
+                             if isinstance(f.type, T.StructType) else f"{left_field} == {right_field}")
                 if isinstance(f.type, T.VarbitType):
                     length = varbit_length_attr(f.name)
                     parts.append(f"{left}.{length} == {right}.{length}")

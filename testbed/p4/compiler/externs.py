@@ -12,7 +12,8 @@ from testbed.p4.v1model import runtime as RT
 
 
 class ExternsMixin:
-    """Code for v1model and core externs: packet_in/out, checksums, hashes, registers, counters, meters, clone, digest."""
+    """Code for v1model and core externs: packet_in/out, checksums, hashes, registers, counters, meters, clone,
+    digest."""
 
     def _field_list(self, node, scope, fn):
         """(value code, width) pairs of a list expression, header or struct (checksums, hashes).
@@ -74,10 +75,6 @@ class ExternsMixin:
         expression = " | ".join(parts) or "0"
         expression = f"(({expression}) << {pad})" if pad else f"({expression})"
         return expression, (total + pad) // 8
-
-    @staticmethod
-    def _fields_code(items):
-        return "(" + "".join(f"({code}, {width}), " for code, width in items) + ")"
 
     def _algorithm(self, node, scope):
         if node.kind != "type_member" or node.type_name != "HashAlgorithm":

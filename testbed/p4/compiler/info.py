@@ -163,7 +163,8 @@ def build_info(model, pipeline, table_entries):
             symbol, args = table.default_action
             values = []
             for arg, param in zip(args, [p for p in symbol.decl.param_symbols if not p.direction]):
-                values.append(model.const_value(arg, table.control.scope, param.type) & ((1 << T.scalar_width(param.type)) - 1))
+                mask = (1 << T.scalar_width(param.type)) - 1
+                values.append(model.const_value(arg, table.control.scope, param.type) & mask)
             default = P.ActionCall(symbol.qualified, tuple(values))
         info.tables[name] = P.Table(
             name=name,

@@ -242,7 +242,8 @@ class Lexer:
                         while j < n and tokens[j].kind != ">":
                             j += 1
                         j += 1
-                if kind == "extern" and j < n and tokens[j].kind == "IDENT" and j + 1 < n and tokens[j + 1].kind in ("{", "<"):
+                if kind == "extern" and j < n and tokens[j].kind == "IDENT" and j + 1 < n \
+                        and tokens[j + 1].kind in ("{", "<"):
                     names.add(tokens[j].value)
                 elif kind != "extern" and j < n and tokens[j].kind == "IDENT":
                     names.add(tokens[j].value)
@@ -271,7 +272,8 @@ class Lexer:
                 if params and j + 2 < n and tokens[j + 1].kind == ">" and tokens[j + 2].kind in ("(", "{"):
                     # only declarations: the token before the name is a type, 'extern', 'parser', etc.
                     before = tokens[i - 2].kind if i >= 2 else ""
-                    if before in ("extern", "parser", "control", "package", "IDENT", "void", ">", "bool", "bit", "int") or before in _TYPE_DECL_KEYWORDS:
+                    if before in _TYPE_DECL_KEYWORDS or before in (
+                            "extern", "parser", "control", "package", "IDENT", "void", ">", "bool", "bit", "int"):
                         names.update(params)
                         token.kind = "DLT"
                         tokens[j + 1].kind = "DGT"
@@ -302,7 +304,8 @@ class Lexer:
             previous = tokens[i - 1] if i > 0 else None
             if previous is not None and previous.kind == "." and token.kind in KEYWORDS:
                 token.kind = "IDENT"
-            elif token.kind == "IDENT" and token.value in type_names and not (previous is not None and previous.kind == "."):
+            elif token.kind == "IDENT" and token.value in type_names \
+                    and not (previous is not None and previous.kind == "."):
                 token.kind = "TYPE_IDENT"
             elif token.kind == "<" and previous is not None:
                 following = tokens[i + 1] if i + 1 < len(tokens) else None

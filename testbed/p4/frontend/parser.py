@@ -69,7 +69,8 @@ def _to_lark_tokens(raw_tokens, literal_to_terminal, lexer, annotation_bodies):
         else:
             name = literal_to_terminal.get(raw.kind)
             if name is None:
-                raise lexer.error(f"unsupported construct: {raw.value!r} is not accepted by the embedded target", raw.line)
+                raise lexer.error(f"unsupported construct: {raw.value!r} is not accepted by the embedded target",
+                                  raw.line)
         value = raw.value if raw.kind != "ANNOTATION" else raw.value[0]
         token = Token(name, value, line=raw.line, column=raw.column, end_line=raw.line, end_column=raw.column)
         if raw.kind == "ANNOTATION":
