@@ -20,9 +20,7 @@ import importlib
 import pkgutil
 
 from testbed.errors import ParameterError
-from testbed.mechanisms.base import ControllerKind, ControllerOption, Mechanism, Mode, Parameter
-
-ANY_OPTION = "*"  # constructor_options of a controller that checks its options itself (an os-ken app's)
+from testbed.mechanisms.base import ANY_OPTION, ControllerKind, ControllerOption, Mechanism, Mode, Parameter
 
 __all__ = ["ControllerKind", "ControllerOption", "Mechanism", "Mode", "Parameter", "mechanisms", "modes",
            "parameters", "controller_kinds", "controller_kind", "mechanism_of_mode", "default_mode",

@@ -21,6 +21,8 @@ from typing import Callable, Optional
 
 from testbed.errors import ParameterError
 
+ANY_OPTION = "*"  # constructor_options of a controller that checks its options itself (an os-ken app's)
+
 
 @dataclass(frozen=True)
 class Parameter:
@@ -171,7 +173,7 @@ class ControllerKind:
         options: the :class:`ControllerOption` it takes from a spec.
         constructor_options: more keywords the factory takes that a mode or the Python API
             may give but a spec may not (a mode's ``controller_options``); ``"*"``
-            (:data:`testbed.mechanisms.ANY_OPTION`) for a controller that checks its own options.
+            (:data:`ANY_OPTION`) for a controller that checks its own options.
         recovers: it reroutes around failures; False for a no-recovery baseline, whose flows
             a failure cuts are not expected back (:func:`testbed.experiment.analysis.unrecovered_flows`).
         reads_state_file: it runs in another process and reads the network from its state file,

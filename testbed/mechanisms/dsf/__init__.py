@@ -14,8 +14,7 @@ The traffic manager's parameters live in the parameter table ``MyIngress.dsf_par
 (default action ``MyIngress.set_dsf_params``, p4src/include/dsf.p4); the last
 three parameters are the controller's only.
 """
-from testbed.mechanisms import ANY_OPTION
-from testbed.mechanisms.base import ControllerKind, Mechanism, Mode, Parameter
+from testbed.mechanisms.base import ANY_OPTION, ControllerKind, Mechanism, Mode, Parameter
 
 _DSF, _SET_DSF = "MyIngress.dsf_params", "MyIngress.set_dsf_params"
 

@@ -13,8 +13,7 @@ carries the values): ``MyIngress.lb_params`` / ``set_lb_params(hash_seed)``
 (include/flow_hash.p4), ``MyIngress.flowlet_params`` /
 ``set_flowlet_params(interval_us, load_aware)`` (flowlet.p4).
 """
-from testbed.mechanisms import ANY_OPTION
-from testbed.mechanisms.base import ControllerKind, Mechanism, Mode, Parameter
+from testbed.mechanisms.base import ANY_OPTION, ControllerKind, Mechanism, Mode, Parameter
 
 _LB, _SET_LB = "MyIngress.lb_params", "MyIngress.set_lb_params"
 _FLOWLET, _SET_FLOWLET = "MyIngress.flowlet_params", "MyIngress.set_flowlet_params"
