@@ -1,7 +1,7 @@
 """CPU share of idle embedded switch processes (a script, not a test).
 
 Starts N portless ``python -m testbed.embedded_switch.switchd`` processes (as
-tests/test_fabric_app.py does: no Mininet, no interfaces), loads a program in
+tests/lb/test_fabric_app.py does: no Mininet, no interfaces), loads a program in
 each (``--program``, default p4src/l3_ecmp.p4), optionally opens a primary
 P4Runtime session to each and writes a few routes (``--connect``, the state of a
 programmed fabric), waits for start-up to settle, then measures each process's

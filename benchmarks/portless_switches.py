@@ -1,7 +1,7 @@
 """Portless embedded switch processes for the benchmarks (no Mininet, no interfaces).
 
 Each is ``python -m testbed.embedded_switch.switchd`` with a P4Runtime server on a
-free loopback port, as tests/test_fabric_app.py starts them.
+free loopback port, as tests/lb/test_fabric_app.py starts them.
 """
 import contextlib
 import socket

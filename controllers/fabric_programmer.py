@@ -21,8 +21,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from testbed.controllers.routing import HostRoutes
-from testbed.topologies.graph import is_host, port_toward
 from testbed.p4runtime.client import P4RuntimeClient, P4RuntimeClientError
+from testbed.topologies.graph import is_host, port_toward
 
 #: most updates in one Write request (about 100 bytes each, far below gRPC's 4 MB limit)
 MAX_UPDATES_PER_WRITE = 1000

@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 from typing import Dict, List, Tuple
 
 from testbed.controllers.routing import hop_distances, usable_links
-from testbed.topologies.graph import is_host, link_id, port_toward
 from testbed.errors import ParameterError
+from testbed.topologies.graph import is_host, link_id, port_toward
 
 DEFAULT_CAPACITY_MBPS = 1000.0
 

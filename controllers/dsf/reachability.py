@@ -21,10 +21,10 @@ import random
 from dataclasses import dataclass, field
 from typing import Dict, List, Tuple
 
-from testbed.topologies.graph import is_host, port_toward
 from testbed.errors import ParameterError
 from testbed.p4.v1model.dsf.constants import MAX_SYSTEM_PORTS, PERMILLE
 from testbed.topologies.dsf.reachability import input_balanced_withdrawals, links_between, reachable_links
+from testbed.topologies.graph import is_host, port_toward
 
 
 

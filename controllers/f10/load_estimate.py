@@ -26,9 +26,9 @@ A ToR-to-ToR flow is placed as a flow between the first host (by name) of each
 ToR: the scheduler places host-to-host paths, and every host of a ToR shares
 the ToR's fabric paths.
 """
-from testbed.topologies.graph import is_host, link_id, port_toward
 from testbed.controllers.te import Flow
 from testbed.errors import ParameterError
+from testbed.topologies.graph import is_host, link_id, port_toward
 
 
 def fabric_ports(graph):

@@ -43,9 +43,9 @@ from dataclasses import dataclass, field
 from typing import Dict, List
 
 from testbed.controllers.routing import hop_distances, usable_links
-from testbed.topologies.graph import is_host, link_id, port_toward
 from testbed.controllers.te import Flow, shortest_paths
 from testbed.errors import ParameterError
+from testbed.topologies.graph import is_host, link_id, port_toward
 
 DEFAULT_MAX_WEIGHT = 16
 

@@ -13,8 +13,8 @@ counts into one row per link and direction:
   link's ``tx_bytes`` over the total of its tier (links between the same two
   switch levels), so a tier's shares add up to 1.
 """
-from testbed.topologies.graph import is_host, level, node_pair, port_toward, switches
 from testbed.experiment.analysis import drop_totals
+from testbed.topologies.graph import is_host, level, node_pair, port_toward, switches
 
 INGRESS_SUFFIX = "ingress_port_counter"
 EGRESS_SUFFIX = "egress_port_counter"

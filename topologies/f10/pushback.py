@@ -61,7 +61,7 @@ fabric without the doubled subtrees below the cores (footnote 2,
 :func:`testbed.topologies.f10.paths.omit_doubled_subtrees`).  There ``<u, v>``
 gives the paper's 14 messages and 8 switches; the whole fabric gives 26 and
 17.  The switch ``v`` failing adds 37 messages and 3 switches by these rules
-(the paper: 32 and 12); tests/test_f10_pushback.py shows the breakdown.
+(the paper: 32 and 12); tests/f10/test_f10_pushback.py shows the breakdown.
 """
 from collections import defaultdict
 from dataclasses import dataclass, field

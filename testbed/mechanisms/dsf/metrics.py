@@ -23,9 +23,9 @@ import os
 import threading
 import time
 
-from testbed.topologies.graph import is_host, port_toward
 from testbed.experiment.counters import active_ends
 from testbed.modes import PARAMETERS
+from testbed.topologies.graph import is_host, port_toward
 from testbed.traffic import metrics
 
 SAMPLE_INTERVAL_S = 1.0

@@ -14,10 +14,10 @@ import pytest
 
 from testbed.errors import P4LoadError
 from testbed.p4.loader import load_program, load_program_from_sources
+from repo_paths import REPO
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PROJECT_P4 = sorted(glob.glob(os.path.join(REPO, "p4src", "**", "*.p4"), recursive=True) +
-                    glob.glob(os.path.join(REPO, "tests", "p4", "*.p4")))
+                    glob.glob(os.path.join(REPO, "tests", "p4lang", "programs", "*.p4")))
 
 
 def _is_program(path):

@@ -11,8 +11,8 @@ from testbed import modes
 from testbed.experiment import analysis, compare, plots, results
 from testbed.experiment.counters import link_loads, uplink_loads
 from testbed.experiment.spec import ExperimentSpec, SpecError, derive_seed, load_spec, parse_spec
+from repo_paths import REPO
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 EXPERIMENTS = os.path.join(REPO, "experiments")
 
 BASE = {

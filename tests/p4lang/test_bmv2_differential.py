@@ -21,15 +21,16 @@ import pytest
 
 from diff_harness import (MARKER_TAG, Batch, ScriptBuilder, compare_runs, harness, leftovers, run_script,
                           status_differences)
+from repo_paths import REPO
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SEED = int(os.environ.get("TESTBED_DIFF_SEED", "20261126"))  # another seed explores other states and frames
 FRAMES = 1200  # frames and PacketOuts per program; at least 1000 of them are frames on the wire
 PROGRAMS = [os.path.join("p4src", f"{name}.p4") for name in
             ("l3_ecmp", "ecmp", "eecmp", "spray", "flowlet", "pinning", "te", "f10", "dsf_fabric")]
 # p4lang tutorials' programs whose outputs depend on neither time nor queue depths (not ecn, mri, link_monitor)
 # and need no frames or replication state the harness does not build (not calc, source_routing, multicast)
-PROGRAMS += [os.path.join("tests", "p4", f"{name}.p4") for name in ("basic", "qos", "firewall", "basic_tunnel")]
+PROGRAMS += [os.path.join("tests", "p4lang", "programs", f"{name}.p4")
+             for name in ("basic", "qos", "firewall", "basic_tunnel")]
 
 pytestmark = [
     pytest.mark.bmv2,

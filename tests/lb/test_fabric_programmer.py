@@ -5,9 +5,6 @@ programming and after every reroute; writes go out in batches (members, groups,
 entries: a few Write requests per switch, however many routes); a switch that
 dies is reported in ``unreachable`` while the others are still updated.
 """
-import os
-import sys
-
 import pytest
 
 import testbed.p4src
@@ -15,8 +12,7 @@ from testbed.controllers.fabric_programmer import FabricProgrammer
 from testbed.controllers.routing import compute_host_routes
 from testbed.targets import pipeline_config
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from test_fabric_app import portless_fabric, read_switch, route_ports  # noqa: E402,F401
+from test_fabric_app import portless_fabric, read_switch, route_ports  # noqa: F401 (portless_fabric: a fixture)
 
 PROGRAM = testbed.p4src.program_path("l3_ecmp")
 

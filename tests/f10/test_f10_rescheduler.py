@@ -16,8 +16,6 @@ P4Runtime (CounterEntry MODIFY), time by a clock the test moves.  With Mininet
 """
 import contextlib
 import doctest
-import os
-import sys
 import time
 
 import pytest
@@ -27,16 +25,15 @@ from testbed.controllers.f10 import load_estimate, rescheduler_options, weighted
 from testbed.controllers.f10.controller import F10Controller
 from testbed.controllers.f10.rescheduler_app import EGRESS_COUNTER, start_rescheduler
 from testbed.controllers.f10.weighted_groups import GroupTable, plan_groups
-from testbed.controllers.fabric_programmer import FabricProgrammer
 from testbed.controllers.contract import Failure
-from testbed.mechanisms import make_controller
-from testbed.topologies.graph import is_host, port_toward
+from testbed.controllers.fabric_programmer import FabricProgrammer
 from testbed.errors import ParameterError, TestbedError
+from testbed.mechanisms import make_controller
 from testbed.targets import pipeline_config
+from testbed.topologies.graph import is_host, port_toward
 from testbed.topologies.registry import make_topology
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from p4runtime_helpers import running_server  # noqa: E402
+from p4runtime_helpers import running_server
 
 CAPACITY_MBPS = 100.0  # every link of the clos topology below
 

@@ -20,10 +20,9 @@ import pytest
 
 from testbed.p4runtime.client import P4RuntimeClient
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from p4runtime_helpers import demo_info, running_server  # noqa: E402
+from p4runtime_helpers import demo_info, running_server
+from repo_paths import REPO
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SHELL_VENV = os.environ.get("TESTBED_P4RUNTIME_SHELL_VENV", "/opt/p4runtime-shell-venv")
 SHELL_PYTHON = os.path.join(SHELL_VENV, "bin", "python")
 

@@ -16,8 +16,8 @@ import yaml
 
 from testbed.experiment.runner import run_experiment
 from testbed.experiment.spec import parse_spec
+from repo_paths import REPO
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CI_SPEC = os.path.join(REPO, "experiments", "leafspine_failure_ci.yaml")
 
 pytestmark = pytest.mark.mininet

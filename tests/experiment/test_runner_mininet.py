@@ -19,8 +19,8 @@ from testbed.experiment import results as results_module
 from testbed.experiment.runner import ExperimentFailed, run_experiment
 from testbed.experiment.spec import SpecError, parse_spec
 from testbed.pytest_plugin import BOTH_TARGETS
+from repo_paths import REPO
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CI_SPEC = os.path.join(REPO, "experiments", "leafspine_failure_ci.yaml")
 
 pytestmark = pytest.mark.mininet

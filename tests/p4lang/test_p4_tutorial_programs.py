@@ -1,4 +1,4 @@
-"""Tutorial-style P4 programs (tests/p4/, written for this project after the P4 tutorials'
+"""Tutorial-style P4 programs (tests/p4lang/programs/, written for this project after the P4 tutorials'
 documented exercises) load on the embedded target and forward packets as documented.
 
 Each test programs the tables through the switch state (as a controller would), sends frames
@@ -15,7 +15,7 @@ from testbed.p4.program import ActionCall, KeyMatch
 from testbed.p4.state import SwitchState, TableEntry
 from testbed.p4.v1model.device import Device
 
-P4_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "p4")
+P4_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "programs")
 CPU_PORT = 255
 HOST_MAC = 0x080000000101
 

@@ -24,8 +24,9 @@ from testbed.testing import wait_until
 from testbed.traffic import collectives, metrics, qp, roce, streams
 from testbed.traffic.receiver import RoceReceiver
 from testbed.traffic.sender import FrameFactory
+from repo_paths import REPO as ROOT
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = ROOT
 PROGRAM = os.path.join(ROOT, "p4src", "l3_ecmp.p4")
 CLOS_8_HOSTS = {"leaves": 2, "spines": 2, "hosts_per_leaf": 4}
 RATE_MBPS = 4.0  # per host: 8 hosts x 4 Mbit/s of 1082-byte frames ~ 3,700 packets/s into the fabric

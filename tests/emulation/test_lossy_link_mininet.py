@@ -16,8 +16,8 @@ from testbed.experiment import analysis
 from testbed.experiment import results as results_module
 from testbed.experiment.runner import run_experiment
 from testbed.experiment.spec import lossy_link_mechanism, parse_spec
+from repo_paths import REPO
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CI_SPEC = os.path.join(REPO, "experiments", "leafspine_failure_ci.yaml")
 LOSSY_FROM_S, LOSSY_UNTIL_S = 1.5, 2.5
 

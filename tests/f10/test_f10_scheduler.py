@@ -11,9 +11,9 @@ import doctest
 import pytest
 
 from testbed.controllers.f10 import scheduler as sched
-from testbed.topologies.graph import link_id
 from testbed.controllers.te import Flow, path_nodes
 from testbed.errors import ParameterError
+from testbed.topologies.graph import link_id
 from testbed.topologies.registry import make_topology
 
 

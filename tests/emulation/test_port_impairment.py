@@ -18,8 +18,8 @@ import pytest
 from testbed.errors import ParameterError
 from testbed.embedded_switch.port_control import parse_request, port_status, request, set_port_impairment
 from testbed.p4runtime.client import P4RuntimeClient
+from repo_paths import REPO
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PROGRAM = os.path.join(REPO, "p4src", "l3_ecmp.p4")
 N_FRAMES = 400
 

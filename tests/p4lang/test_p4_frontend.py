@@ -7,6 +7,7 @@ from testbed.errors import P4LoadError
 from testbed.p4.frontend.lexer import Lexer, parse_integer
 from testbed.p4.frontend.preprocessor import Preprocessor, SourceLine, SourceProvider, strip_comments
 from testbed.p4.loader import load_program, load_program_from_sources
+from repo_paths import REPO
 
 PIPELINE_TAIL = """
 control V(inout headers_t hdr, inout meta_t meta) { apply { } }
@@ -156,8 +157,7 @@ def test_program_info_registers_meters_profiles_and_lpm_const_entries():
 
 
 def test_controller_headers_and_sources_of_l3_ecmp():
-    here = os.path.dirname(os.path.abspath(__file__))
-    path = os.path.join(here, "..", "p4src", "l3_ecmp.p4")
+    path = os.path.join(REPO, "p4src", "l3_ecmp.p4")
     program = load_program(path)
     assert set(program.info.controller_packet_metadata) == {"packet_in", "packet_out"}
     assert program.main_file == "l3_ecmp.p4"
@@ -208,8 +208,7 @@ def test_missing_main_is_reported():
 def test_cli_check_lists_tables_and_reports_errors(tmp_path, capsys):
     from testbed.cli import main
 
-    here = os.path.dirname(os.path.abspath(__file__))
-    assert main(["p4", "check", os.path.join(here, "..", "p4src", "l3_ecmp.p4")]) == 0
+    assert main(["p4", "check", os.path.join(REPO, "p4src", "l3_ecmp.p4")]) == 0
     out = capsys.readouterr().out
     assert "table MyIngress.ipv4_lpm" in out and "key hdr.ipv4.dstAddr: lpm bit<32>" in out
     assert "action MyIngress.set_nhop(bit<48> dmac, bit<48> smac, bit<9> port)" in out

@@ -13,8 +13,8 @@ from testbed.p4runtime.p4info import (
     IdAllocator, build_p4info, jenkins_one_at_a_time, p4info_from_text, p4info_to_text,
 )
 from testbed.p4runtime.p4info_index import P4InfoIndex
+from repo_paths import REPO
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def basic_info():
@@ -363,7 +363,8 @@ V1Switch(P(), V(), I(), E(), V(), D()) main;
 P4C_PROGRAMS = sorted(
     [os.path.join("p4src", name) for name in os.listdir(os.path.join(REPO, "p4src"))
      if name.endswith(".p4") and name != "dsf_rdsw.p4"]  # dsf_rdsw calls the embedded target's own externs
-    + [os.path.join("tests", "p4", name) for name in os.listdir(os.path.join(REPO, "tests", "p4"))
+    + [os.path.join("tests", "p4lang", "programs", name)
+       for name in os.listdir(os.path.join(REPO, "tests", "p4lang", "programs"))
        if name.endswith(".p4") and name != "common.p4"])  # common.p4 is an include, without main
 
 

@@ -1,9 +1,9 @@
 """Unit tests of the greedy TE placement (controllers/te.py); no networking."""
 import pytest
 
-from testbed.topologies.graph import link_id
 from testbed.controllers.te import Flow, path_nodes, place_flows, shortest_paths, spine_link_loads
 from testbed.errors import ParameterError
+from testbed.topologies.graph import link_id
 from testbed.topologies.registry import make_topology
 
 

@@ -41,8 +41,8 @@ from testbed.packet_sockets import LAG_BUCKETS_MS
 from testbed.topologies.ab_fattree import ABFatTree
 from testbed.topologies.f10.pushback import simulate_pushback
 from testbed.traffic.streams import packet_spacing_ms
+from repo_paths import REPO
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SPEC = os.path.join(REPO, "experiments", "f10_vs_portland.yaml")
 MODES = ("portland", "fattree-local", "f10")
 PORTLAND_KEEPALIVE_S = 0.065
@@ -62,7 +62,7 @@ def runs(tmp_path_factory):
     itself probes every link.
     """
     data = _spec_data()
-    # the epoch rescheduler (tests/test_f10_rescheduler.py) reads every switch's counters each
+    # the epoch rescheduler (tests/f10/test_f10_rescheduler.py) reads every switch's counters each
     # epoch; these claims do not involve it, and a 5 s epoch keeps its load out of the 5 s run
     data["controller"] = dict(data.get("controller") or {}, monitored_switches=["c0", "a0_0"],
                               rescheduler_epoch_ms=5000)

@@ -26,8 +26,8 @@ import time
 
 import pytest
 
-from testbed.topologies.graph import port_toward
 from testbed.pytest_plugin import BOTH_TARGETS, skip_unless_lossy_links
+from testbed.topologies.graph import port_toward
 
 LINK = ("c0", "a0_0")                  # an aggregation-core link, F10's case
 SEED = 12                              # the run's seed: the embedded ports' loss draws

@@ -14,8 +14,8 @@ from p4.v1 import p4runtime_pb2, p4runtime_pb2_grpc
 from testbed.p4runtime.client import P4RuntimeClient, P4RuntimeClientError
 
 from p4runtime_helpers import DEVICE_ID, demo_info, running_server
+from repo_paths import REPO
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 @pytest.fixture
