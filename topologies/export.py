@@ -21,6 +21,8 @@ import json
 import textwrap
 from collections import Counter
 
+from testbed.topologies.graph import host_ip, is_host
+
 FORMATS = ("json", "dot", "png")
 
 ROLE_COLOURS = {
@@ -66,9 +68,9 @@ def to_dot(topo):
         lines.append(f"  subgraph level{level} {{ rank=same;")
         for name in by_level[level]:
             attrs = graph.nodes[name]
-            extra = attrs["ip"].split("/")[0] if attrs["role"] == "host" else attrs["role"]
+            extra = host_ip(graph, name) if is_host(graph, name) else attrs["role"]
             colour = ROLE_COLOURS.get(attrs["role"], _DEFAULT_COLOUR)
-            shape = ", shape=ellipse" if attrs["role"] == "host" else ""
+            shape = ", shape=ellipse" if is_host(graph, name) else ""
             lines.append(f"    {_dot_id(name)} [label={_dot_id(name + chr(92) + 'n' + extra)}, "
                          f"fillcolor=\"{colour}\"{shape}];")
         lines.append("  }")
@@ -102,11 +104,11 @@ def _to_dot_virtual(topo):
              "  node [shape=box, style=\"rounded,filled\", fontname=\"Helvetica\", fontsize=10];",
              "  edge [fontsize=8, labelfontsize=8];",
              f"  label={_dot_id(f'{topo.kind} {params} (virtual layers L1..L{k})')}; labelloc=t;"]
-    hosts = [name for name in topo.node_names() if graph.nodes[name]["role"] == "host"]
-    switches = [name for name in topo.node_names() if graph.nodes[name]["role"] != "host"]
+    hosts = [name for name in topo.node_names() if is_host(graph, name)]
+    switches = [name for name in topo.node_names() if not is_host(graph, name)]
     lines.append("  subgraph hosts { rank=same;")
     for name in hosts:
-        label = name + chr(92) + "n" + graph.nodes[name]["ip"].split("/")[0]
+        label = name + chr(92) + "n" + host_ip(graph, name)
         lines.append(f"    {_dot_id(name)} [label={_dot_id(label)}, "
                      f"fillcolor=\"{ROLE_COLOURS['host']}\", shape=ellipse];")
     lines.append("  }")
@@ -124,7 +126,7 @@ def _to_dot_virtual(topo):
                          f"fillcolor=\"{_LAYER_COLOUR}\"];")
         lines.append("  }")
     for record in topo.link_records():
-        if graph.nodes[record["a"]]["role"] == "host":
+        if is_host(graph, record["a"]):
             lines.append(f"  {_dot_id(record['a'])} -- {_dot_id(record['b'])} "
                          f"[taillabel=\"{record['a_port']}\", headlabel=\"{record['b_port']}\"];")
     for tor in switches:
@@ -207,7 +209,7 @@ def write_png(topo, path, title=None, dpi=110):
             attrs = graph.nodes[name]
             colour = ROLE_COLOURS.get(attrs["role"], _DEFAULT_COLOUR)
             labelled = rows[attrs["level"]] <= _MAX_LABELLED_PER_ROW
-            if attrs["role"] == "host":
+            if is_host(graph, name):
                 ax.scatter([x], [y], s=40, marker="o", color=colour, edgecolors="black", linewidths=0.5,
                            zorder=2)
                 if labelled:
@@ -257,8 +259,8 @@ def _write_png_virtual(topo, path, title, dpi):
     tors = topo.tor_graph()
     k = tors.graph["k"]
     members = _virtual_members(topo)
-    hosts = [name for name in topo.node_names() if graph.nodes[name]["role"] == "host"]
-    switches = [name for name in topo.node_names() if graph.nodes[name]["role"] != "host"]
+    hosts = [name for name in topo.node_names() if is_host(graph, name)]
+    switches = [name for name in topo.node_names() if not is_host(graph, name)]
     rows = {0: hosts, 1: switches}
     for layer in range(1, k + 1):
         rows[layer + 1] = [_vswitch_id(tor, j) for tor, j in members[layer]]
@@ -275,7 +277,7 @@ def _write_png_virtual(topo, path, title, dpi):
         colours = plt.get_cmap("tab20")
         tor_colour = {tor: colours(i % 20) for i, tor in enumerate(switches)}
         for record in topo.link_records():
-            if graph.nodes[record["a"]]["role"] == "host":
+            if is_host(graph, record["a"]):
                 (xa, ya), (xb, yb) = positions[record["a"]], positions[record["b"]]
                 ax.plot([xa, xb], [ya, yb], color="#bdbdbd", linewidth=0.5, zorder=1)
         for tor in switches:
