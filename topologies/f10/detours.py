@@ -205,6 +205,37 @@ def _down_to_target(graph, u2, u, v, targets):
     return next((w for w in sorted(targets) if graph.has_edge(u2, w)), None)
 
 
+def _scheme1_climbs(graph, x):
+    """Scheme 1 from its first hop ``x``: ``([x], u')`` for every parent ``u'`` of ``x``."""
+    for u2 in parents(graph, x):
+        yield [x], u2
+
+
+def _scheme2_climbs(graph, y):
+    """Scheme 2 from its first hop ``y``: ``([y, z, y'], u')`` down to a child ``z``, up to its other
+    parents ``y'`` and their parents ``u'``."""
+    for z in child_switches(graph, y):
+        for y2 in parents(graph, z):
+            if y2 != y:
+                for u2 in parents(graph, y2):
+                    yield [y, z, y2], u2
+
+
+def _first_detour(graph, failed_link, host_sets, candidates, climbs):
+    """The first path ``[u, hops..., u', w]`` of one scheme: its ``candidates`` in order, each one's
+    ``climbs`` in order, the first ``u'`` that reaches a root ``w`` of the child's subtree."""
+    ends = _detour_ends(graph, failed_link, host_sets)
+    if ends is None:
+        return None
+    u, v, targets = ends
+    for first in candidates(graph, u, v):
+        for hops, u2 in climbs(graph, first):
+            w = _down_to_target(graph, u2, u, v, targets)
+            if w is not None:
+                return [u, *hops, u2, w]
+    return None
+
+
 def scheme1_detour(graph, failed_link, host_sets=None):
     """F10 Scheme 1: the +2-hop detour ``[u, x, u', w]`` at the parent ``u`` of a failed downward link.
 
@@ -227,16 +258,7 @@ def scheme1_detour(graph, failed_link, host_sets=None):
     >>> scheme1_detour(ABFatTree(k=4).graph(), ("c0", "a0_0"))
     ['c0', 'a1_0', 'c2', 'a0_1']
     """
-    ends = _detour_ends(graph, failed_link, host_sets)
-    if ends is None:
-        return None
-    u, v, targets = ends
-    for x in scheme1_candidates(graph, u, v):
-        for u2 in parents(graph, x):
-            w = _down_to_target(graph, u2, u, v, targets)
-            if w is not None:
-                return [u, x, u2, w]
-    return None
+    return _first_detour(graph, failed_link, host_sets, scheme1_candidates, _scheme1_climbs)
 
 
 def scheme2_detour(graph, failed_link, host_sets=None):
@@ -261,20 +283,7 @@ def scheme2_detour(graph, failed_link, host_sets=None):
     >>> scheme2_detour(FatTree(k=4).graph(), ("c0", "a0_0"))
     ['c0', 'a1_0', 'e1_0', 'a1_1', 'c2', 'a0_1']
     """
-    ends = _detour_ends(graph, failed_link, host_sets)
-    if ends is None:
-        return None
-    u, v, targets = ends
-    for y in scheme2_candidates(graph, u, v):
-        for z in child_switches(graph, y):
-            for y2 in parents(graph, z):
-                if y2 == y:
-                    continue
-                for u2 in parents(graph, y2):
-                    w = _down_to_target(graph, u2, u, v, targets)
-                    if w is not None:
-                        return [u, y, z, y2, u2, w]
-    return None
+    return _first_detour(graph, failed_link, host_sets, scheme2_candidates, _scheme2_climbs)
 
 
 def local_detour(graph, failed_link, host_sets=None):
