@@ -1,9 +1,8 @@
 """The F10 plans the controller installs (backups, detour groups, port roles) are those of a recorded snapshot.
 
-The snapshot was taken from controllers/f10/routes.py before its detour
-candidates moved to topologies/f10/detours.py (the one detour algorithm):
-k = 4 in full (tests/data/f10_plans_*.json, so a change shows switch by
-switch), k = 4, 6, 8 as SHA-256 digests of the same canonical JSON.
+Recorded for AB and standard FatTrees: k = 4 in full (tests/f10/data/f10_plans_*.json,
+so a change shows switch by switch), k = 4, 6, 8 as SHA-256 digests of the same
+canonical JSON.  A change of the installed scheme has to change them on purpose.
 """
 import hashlib
 import json
