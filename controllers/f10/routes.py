@@ -143,7 +143,7 @@ class _PrimaryRoutes:
             self._by_port[switch] = neighbours_by_port(self.graph, switch)
         return self._by_port[switch].get(port)
 
-    def port_toward(self, switch, neighbor, via_port):
+    def far_port(self, switch, neighbor, via_port):
         """``neighbor``'s port on the link whose ``switch`` end is ``via_port``."""
         for _, other, data in self.graph.edges(switch, data=True):
             if other == neighbor and port_toward(data, switch) == via_port:
@@ -204,9 +204,9 @@ def _detour_exits(plans, primary, switch, backup):
         for port in plans[first].detour_down:
             child = primary.neighbor(first, port)
             if child in plans:
-                hops.append((child, primary.port_toward(first, child, port), [switch, first, child]))
+                hops.append((child, primary.far_port(first, child, port), [switch, first, child]))
     else:
-        hops = [(first, primary.port_toward(switch, first, backup.port), [switch, first])]
+        hops = [(first, primary.far_port(switch, first, backup.port), [switch, first])]
     exits = []
     for hop, ingress, path in hops:
         for port in plans[hop].detour_up.get(ingress, ()):
