@@ -395,7 +395,7 @@ class FabricProgrammer:
 
         Args:
             failed_links: the set of links now down (link ids or node pairs, see
-                :func:`testbed.controllers.routing.usable_links`).
+                :func:`testbed.topologies.graph.usable_links`).
 
         Returns:
             dict: ``{"entries_written": n, "seconds": total, "compute_s": route

@@ -19,34 +19,8 @@ a link comes back only those where its two ends were at different distances.
 """
 from collections import deque
 
-from testbed.topologies.graph import host_ip, hosts, is_host, link_id, node_pair, port_toward
-
-
-def _split_failed(failed_links):
-    """``(link ids, node pairs)`` of a ``failed_links`` argument (see :func:`usable_links`)."""
-    failed_ids = set()
-    failed_pairs = set()
-    for item in failed_links:
-        if len(item) == 4:
-            failed_ids.add(tuple(item))
-        else:
-            failed_pairs.add(node_pair(*item))
-    return failed_ids, failed_pairs
-
-
-def usable_links(graph, failed_links=()):
-    """Yield ``(u, v, data)`` for every link not in ``failed_links``.
-
-    Args:
-        graph: the topology multigraph.
-        failed_links: link ids (see :func:`testbed.topologies.graph.link_id`) or ``(u, v)`` node pairs
-            (all parallel links between them) that are down.
-    """
-    failed_ids, failed_pairs = _split_failed(failed_links)
-    for u, v, data in graph.edges(data=True):
-        if node_pair(u, v) in failed_pairs or link_id(data) in failed_ids:
-            continue
-        yield u, v, data
+from testbed.topologies.graph import (host_ip, hosts, is_host, link_id, node_pair, port_toward, split_failed,
+                                      usable_links)
 
 
 def hop_distances(graph, target, failed_links=()):
@@ -55,7 +29,7 @@ def hop_distances(graph, target, failed_links=()):
     Args:
         graph: the topology multigraph.
         target: the destination node (usually a host).
-        failed_links: see :func:`usable_links`.
+        failed_links: see :func:`testbed.topologies.graph.usable_links`.
 
     Returns:
         dict: distance in links from every node that can reach ``target``.
@@ -105,7 +79,7 @@ class HostRoutes:
     Args:
         graph: the topology multigraph (see the module docstring); it must not
             change while this object is used.
-        failed_links: links that are down (see :func:`usable_links`).
+        failed_links: links that are down (see :func:`testbed.topologies.graph.usable_links`).
 
     Attributes:
         routes: ``{switch: {host_ip: [ports]}}``; a host a switch cannot reach
@@ -149,7 +123,7 @@ class HostRoutes:
 
     def _resolve(self, failed_links):
         """The set of existing link ids named by ``failed_links`` (ids or node pairs)."""
-        failed_ids, failed_pairs = _split_failed(failed_links)
+        failed_ids, failed_pairs = split_failed(failed_links)
         resolved = {lid for lid in failed_ids if lid in self._link_ends}
         for pair in failed_pairs:
             resolved.update(self._links_between.get(pair, ()))
@@ -222,7 +196,7 @@ class HostRoutes:
         Only the searches a changed link can affect run again.
 
         Args:
-            failed_links: the complete set of links now down (see :func:`usable_links`).
+            failed_links: the complete set of links now down (see :func:`testbed.topologies.graph.usable_links`).
 
         Returns:
             set: IPs of the hosts whose routes were recomputed (the others are unchanged).
@@ -251,7 +225,7 @@ def compute_host_routes(graph, failed_links=()):
 
     Args:
         graph: the topology multigraph.
-        failed_links: links that are down (see :func:`usable_links`).
+        failed_links: links that are down (see :func:`testbed.topologies.graph.usable_links`).
 
     Returns:
         dict: ``{switch: {host_ip: [ports]}}``; a host a switch cannot reach

@@ -18,9 +18,9 @@ Pure functions on the topology multigraph (see
 from dataclasses import dataclass, field
 from typing import Dict, List, Tuple
 
-from testbed.controllers.routing import hop_distances, usable_links
+from testbed.controllers.routing import hop_distances
 from testbed.errors import ParameterError
-from testbed.topologies.graph import is_host, link_id, port_toward
+from testbed.topologies.graph import is_host, link_id, port_toward, usable_links
 
 DEFAULT_CAPACITY_MBPS = 1000.0
 
@@ -124,7 +124,7 @@ def shortest_paths(graph, src, dst, failed_links=()):
         graph: the topology multigraph.
         src: source node.
         dst: destination node.
-        failed_links: links that are down (see :func:`testbed.controllers.routing.usable_links`).
+        failed_links: links that are down (see :func:`testbed.topologies.graph.usable_links`).
 
     Returns:
         list: paths, each a list of :class:`Hop`; empty if ``dst`` is unreachable.

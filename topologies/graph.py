@@ -108,3 +108,37 @@ def link_id(edge_data):
     """The :class:`Link` of one link (edge attribute dict), ends sorted so either direction gives the same."""
     ends = sorted([(edge_data["a"], edge_data["a_port"]), (edge_data["b"], edge_data["b_port"])])
     return Link(ends[0][0], ends[0][1], ends[1][0], ends[1][1])
+
+
+def split_failed(failed_links):
+    """``(link ids, node pairs)`` of a ``failed_links`` argument (see :func:`usable_links`)."""
+    failed_ids = set()
+    failed_pairs = set()
+    for item in failed_links:
+        if len(item) == 4:
+            failed_ids.add(tuple(item))
+        else:
+            failed_pairs.add(node_pair(*item))
+    return failed_ids, failed_pairs
+
+
+def usable_links(graph, failed_links=()):
+    """Yield ``(u, v, data)`` for every link not in ``failed_links``.
+
+    Args:
+        graph: the topology multigraph.
+        failed_links: link ids (:func:`link_id`) or ``(u, v)`` node pairs
+            (all parallel links between them) that are down.
+
+    >>> from testbed.topologies.fattree import FatTree
+    >>> g = FatTree(k=4).graph()
+    >>> len(list(usable_links(g))), len(list(usable_links(g, [("e0_0", "a0_0")])))
+    (48, 47)
+    >>> len(list(usable_links(g, [Link("a0_0", 1, "e0_0", 3)])))
+    47
+    """
+    failed_ids, failed_pairs = split_failed(failed_links)
+    for u, v, data in graph.edges(data=True):
+        if node_pair(u, v) in failed_pairs or link_id(data) in failed_ids:
+            continue
+        yield u, v, data

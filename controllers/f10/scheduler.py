@@ -42,10 +42,10 @@ import math
 from dataclasses import dataclass, field
 from typing import Dict, List
 
-from testbed.controllers.routing import hop_distances, usable_links
+from testbed.controllers.routing import hop_distances
 from testbed.controllers.te import Flow, shortest_paths
 from testbed.errors import ParameterError
-from testbed.topologies.graph import is_host, link_id, port_toward
+from testbed.topologies.graph import is_host, link_id, port_toward, usable_links
 
 DEFAULT_MAX_WEIGHT = 16
 

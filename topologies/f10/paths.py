@@ -7,14 +7,15 @@ and F10's detour (:mod:`testbed.topologies.f10.detours`), the extra hops an
 IPv4 TTL shows, and the paper's drawing of a fabric without its doubled
 subtrees.
 
-A failed link is given as ``(a, b)`` (every parallel link between the two
-nodes) or ``(a, b, key)`` (one of them).
+Failed links are given as :func:`testbed.topologies.graph.usable_links` takes
+them: node pairs (every parallel link between the two nodes) or
+:class:`~testbed.topologies.graph.Link` (one of them).
 """
-from collections import deque
+from collections import Counter, deque
 
 from testbed.errors import ParameterError
 from testbed.topologies.f10.detours import downward_host_sets, local_detour, orient_link
-from testbed.topologies.graph import child_switches, hosts, is_host, level, node_pair
+from testbed.topologies.graph import child_switches, hosts, is_host, level, node_pair, usable_links
 
 
 def downward_path_count(graph, top, bottom):
@@ -46,13 +47,12 @@ def shortest_path_counts(graph, source, failed_links=()):
     Args:
         graph: topology multigraph.
         source: the node the paths start at.
-        failed_links: links that are down, as ``(a, b)`` pairs (every parallel
-            link between them) or ``(a, b, key)``.
+        failed_links: links that are down: node pairs or :class:`~testbed.topologies.graph.Link`.
 
     Returns:
         dict: node -> ``(distance in links, number of shortest paths)``.
     """
-    down = _failed_pairs(graph, failed_links)
+    up = Counter(node_pair(u, v) for u, v, _ in usable_links(graph, failed_links))
     distance = {source: 0}
     count = {source: 1}
     queue = deque([source])
@@ -61,7 +61,7 @@ def shortest_path_counts(graph, source, failed_links=()):
         if node != source and is_host(graph, node):
             continue
         for neighbour in graph.neighbors(node):
-            multiplicity = _links_up(graph, node, neighbour, down)
+            multiplicity = up[node_pair(node, neighbour)]
             if not multiplicity:
                 continue
             if neighbour not in distance:
@@ -100,8 +100,7 @@ def switch_hops(graph, src, dst, failed_links=()):
         graph: topology multigraph.
         src: source host.
         dst: destination host.
-        failed_links: links that are down, as ``(a, b)`` pairs (every parallel
-            link between them) or ``(a, b, key)``.
+        failed_links: links that are down: node pairs or :class:`~testbed.topologies.graph.Link`.
 
     Returns:
         int or None: the number of switches, or None when ``dst`` is unreachable.
@@ -121,28 +120,6 @@ def switch_hops(graph, src, dst, failed_links=()):
         return 0
     distance = _distance(graph, src, dst, failed_links)
     return None if distance is None else distance - 1
-
-
-def _failed_pairs(graph, failed_links):
-    """``{frozenset pair: set of failed keys or None (all)}`` from ``(a, b)`` / ``(a, b, key)`` links."""
-    down = {}
-    for link in failed_links:
-        pair = node_pair(*link[:2])
-        if len(link) > 2:
-            keys = down.setdefault(pair, set())
-            if keys is not None:
-                keys.add(link[2])
-        else:
-            down[pair] = None
-    return down
-
-
-def _links_up(graph, a, b, down):
-    """How many of the parallel links between ``a`` and ``b`` are up (``down`` as :func:`_failed_pairs`)."""
-    keys = down.get(node_pair(a, b), set())
-    if keys is None:
-        return 0
-    return sum(1 for key in graph[a][b] if key not in keys)
 
 
 def host_switch_hops(graph, failed_links=()):
