@@ -94,6 +94,16 @@ def port_toward(edge_data, node):
     raise ValueError(f"{node} is not an end of link {edge_data['a']}-{edge_data['b']}")
 
 
+def ports_toward(graph, node, neighbours):
+    """``node``'s port numbers on every link to any of ``neighbours`` (parallel links included).
+
+    >>> from testbed.topologies.ab_fattree import ABFatTree
+    >>> ports_toward(ABFatTree(k=4).graph(), "e0_1", ["a0_0", "a0_1"])
+    [3, 4]
+    """
+    return [port_toward(data, node) for neighbour in neighbours for data in graph[node][neighbour].values()]
+
+
 def neighbours_by_port(graph, node):
     """``{port: neighbour}`` of ``node``."""
     return {port_toward(data, node): other for _, other, data in graph.edges(node, data=True)}

@@ -26,8 +26,8 @@ import ipaddress
 import threading
 import time
 
-from testbed.topologies.f10.pushback import (PushbackState, avoid_ports, ports_toward, pushback_state,
-                                             simulate_pushback)
+from testbed.topologies.f10.pushback import PushbackState, avoid_ports, pushback_state, simulate_pushback
+from testbed.topologies.graph import ports_toward
 
 
 class PushbackAgent:

@@ -31,6 +31,7 @@ from testbed.topologies.base import FabricTopo, leaf_host_address
 from testbed.topologies.dsf.reachability import input_balanced_withdrawals
 from testbed.controllers.dsf.reachability import failed_link_keys, ibm_rng
 from testbed.testing import assert_all_pairs_reachable
+
 from repo_paths import REPO
 
 FABRIC_PROGRAM = os.path.join(P4SRC_DIR, "dsf_fabric.p4")

@@ -16,6 +16,7 @@ from testbed.experiment import analysis
 from testbed.experiment import results as results_module
 from testbed.experiment.runner import run_experiment
 from testbed.experiment.spec import lossy_link_mechanism, parse_spec
+
 from repo_paths import REPO
 
 CI_SPEC = os.path.join(REPO, "experiments", "leafspine_failure_ci.yaml")

@@ -18,6 +18,7 @@ import pytest
 from testbed.errors import ParameterError
 from testbed.embedded_switch.port_control import parse_request, port_status, request, set_port_impairment
 from testbed.p4runtime.client import P4RuntimeClient
+
 from repo_paths import REPO
 
 PROGRAM = os.path.join(REPO, "p4src", "l3_ecmp.p4")

@@ -11,6 +11,7 @@ from testbed import modes
 from testbed.experiment import analysis, compare, plots, results
 from testbed.experiment.counters import link_loads, uplink_loads
 from testbed.experiment.spec import ExperimentSpec, SpecError, derive_seed, load_spec, parse_spec
+
 from repo_paths import REPO
 
 EXPERIMENTS = os.path.join(REPO, "experiments")

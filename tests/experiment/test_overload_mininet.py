@@ -16,6 +16,7 @@ import yaml
 
 from testbed.experiment.runner import run_experiment
 from testbed.experiment.spec import parse_spec
+
 from repo_paths import REPO
 
 CI_SPEC = os.path.join(REPO, "experiments", "leafspine_failure_ci.yaml")

@@ -19,6 +19,7 @@ from testbed.experiment import results as results_module
 from testbed.experiment.runner import ExperimentFailed, run_experiment
 from testbed.experiment.spec import SpecError, parse_spec
 from testbed.pytest_plugin import BOTH_TARGETS
+
 from repo_paths import REPO
 
 CI_SPEC = os.path.join(REPO, "experiments", "leafspine_failure_ci.yaml")

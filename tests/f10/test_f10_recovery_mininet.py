@@ -41,6 +41,7 @@ from testbed.packet_sockets import LAG_BUCKETS_MS
 from testbed.topologies.ab_fattree import ABFatTree
 from testbed.topologies.f10.pushback import simulate_pushback
 from testbed.traffic.streams import packet_spacing_ms
+
 from repo_paths import REPO
 
 SPEC = os.path.join(REPO, "experiments", "f10_vs_portland.yaml")

@@ -27,6 +27,7 @@ from testbed.errors import TestbedError
 from testbed.log_format import LINE_RE
 from testbed.p4runtime.client import P4RuntimeClient
 from testbed.testing import settled
+from testbed.topologies.graph import host_ip
 from testbed.topologies.registry import make_topology
 
 SELECTOR = "MyIngress.ecmp_selector"
@@ -34,10 +35,6 @@ LPM_TABLE = "MyIngress.ipv4_lpm"
 P4SRC = os.path.dirname(testbed.p4src.__file__)
 
 TE_PROGRAM = testbed.p4src.program_path("te")  # exact-match TE table before the ECMP routes
-
-
-def host_ip(graph, host):
-    return graph.nodes[host]["ip"].split("/")[0]
 
 
 def route_ports(client):

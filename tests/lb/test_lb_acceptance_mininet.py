@@ -20,6 +20,7 @@ from testbed.experiment.compare import compare_modes, sweep_mode_param
 from testbed.experiment.placement import predict_stream_placement
 from testbed.experiment.spec import parse_spec
 from testbed.traffic import metrics
+
 from repo_paths import REPO
 
 ELEPHANTS_SPEC = os.path.join(REPO, "experiments", "elephants_lowentropy.yaml")

@@ -23,6 +23,7 @@ from testbed.p4.loader import load_program, load_program_from_sources
 from testbed.p4.program import ActionCall, KeyMatch
 from testbed.p4.state import SwitchState, TableEntry
 from testbed.p4.v1model.device import Device
+
 from repo_paths import REPO
 
 P4SRC = os.path.join(REPO, "p4src")

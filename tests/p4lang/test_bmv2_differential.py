@@ -21,6 +21,7 @@ import pytest
 
 from diff_harness import (MARKER_TAG, Batch, ScriptBuilder, compare_runs, harness, leftovers, run_script,
                           status_differences)
+
 from repo_paths import REPO
 
 SEED = int(os.environ.get("TESTBED_DIFF_SEED", "20261126"))  # another seed explores other states and frames

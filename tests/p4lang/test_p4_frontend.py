@@ -7,6 +7,7 @@ from testbed.errors import P4LoadError
 from testbed.p4.frontend.lexer import Lexer, parse_integer
 from testbed.p4.frontend.preprocessor import Preprocessor, SourceLine, SourceProvider, strip_comments
 from testbed.p4.loader import load_program, load_program_from_sources
+
 from repo_paths import REPO
 
 PIPELINE_TAIL = """

@@ -14,6 +14,7 @@ import pytest
 
 from testbed.errors import P4LoadError
 from testbed.p4.loader import load_program, load_program_from_sources
+
 from repo_paths import REPO
 
 PROJECT_P4 = sorted(glob.glob(os.path.join(REPO, "p4src", "**", "*.p4"), recursive=True) +

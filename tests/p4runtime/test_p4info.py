@@ -13,6 +13,7 @@ from testbed.p4runtime.p4info import (
     IdAllocator, build_p4info, jenkins_one_at_a_time, p4info_from_text, p4info_to_text,
 )
 from testbed.p4runtime.p4info_index import P4InfoIndex
+
 from repo_paths import REPO
 
 

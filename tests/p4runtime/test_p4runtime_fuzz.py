@@ -41,6 +41,7 @@ from testbed.p4.device_config import device_config_for
 from testbed.p4.loader import load_program_from_sources
 from testbed.p4runtime.client import CHANNEL_OPTIONS, P4RuntimeClient
 from testbed.p4runtime.p4info import build_p4info
+
 from repo_paths import REPO
 
 SEED = 20240611

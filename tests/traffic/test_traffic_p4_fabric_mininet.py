@@ -21,12 +21,13 @@ import time
 import pytest
 
 from testbed.testing import wait_until
+from testbed.topologies.graph import ports_toward
 from testbed.traffic import collectives, metrics, qp, roce, streams
 from testbed.traffic.receiver import RoceReceiver
 from testbed.traffic.sender import FrameFactory
+
 from repo_paths import REPO as ROOT
 
-ROOT = ROOT
 PROGRAM = os.path.join(ROOT, "p4src", "l3_ecmp.p4")
 CLOS_8_HOSTS = {"leaves": 2, "spines": 2, "hosts_per_leaf": 4}
 RATE_MBPS = 4.0  # per host: 8 hosts x 4 Mbit/s of 1082-byte frames ~ 3,700 packets/s into the fabric
@@ -81,12 +82,6 @@ def assert_clean(report, emulator_dropped=0):
     assert report["received_packets"] == report["sent_packets"] > 0
     assert report["retransmitted_packets"] == 0 and report["naks_sent"] == 0 and report["local_ack_timeouts"] == 0
     assert report["acks_sent"] == report["acks_received"] > 0
-
-
-def port_towards(graph, switch, neighbor):
-    """Port number of ``switch`` on its link to ``neighbor``."""
-    data = next(d for _, other, d in graph.edges(switch, data=True) if other == neighbor)
-    return data["a_port"] if data["a"] == switch else data["b_port"]
 
 
 # -- per-flow delivery gaps (no network) ---------------------------------------------------------
@@ -330,7 +325,7 @@ def test_switch_port_pcap_dissects_as_roce_in_tshark(p4_fabric_with_pcaps, tmp_p
     fabric, log_dir = p4_fabric_with_pcaps
     src, dst = fabric.net.get("h1"), fabric.net.get("h3")  # h3 is on leaf1: the frames cross a spine
     graph = fabric.topo.graph()
-    port = port_towards(graph, "leaf1", "h3")
+    [port] = ports_toward(graph, "leaf1", ["h3"])
     pcap = log_dir / f"leaf1-p{port}-out.pcap"
     start_psn = (1 << 24) - 3
     sender = src.popen([sys.executable, "-m", "testbed.traffic.sender", "--intf", src.defaultIntf().name,

@@ -69,7 +69,7 @@ from typing import Dict, FrozenSet, List, Tuple
 
 from testbed.errors import ParameterError
 from testbed.topologies.f10.detours import downward_host_sets
-from testbed.topologies.graph import host_ip, hosts, is_host, level
+from testbed.topologies.graph import host_ip, hosts, is_host, level, ports_toward
 
 PB_ONLY = "PBOnly"
 PB_EXCEPT = "PBExcept"
@@ -604,17 +604,3 @@ def avoid_ports(graph, state):
         result[switch] = {prefix: sorted(ports_toward(graph, switch, neighbours))
                           for prefix, neighbours in per_prefix.items()}
     return result
-
-
-def ports_toward(graph, switch, neighbours):
-    """``switch``'s port numbers on every link to any of ``neighbours`` (parallel links included).
-
-    >>> from testbed.topologies.ab_fattree import ABFatTree
-    >>> ports_toward(ABFatTree(k=4).graph(), "e0_1", ["a0_0", "a0_1"])
-    [3, 4]
-    """
-    ports = []
-    for neighbour in neighbours:
-        for data in graph[switch][neighbour].values():
-            ports.append(data["a_port"] if data["a"] == switch else data["b_port"])
-    return ports
