@@ -3,8 +3,7 @@
 This module joins the two layers below it: the P4 target (:mod:`testbed.p4`),
 which knows nothing of P4Runtime, and the P4Runtime server
 (:mod:`testbed.p4runtime`), which serves any object with this class's interface.  The device
-config it accepts is the program's sources
-(:mod:`testbed.p4.device_config`).
+config it accepts is the program's sources (:mod:`testbed.p4.device_config`).
 
 Packet I/O through the CPU port works like BMv2: a PacketOut becomes the frame
 ``packet_out header + payload`` received on the CPU port; a frame the pipeline sends

@@ -3,8 +3,7 @@
 A flow-hashing mode (``ecmp``, ``eecmp``) sends every packet of a QP up the
 same uplink, chosen by the action selector from the packet's headers and the
 switch's hash seed (its parameter table, :mod:`testbed.controllers.parameters`).
-:func:`predict_stream_placement` builds one
-RoCEv2 frame per QP of a spec's stream entries (the same QP numbers, UDP
+:func:`predict_stream_placement` builds one RoCEv2 frame per QP of a spec's stream entries (the same QP numbers, UDP
 source ports and addresses the traffic package uses), runs it through the
 mode's program on an embedded :class:`~testbed.p4.v1model.device.Device`
 whose route has a selector group of ``uplinks`` members, with the spec's

@@ -68,9 +68,8 @@ newline).  The file itself is read within bounds (:mod:`testbed.experiment.spec_
 UTF-8 text of at most 1 MiB, at most 32 levels deep, no key given twice,
 YAML aliases only while the expanded document has at most 100,000 values),
 and the topology is sized by its generator before anything is built.  :func:`derive_seed` gives
-each random choice its own
-stable seed from the spec's seed and a label, so the same spec places the
-same flows on every run.
+each random choice its own stable seed from the spec's seed and a label, so
+the same spec places the same flows on every run.
 """
 import copy
 import hashlib
