@@ -27,13 +27,16 @@ from testbed.p4runtime.client import CHANNEL_OPTIONS, P4RuntimeClient, P4Runtime
 from p4runtime_helpers import DEVICE_ID, demo_info, device_config, running_server, small_program
 
 BIG_COUNTER = "MyIngress.big_counter"
+SELECTOR = "MyIngress.ecmp_selector"
 BIG_COUNTER_CELLS = 100_000
 HOSTS = "MyIngress.hosts"
 
 
 def big_info():
-    """demo_info() plus a counter of 100,000 cells and an exact table of 20,000 entries."""
+    """demo_info() plus a counter of 100,000 cells and an exact table of 20,000 entries; its selector's
+    size is above the target's weight limits, so that they are what a large group meets."""
     info = demo_info()
+    info.action_profiles[SELECTOR].size = 2 * limits.MAX_SELECTOR_WEIGHT
     info.counters[BIG_COUNTER] = Counter(BIG_COUNTER, BIG_COUNTER_CELLS)
     info.tables[HOSTS] = Table(HOSTS, [MatchField("hdr.ipv4.dstAddr", 32, "exact")],
                                [ActionRef("MyIngress.set_port"), ActionRef("NoAction")], size=20_000,
@@ -60,8 +63,6 @@ def _expect(code, call):
 
 
 # ---- selector weights -------------------------------------------------------------------------
-
-SELECTOR = "MyIngress.ecmp_selector"
 
 
 def test_a_huge_member_weight_is_refused_naming_the_limit(switch):
