@@ -612,16 +612,30 @@ def test_registers_read_write_bounds():
     assert reg.read(3) == 0xFFFF and reg.values[3] == 0xFFFF
     reg.values[0] = 7  # the data plane writes directly
     assert reg.read(0) == 7
-    for index in (4, -1):
-        with raises_state_error("OUT_OF_RANGE"):
+    for index, code in ((4, "OUT_OF_RANGE"), (-1, "INVALID_ARGUMENT")):
+        with raises_state_error(code):
             reg.read(index)
-        with raises_state_error("OUT_OF_RANGE"):
+        with raises_state_error(code):
             reg.write(index, 1)
     for value in (0x10000, -1):
         with raises_state_error("INVALID_ARGUMENT"):
             reg.write(1, value)
     state.reset()
     assert reg.values == [0, 0, 0, 0]
+
+
+def test_every_indexed_extern_gives_p4runtime_codes_for_bad_indexes():
+    """P4Runtime CounterEntry / MeterEntry / RegisterEntry: INVALID_ARGUMENT for a negative index,
+    OUT_OF_RANGE for one past the end, whichever way the state is reached."""
+    state = SwitchState(make_program(registers={"r": Register("r", 8, 2)}, counters={"c": Counter("c", 2)},
+                                     meters={"m": Meter("m", 2, "PACKETS")}))
+    calls = [state.registers["r"].read, lambda i: state.registers["r"].write(i, 1), state.counters["c"].read,
+             lambda i: state.counters["c"].write(i, 1, 1), state.meters["m"].get_config,
+             state.meters["m"].reset_config, lambda i: state.meters["m"].set_config(i, 1, 1, 1, 1)]
+    for call in calls:
+        for index, code in ((-1, "INVALID_ARGUMENT"), (2, "OUT_OF_RANGE"), (1 << 70, "OUT_OF_RANGE")):
+            with raises_state_error(code, f"index {index}"):
+                call(index)
 
 
 def test_counters():
