@@ -147,6 +147,31 @@ def test_extern_arrays_over_the_limits_are_refused_before_allocating(switch, arr
     assert HOSTS in target.state.tables  # the running pipeline is untouched
 
 
+def _constants(count):
+    return "".join(f"const bit<8> c{i} = 8w1;\n" for i in range(count))
+
+
+@pytest.mark.parametrize("declarations, limit", [
+    (_constants(170_000), "MAX_DEVICE_CONFIG_BYTES"),  # 4.6 MB: refused before it is decoded
+    ("#define X8 x x x x x x x x\n#define X64 X8 X8 X8 X8 X8 X8 X8 X8\n#define X512 X64 X64 X64 X64 X64 X64 X64 X64\n"
+     + "X512\n" * 1000, "MAX_PROGRAM_CHARS"),  # 60 KB of source, 1 MB after macro expansion
+    (_constants(30_000), "MAX_PROGRAM_CHARS"),  # 800 KB
+    (_constants(12_000), "MAX_PROGRAM_TOKENS"),  # 310 KB, 108,000 tokens
+], ids=["config bytes", "macro expansion", "program chars", "tokens"])
+def test_a_device_config_beyond_the_loader_bounds_is_refused_early(switch, declarations, limit):
+    """A config's cost is bounded before the program is parsed (a 4.6 MB config of 170,000 constants once
+    took 22 s and 957 MB before it was refused): INVALID_ARGUMENT naming the bound, the pipeline untouched."""
+    target, _address, client = switch
+    source = small_program(" apply { sm.egress_spec = 1; }").replace("header h_t", declarations + "header h_t")
+    before, started = _max_rss_mb(), time.monotonic()
+    error = _expect("INVALID_ARGUMENT", lambda: client.set_pipeline(p4info=p4info_pb2.P4Info(),
+                                                                    device_config=device_config({"p.p4": source})))
+    assert limit in error.message
+    assert limit == "MAX_DEVICE_CONFIG_BYTES" or "p.p4:" in error.message  # the line where the bound was crossed
+    assert time.monotonic() - started < 30 and _max_rss_mb() - before < 300
+    assert HOSTS in target.state.tables
+
+
 def test_extern_arrays_at_the_limit_are_accepted(switch):
     target, _address, client = switch
     _set_program(client, f"register<bit<8>>(32w{limits.MAX_EXTERN_CELLS}) r;")
