@@ -228,6 +228,9 @@ def _declare_instance(model, block, local, pipeline, nested_kind, nested):
         return
     if not isinstance(type_, T.ExternType):
         raise model.error(local, f"unsupported construct: instance of {type_.name_text()} in a {nested_kind}")
+    if qualified in pipeline.instances:  # as p4c: two objects cannot share a control-plane name
+        raise model.error(local, f"the name {qualified} is used for two extern instances (each instance of a "
+                                 f"control needs its own name; a type applied directly twice has one)")
     symbol = Symbol("instance", local.name, type_, decl=local, qualified=qualified)
     block.scope.define(local.name, symbol)
     block.instances[local.name] = symbol
@@ -256,6 +259,9 @@ def _build_control(model, decl, name, pipeline, args=(), caller_scope=None, wher
             control.actions[local.name] = symbol
         elif kind == "table":
             qualified = qualified_name(name, local.name, local.annotations)
+            if qualified in pipeline.tables:  # as p4c: two objects cannot share a control-plane name
+                raise model.error(local, f"the name {qualified} is used for two tables (each instance of a control "
+                                         f"needs its own name; a type applied directly twice has one)")
             table = TableModel(qualified, local.name, local, control)
             symbol = Symbol("table", local.name, decl=local, qualified=qualified, table=table)
             control.scope.define(local.name, symbol)
