@@ -419,3 +419,27 @@ def test_a_type_applied_directly_twice_with_a_table_is_refused_like_p4c():
     with pytest.raises(P4LoadError, match=r":\d+: unsupported construct: a control or parser can only be applied"):
         load(make_program(declarations="control N(inout data_t d) { apply { } }",
                           ingress_locals="action a() { N.apply(hdr.data); }", ingress="a();"))
+
+
+# ------------------------------------------------------------------------------------ bound action arguments
+def test_default_action_and_entries_may_repeat_the_arguments_bound_in_the_actions_list():
+    # P4_16 1.2.4 "Default action" / "Entries": all arguments may be given, the directional ones as bound in
+    # the actions list; p4c accepts this program and BMv2 drops a=0 (default) and sends a=1 to port 3.
+    table = """
+        action my_drop(inout standard_metadata_t smeta) { mark_to_drop(smeta); }
+        action fwd(inout standard_metadata_t smeta, bit<9> port) { smeta.egress_spec = port; }
+        table t {
+            key = { hdr.data.a: exact; }
+            actions = { my_drop(sm); fwd(sm); }
+            default_action = my_drop(sm);
+            const entries = { 1: fwd(sm, 3); 2: fwd(4); }
+        }
+    """
+    _, _, device = device_for(make_program(ingress_locals=table, ingress="sm.egress_spec = 2; t.apply();"))
+    assert run_one(device, data_frame(a=0)) == []
+    assert [port for port, _ in run_one(device, data_frame(a=1))] == [3]
+    assert [port for port, _ in run_one(device, data_frame(a=2))] == [4]
+    other = "standard_metadata_t copy;" + table.replace("default_action = my_drop(sm);",
+                                                        "default_action = my_drop(copy);")
+    with pytest.raises(P4LoadError, match=r"test.p4:\d+: .*directional argument\(s\) copy differ from those bound"):
+        load(make_program(ingress_locals=other, ingress="t.apply();"))
