@@ -443,3 +443,31 @@ def test_default_action_and_entries_may_repeat_the_arguments_bound_in_the_action
                                                         "default_action = my_drop(copy);")
     with pytest.raises(P4LoadError, match=r"test.p4:\d+: .*directional argument\(s\) copy differ from those bound"):
         load(make_program(ingress_locals=other, ingress="t.apply();"))
+
+
+# ------------------------------------------------------------------------------------ lookahead and varbit
+def test_lookahead_of_a_struct_reads_its_fields_in_order_also_as_a_statement():
+    # P4_16 1.2.4 "Packet extraction": lookahead<T> for any fixed-width T; the values below are what
+    # p4c + simple_switch 1.15.5 give for this program (0xA5: x=0xA, b=false, y=-3).
+    headers = PRELUDE + "struct pair_t { bit<4> x; bool b; int<3> y; bit<8> z; }\n"
+    parser = """
+parser MyParser(packet_in pkt, out headers_t hdr, inout meta_t meta, inout standard_metadata_t sm) {
+    state start { pkt.extract(hdr.eth); transition select(hdr.eth.type) { 0x88b5: parse_data; default: accept; } }
+    state parse_data { meta.p = pkt.lookahead<pair_t>(); pkt.lookahead<pair_t>(); pkt.extract(hdr.data); transition accept; }
+}
+"""
+    _, _, device = device_for(make_program(headers=headers, meta="pair_t p;", parser=parser, ingress="""
+        sm.egress_spec = 2;
+        hdr.data.c = meta.p.x ++ (meta.p.b ? 1w1 : 1w0) ++ (bit<3>)meta.p.y ++ meta.p.z;
+        hdr.data.d = (bit<32>)(int<32>)meta.p.y;
+    """))
+    assert data_fields(run_one(device, data_frame(a=0xA5, b=7))[0][1]) == (0xA5, 7, 0xA507, 0xFFFFFFFD)
+    assert data_fields(run_one(device, data_frame(a=0x18, b=7))[0][1]) == (0x18, 7, 0x1807, 0)
+
+
+def test_a_varbit_variable_is_refused_at_its_line():
+    headers = PRELUDE.replace("struct headers_t { eth_t eth; data_t data; }",
+                              "header vh_t { varbit<32> v; }\nstruct headers_t { eth_t eth; data_t data; vh_t vh; }")
+    for locals_, body in (("", "varbit<32> tmp = hdr.vh.v; hdr.vh.v = tmp;"), ("varbit<32> tmp;", "tmp = hdr.vh.v;")):
+        with pytest.raises(P4LoadError, match=r"^test.p4:\d+: unsupported construct: a variable of type varbit<32>"):
+            load(make_program(headers=headers, ingress_locals=locals_, ingress=body))
