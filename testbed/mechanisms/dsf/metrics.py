@@ -9,8 +9,11 @@ links' tc statistics, never from a model:
   :func:`testbed.experiment.counters.drops_by_place`; ``fabric`` adds up what was
   lost *inside* the fabric: link queues, reassembly timeouts, no reachability at
   fabric nodes and TTL (the VOQs are the ingress edge; host ports the egress).
-* :class:`CounterSampler` reads the per-port egress counters of every switch and
-  the DSF counters of the interface nodes once per interval during a run.
+* :class:`CounterSampler` reads counters once per interval during a run: the
+  per-port egress counters of every switch each :data:`SAMPLE_INTERVAL_S`, the
+  DSF counters of the interface nodes (VOQ depth, credits) every few milliseconds
+  (:data:`DSF_SAMPLE_INTERVAL_S`, the credit loop's time scale), at most
+  :data:`MAX_DSF_SAMPLES` samples per run whatever its length.
 * :func:`dsf_section` turns the samples and the end-of-run link loads into
   ``dsf``: link load and MMR per direction of each fabric tier (bytes of cells),
   VOQ depth over time, credit grants per second, host-port busy fraction,
@@ -28,7 +31,9 @@ from testbed.experiment.counters import active_ends
 from testbed.modes import PARAMETERS
 from testbed.traffic import metrics
 
-SAMPLE_INTERVAL_S = 1.0
+SAMPLE_INTERVAL_S = 1.0  # egress counters: uplink rates and host-port busy fractions
+DSF_SAMPLE_INTERVAL_S = 0.005  # VOQ depth and credit grants: queues fill and drain within milliseconds
+MAX_DSF_SAMPLES = 4000  # per run: a longer run is sampled less often, and a late overrun thinned out
 EGRESS_COUNTER = "MyEgress.egress_port_counter"
 # departures are read before arrivals, so that depth = arrivals - departures is never below the truth
 DSF_COUNTERS = ("dsf_voq_dequeued", "dsf_voq_enqueued", "dsf_credit_granted")
@@ -93,9 +98,10 @@ class CounterSampler:
 
     Args:
         clients: ``{switch: P4Runtime session}``.
-        names: ``{switch: [counter names]}`` to read on each.
+        names: ``{switch: [counter names]}`` to read on each (switches without names are not read).
         t0_ns: the run's time zero (sample times are seconds since it).
-        interval_s: time between samples.
+        interval_s: time between samples (the reads of one sample may take longer).
+        max_samples: at most this many samples are kept (None: no bound).
 
     Attributes:
         samples: ``[{"t_s": float, "times": {switch: float}, "counters": {switch: {name: {index:
@@ -103,11 +109,12 @@ class CounterSampler:
         errors: reads that failed (text), at most one per switch and counter.
     """
 
-    def __init__(self, clients, names, t0_ns, interval_s=SAMPLE_INTERVAL_S):
-        self.clients = dict(clients)
+    def __init__(self, clients, names, t0_ns, interval_s=SAMPLE_INTERVAL_S, max_samples=None):
+        self.clients = {switch: client for switch, client in clients.items() if names.get(switch)}
         self.names = {switch: list(names.get(switch, ())) for switch in self.clients}
         self.t0_ns = t0_ns
         self.interval_s = interval_s
+        self.max_samples = max_samples
         self.samples = []
         self.errors = []
         self._stop = threading.Event()
@@ -131,6 +138,10 @@ class CounterSampler:
                 values[name] = {int(i): [int(p), int(b)] for i, (p, b) in cells.items() if p or b}
             times[switch] = ((began + time.time_ns()) // 2 - self.t0_ns) / 1e9
         self.samples.append({"t_s": at, "times": times, "counters": counters})
+        if self.max_samples and len(self.samples) > self.max_samples:
+            # bounded: keep every other sample (the first included) and sample half as often from now on
+            self.samples = self.samples[::2]
+            self.interval_s *= 2
 
     def _run(self):
         next_at = time.monotonic()
@@ -154,10 +165,16 @@ class CounterSampler:
 
 
 def sampler_for(graph, clients, t0_ns, interval_s=SAMPLE_INTERVAL_S):
-    """A :class:`CounterSampler` of the egress counters of every switch and the DSF counters of RDSWs."""
-    names = {switch: [EGRESS_COUNTER] + (list(DSF_COUNTERS) if graph.nodes[switch].get("role") == "rdsw" else [])
-             for switch in clients}
-    return CounterSampler(clients, names, t0_ns, interval_s)
+    """A :class:`CounterSampler` of the egress counters of every switch."""
+    return CounterSampler(clients, {switch: [EGRESS_COUNTER] for switch in clients}, t0_ns, interval_s)
+
+
+def dsf_sampler_for(graph, clients, t0_ns, duration_s):
+    """A :class:`CounterSampler` of the DSF counters (VOQs, credits) of the RDSWs, every
+    :data:`DSF_SAMPLE_INTERVAL_S` or so that a run of ``duration_s`` gives at most :data:`MAX_DSF_SAMPLES`."""
+    names = {switch: list(DSF_COUNTERS) for switch in clients if graph.nodes[switch].get("role") == "rdsw"}
+    interval = max(DSF_SAMPLE_INTERVAL_S, duration_s / MAX_DSF_SAMPLES)
+    return CounterSampler(clients, names, t0_ns, interval, max_samples=MAX_DSF_SAMPLES)
 
 
 def process_cpu_seconds(pid):
@@ -425,13 +442,16 @@ class FabricRecorder:
         self.graph = fabric.topo.graph()
         self.clients = clients
         self.sampler = None
+        self.dsf_sampler = None
         self.cpu = SwitchCpu(fabric.switches)
         self.cpu_shares = {}
 
     def start(self, t0_ns):
         """Start sampling counters."""
         self.sampler = sampler_for(self.graph, self.clients, t0_ns)
+        self.dsf_sampler = dsf_sampler_for(self.graph, self.clients, t0_ns, self.spec.duration_s)
         self.sampler.start()
+        self.dsf_sampler.start()
         self.cpu.start()
 
     def stop(self):
@@ -440,27 +460,32 @@ class FabricRecorder:
             if not self.cpu_shares:
                 self.cpu_shares = self.cpu.shares()
             self.sampler.stop()
+            self.dsf_sampler.stop()
 
     def section(self, record, controller):
         """The ``dsf`` section for a run's results ``record`` (links, failures, traffic; call after :meth:`stop`)."""
         samples = self.sampler.samples if self.sampler is not None else []
-        section = dsf_section(self.spec, self.graph, record, samples, controller)
-        section["sample_errors"] = list(self.sampler.errors) if self.sampler is not None else []
+        dsf_samples = self.dsf_sampler.samples if self.dsf_sampler is not None else []
+        section = dsf_section(self.spec, self.graph, record, samples, controller, dsf_samples)
+        section["sample_errors"] = (list(self.sampler.errors) + list(self.dsf_sampler.errors)
+                                    if self.sampler is not None else [])
         section["switch_cpu"] = {name: round(share, 3) for name, share in sorted(self.cpu_shares.items())}
         section["load_average"] = list(os.getloadavg())
         return section
 
 
-def dsf_section(spec, graph, record, samples, controller):
+def dsf_section(spec, graph, record, samples, controller, dsf_samples=None):
     """The ``dsf`` section of results.json (see :mod:`testbed.experiment.results`).
 
     Args:
         spec: the run's spec.
         graph: the topology multigraph.
         record: the run's results so far (its ``links``, ``failures`` and ``traffic`` rows).
-        samples: :class:`CounterSampler` samples.
+        samples: :class:`CounterSampler` samples of the egress counters.
         controller: the run's controller (its ``dsf`` record, if any).
+        dsf_samples: samples of the DSF counters (default: ``samples``, when they hold both).
     """
+    dsf_samples = samples if dsf_samples is None else dsf_samples
     rdsws = sorted(n for n in graph.nodes if graph.nodes[n].get("role") == "rdsw")
     parameters = {name: spec.mode_params.get(name, PARAMETERS[name].default)
                   for name in PARAMETERS if name.startswith("dsf_")}
@@ -471,12 +496,13 @@ def dsf_section(spec, graph, record, samples, controller):
         "cell_bytes": parameters["dsf_cell_bytes"],
         "spray_policy": SPRAY_POLICY,
         "tiers": tier_loads(graph, record["links"]),
-        "voq_depth": voq_depths(samples, rdsws),
-        "credits": credit_rates(samples, rdsws),
+        "voq_depth": voq_depths(dsf_samples, rdsws),
+        "credits": credit_rates(dsf_samples, rdsws),
         "host_ports": host_port_busy(graph, samples, start_s, end_s),
         "busy_window_s": [start_s, end_s],
         "uplink_rates": uplinks,
         "rate_changes": rate_changes(uplinks, record["failures"], (start_s, end_s)),
         "control": dict(getattr(controller, "dsf", None) or {}),
         "samples": len(samples),
+        "dsf_samples": len(dsf_samples),
     }

@@ -26,7 +26,7 @@ DSF_SCHEMA = {
     # the controller's state: input_balanced, ibm_seed, withdrawals {dest: [[adv, nbr, key]]}, failed_links,
     # nodes, system_ports, reactions
     "control": dict,
-    "samples": int, "sample_errors": [str],
+    "samples": int, "dsf_samples": int, "sample_errors": [str],
     "switch_cpu": dict,                   # {switch: CPU share of one core over the run}
     "load_average": [NUMBER],             # the machine's, at the end
 }
