@@ -160,3 +160,21 @@ def test_the_dsf_counters_are_sampled_every_few_milliseconds_and_the_samples_are
     times = [s["t_s"] for s in sampler.samples]
     assert 10 <= len(times) <= 41 and times == sorted(times)  # far more than the old once a second; bounded
     assert sampler.interval_s > M.DSF_SAMPLE_INTERVAL_S  # it thinned itself out when 40 were reached
+
+
+def test_path_dilation_is_not_reported_for_the_cell_fabric_only():
+    """The IPv4 TTL counts the DSF fabric as one hop ("-2 extra hops" for every packet): a run in a DSF mode
+    says the metric does not apply; an IP mode (ecmp) on the same topology keeps its TTL-based figure."""
+    from testbed.mechanisms import hooks_for
+    from testbed.mechanisms.hooks import RunContext
+
+    hooks = next(each for each in hooks_for() if isinstance(each, DSFHooks))
+    for mode, kept in (("dsf", False), ("ecmp", True)):
+        measured = {"extra_hops": {"-2": 10}, "packets": 10}
+        record = {"summary": {"path_dilation": dict(measured)}}
+        hooks.results(record, RunContext(SimpleNamespace(mode=mode)))
+        dilation = record["summary"]["path_dilation"]
+        assert (dilation == measured) == kept
+        if not kept:
+            assert dilation["extra_hops"] == {} and "one hop" in dilation["not_measured"]
+            assert not check_schema(dilation, RESULTS_SCHEMA["summary"]["path_dilation"])
