@@ -11,8 +11,8 @@ links' tc statistics, never from a model:
   fabric nodes and TTL (the VOQs are the ingress edge; host ports the egress).
 * :class:`CounterSampler` reads counters once per interval during a run: the
   per-port egress counters of every switch each :data:`SAMPLE_INTERVAL_S`, the
-  DSF counters of the interface nodes (VOQ depth, credits) every few milliseconds
-  (:data:`DSF_SAMPLE_INTERVAL_S`, the credit loop's time scale), at most
+  DSF counters of the interface nodes (VOQ depth, credits) every 50 ms
+  (:data:`DSF_SAMPLE_INTERVAL_S`), at most
   :data:`MAX_DSF_SAMPLES` samples per run whatever its length.  The switches are read in
   parallel, each with one Read; between full reads (every :data:`DSF_FULL_READ_S`) only
   the VOQs and ports in use are read, so that a sample costs a few milliseconds.
@@ -37,7 +37,8 @@ from testbed.modes import PARAMETERS
 from testbed.traffic import metrics
 
 SAMPLE_INTERVAL_S = 1.0  # egress counters: uplink rates and host-port busy fractions
-DSF_SAMPLE_INTERVAL_S = 0.005  # VOQ depth and credit grants: queues fill and drain within milliseconds
+DSF_SAMPLE_INTERVAL_S = 0.05  # VOQ depth and credit grants: 20 samples a second (the sampler can do
+# 5 ms, but on a busy 2-core machine reads that often slow the switches enough to change the fabric's drops)
 MAX_DSF_SAMPLES = 4000  # per run: a longer run is sampled less often, and a late overrun thinned out
 DSF_FULL_READ_S = 0.25  # every VOQ and port this often; in between the ones in use (see CounterSampler)
 EGRESS_COUNTER = "MyEgress.egress_port_counter"
