@@ -284,10 +284,11 @@ class Fabric:
             client.close()
 
     def __enter__(self):
+        """Start the fabric (or take the one already started, as ``fabric_factory`` returns it); ``with`` ends it."""
         self._signals = termination_as_interrupt()
         self._signals.__enter__()
         try:
-            return self.start()
+            return self if self.network is not None else self.start()
         except BaseException:
             self._signals.__exit__(None, None, None)
             raise

@@ -9,7 +9,8 @@ Fixtures:
       def test_reachability(fabric):
           assert_all_pairs_reachable(fabric)
 
-* ``fabric_factory``: a function ``start(topology, **options) -> Fabric`` for tests that
+* ``fabric_factory``: a function ``start(topology, **options) -> Fabric`` (started; a ``with``
+  block on it just takes it and stops it at its end) for tests that
   need several fabrics one after another or decide the options at run time; every
   fabric it started is stopped after the test.
 * ``no_leftovers``: fails the test if it leaves namespaces, interfaces, processes or

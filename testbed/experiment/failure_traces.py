@@ -16,6 +16,7 @@ The paper gives no parameters (they come from Gill et al.'s measurements),
 so the caller gives the medians and the log-scale spreads; every draw comes
 from ``seed``, so a spec's trace is the same on every run and mode.
 """
+import itertools
 import math
 import random
 from dataclasses import dataclass
@@ -25,6 +26,13 @@ from testbed.topologies.graph import is_host
 
 #: switch roles that never fail (F10 leaves ToR failures to the cloud software)
 NEVER_FAILING_ROLES = ("edge", "leaf", "host")
+#: a distribution's median in seconds: from a millisecond (the runner's time resolution) to a day
+MIN_MEDIAN_S, MAX_MEDIAN_S = 0.001, 86_400.0
+#: largest log-scale spread: draws stay finite (exp(4 * 9) times the median at the most extreme)
+#: and within a factor of about 2,900 of the median for 95 % of them (exp(2 * 4))
+MAX_SIGMA = 4.0
+#: most failures one process may draw in a trace (each may be a link change the run carries out)
+MAX_TRACE_FAILURES = 10_000
 
 
 @dataclass(frozen=True)
@@ -39,11 +47,19 @@ class LogNormal:
     sigma: float
 
     def check(self, field):
-        """Refuse a non-positive median or a negative / non-finite spread, naming ``field``."""
-        if not (isinstance(self.median, (int, float)) and math.isfinite(self.median) and self.median > 0):
-            raise ParameterError(f"{field}.median", self.median, "a number of seconds > 0")
-        if not (isinstance(self.sigma, (int, float)) and math.isfinite(self.sigma) and self.sigma >= 0):
-            raise ParameterError(f"{field}.sigma", self.sigma, "a number >= 0 (log-scale spread)")
+        """Refuse a median outside [MIN_MEDIAN_S, MAX_MEDIAN_S] or a spread outside [0, MAX_SIGMA], naming ``field``.
+
+        >>> LogNormal(1.0, 1e6).check("repair_s")
+        Traceback (most recent call last):
+        ...
+        testbed.errors.ParameterError: invalid repair_s.sigma=1000000.0: allowed values are a number in [0, 4.0] (log-scale spread)
+        """
+        if isinstance(self.median, bool) or not (isinstance(self.median, (int, float)) and
+                                                 MIN_MEDIAN_S <= self.median <= MAX_MEDIAN_S):
+            raise ParameterError(f"{field}.median", self.median, f"a number of seconds in [{MIN_MEDIAN_S}, "
+                                                                 f"{MAX_MEDIAN_S}]")
+        if isinstance(self.sigma, bool) or not (isinstance(self.sigma, (int, float)) and 0 <= self.sigma <= MAX_SIGMA):
+            raise ParameterError(f"{field}.sigma", self.sigma, f"a number in [0, {MAX_SIGMA}] (log-scale spread)")
 
     def draw(self, rng):
         """One value."""
@@ -109,10 +125,14 @@ def lognormal_trace(graph, seed, start_s, end_s, links=None, switches=None):
             raise ParameterError(f"failure_trace.{name}", name, "a topology with such components")
         now = start_s
         down_until = {}  # component -> repair time
-        while True:
+        for draws in itertools.count(1):
             now += process.between_failures_s.draw(rng)
             if now >= end_s:
                 break
+            if draws > MAX_TRACE_FAILURES:
+                raise ParameterError(f"failure_trace.{name}.between_failures_s", process.between_failures_s.median,
+                                     f"a median that draws at most {MAX_TRACE_FAILURES} failures between "
+                                     f"start_s and end_s (MAX_TRACE_FAILURES)")
             up = [item for item in pool if down_until.get(item, -1.0) <= now]
             if not up:
                 continue

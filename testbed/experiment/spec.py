@@ -61,10 +61,15 @@ Run-time parameters a run's mode takes and the spec does not give, where the
 parameter is drawn from the seed (``hash_seed``, DSF's ``dsf_ibm_seed``), get
 their value from :func:`derive_seed`; ``seeded_params`` lists them.
 
-Every error names the field path and the value (shortened when long):
-``traffic[1].rate_mbps: must be > 0 (got -5)``.  Numbers must be finite (no
-``.inf`` or ``.nan``), names and paths free of control characters (NUL,
-newline).  The file itself is read within bounds (:mod:`testbed.experiment.spec_yaml`:
+Every error names the field path, the allowed values and the value given (shortened
+when long): ``traffic[1].rate_mbps: must be a number in (0, 10000] (got -5)``.
+Every number has a range a run on one machine can honour: times (``duration_s``,
+``start_s``, ``at_s``, the trace window) at most a day (:data:`MAX_DURATION_S`),
+rates at most 10 Gbit/s, collective sizes at most 1 GiB, the detection delay at
+most a minute, a log-normal's median in [1 ms, a day] and ``sigma`` in [0, 4] (every
+draw finite), at most 10,000 drawn failures per process; the name (a folder name)
+is at most 100 bytes.  Numbers must be finite (no ``.inf`` or ``.nan``), names and
+paths free of control characters (NUL, newline).  The file itself is read within bounds (:mod:`testbed.experiment.spec_yaml`:
 UTF-8 text of at most 1 MiB, at most 32 levels deep, no key given twice,
 YAML aliases only while the expanded document has at most 100,000 values),
 and the topology is sized by its generator before anything is built.  :func:`derive_seed` gives
@@ -84,7 +89,8 @@ from testbed import modes as mode_table
 from testbed.controllers.contract import DEFAULT_DETECTION_DELAY_MS, FAILURE_ACTIONS, element_label
 from testbed.emulation.netem import netem_available
 from testbed.errors import ParameterError, SpecError, short_repr
-from testbed.experiment.failure_traces import FailureProcess, LogNormal, lognormal_trace
+from testbed.experiment.failure_traces import (MAX_MEDIAN_S, MAX_SIGMA, MIN_MEDIAN_S, FailureProcess, LogNormal,
+                                               lognormal_trace)
 from testbed.experiment.spec_yaml import read_spec_yaml
 from testbed.targets import TARGETS, embedded_only_needs, resolve_target
 from testbed.topologies.graph import node_pair
@@ -98,6 +104,13 @@ MAX_TRAFFIC_ENTRIES = 255
 MAX_SEED = 2 ** 64 - 1
 MAX_NAMES_LISTED = 12  # node names an error message lists before "... (N in all)"
 DEFAULT_RATE_MBPS = 10.0
+# Bounds a run on one machine can honour (each named in the error of a value beyond it):
+MAX_DURATION_S = 86_400.0  # a run, and every time in it: a day
+MAX_RATE_MBPS = 10_000.0  # a stream's rate: 10 Gbit/s, more than one machine's veths carry
+MAX_SIZE_BYTES = 1 << 30  # a collective's message: 1 GiB
+MAX_DETECTION_DELAY_MS = 60_000.0  # the controller's reaction: a minute
+MAX_NAME_BYTES = 100  # the name is the results folder's name (file names end at 255 bytes, with suffixes)
+MAX_PATH_BYTES = 1024  # out_dir (each of its parts at most 255 bytes, the file-name limit)
 DEFAULT_SIZE_BYTES = 64 * 1024
 DEFAULT_MTU = 1024
 DEFAULT_TAIL_S = 1.0
@@ -349,18 +362,23 @@ def _check_keys(data, allowed, path):
 
 
 def _number(value, path, minimum=None, exclusive=False, maximum=None, integer=False):
+    """``value`` if it is a number (``integer``: an int) within the bounds, else a SpecError naming ``path``
+    and the allowed range (``exclusive``: the minimum itself is not allowed)."""
     kind = "an integer" if integer else "a number"
+    low, high = (bound if isinstance(bound, int) else f"{bound:g}" for bound in (minimum or 0, maximum or 0))
+    if minimum is not None and maximum is not None:
+        allowed = f"{kind} in {'(' if exclusive else '['}{low}, {high}]"
+    elif minimum is not None:
+        allowed = f"{kind} {'>' if exclusive else '>='} {low}"
+    else:
+        allowed = kind if maximum is None else f"{kind} <= {high}"
     if isinstance(value, bool) or not isinstance(value, (int,) if integer else (int, float)):
-        raise SpecError(path, value, f"must be {kind}")
+        raise SpecError(path, value, f"must be {allowed}")
     if isinstance(value, float) and not math.isfinite(value):
-        raise SpecError(path, value, "must be a finite number")
-    if minimum is not None:
-        if exclusive and not value > minimum:
-            raise SpecError(path, value, f"must be > {minimum}")
-        if not exclusive and not value >= minimum:
-            raise SpecError(path, value, f"must be >= {minimum}")
-    if maximum is not None and value > maximum:
-        raise SpecError(path, value, f"must be <= {maximum}")
+        raise SpecError(path, value, "must be a finite " + allowed[len("a "):])
+    if (minimum is not None and (value <= minimum if exclusive else value < minimum)) or \
+            (maximum is not None and value > maximum):
+        raise SpecError(path, value, f"must be {allowed}")
     return value
 
 
@@ -438,7 +456,7 @@ def _parse_controller(data, switches):
     _check_keys(section, ("kind", "detection_delay_ms") + tuple(declared), "controller")
     kind = _choice(section.get("kind", default), list(mechanisms.controller_kinds()), "controller.kind")
     delay = _number(section.get("detection_delay_ms", DEFAULT_DETECTION_DELAY_MS),
-                    "controller.detection_delay_ms", minimum=0)
+                    "controller.detection_delay_ms", minimum=0, maximum=MAX_DETECTION_DELAY_MS)
     options = {name: declared[name].check(value, f"controller.{name}", switches)
                for name, value in section.items() if name in declared}
     return ControllerSpec(kind, float(delay), "detection_delay_ms" in section, requested_kind=kind, options=options)
@@ -526,15 +544,16 @@ def _parse_traffic(data, all_hosts, seed):
             raise SpecError(f"{path}.hosts", hosts, "a collective needs at least 2 hosts")
         entry = TrafficSpec(pattern=pattern, hosts=hosts, seed=derive_seed(seed, "traffic", index), job=index + 1)
         entry.size_bytes = _number(raw.get("size_bytes", entry.size_bytes), f"{path}.size_bytes", minimum=1,
-                                   integer=True)
+                                   maximum=MAX_SIZE_BYTES, integer=True)
         entry.qps = _number(raw.get("qps", entry.qps), f"{path}.qps", minimum=1, maximum=MAX_QPS, integer=True)
         entry.qp_scaling = _choice(raw.get("qp_scaling", entry.qp_scaling), QP_SCALING, f"{path}.qp_scaling")
         entry.udp_sport = _choice(raw.get("udp_sport", entry.udp_sport), UDP_SPORT_RULES, f"{path}.udp_sport")
         entry.rate_mbps = float(_number(raw.get("rate_mbps", entry.rate_mbps), f"{path}.rate_mbps", minimum=0,
-                                        exclusive=True))
-        entry.start_s = float(_number(raw.get("start_s", 0.0), f"{path}.start_s", minimum=0))
+                                        exclusive=True, maximum=MAX_RATE_MBPS))
+        entry.start_s = float(_number(raw.get("start_s", 0.0), f"{path}.start_s", minimum=0, maximum=MAX_DURATION_S))
         if raw.get("duration_s") is not None:
-            entry.duration_s = float(_number(raw["duration_s"], f"{path}.duration_s", minimum=0, exclusive=True))
+            entry.duration_s = float(_number(raw["duration_s"], f"{path}.duration_s", minimum=0, exclusive=True,
+                                             maximum=MAX_DURATION_S))
         entry.mtu = _number(raw.get("mtu", entry.mtu), f"{path}.mtu", minimum=64, maximum=9000, integer=True)
         parsed.append(entry)
     return parsed
@@ -555,7 +574,7 @@ def _parse_failures(data, topo, switches):
         _check_keys(raw, _FAILURE_FIELDS, path)
         if "at_s" not in raw:
             raise SpecError(f"{path}.at_s", None, "is required", show_value=False)
-        at_s = float(_number(raw["at_s"], f"{path}.at_s", minimum=0))
+        at_s = float(_number(raw["at_s"], f"{path}.at_s", minimum=0, maximum=MAX_DURATION_S))
         if "action" not in raw:
             raise SpecError(f"{path}.action", None, "is required; allowed: " + ", ".join(FAILURE_ACTIONS),
                             show_value=False)
@@ -597,10 +616,10 @@ def _parse_lognormal(raw, path):
     _check_keys(raw, _LOGNORMAL_FIELDS, path)
     for name in _LOGNORMAL_FIELDS:
         if name not in raw:
-            raise SpecError(f"{path}.{name}", None, "is required (median: seconds > 0; sigma: log-scale "
-                            "spread >= 0)", show_value=False)
-    return LogNormal(float(_number(raw["median"], f"{path}.median", minimum=0, exclusive=True)),
-                     float(_number(raw["sigma"], f"{path}.sigma", minimum=0)))
+            raise SpecError(f"{path}.{name}", None, f"is required (median: seconds in [{MIN_MEDIAN_S}, "
+                            f"{MAX_MEDIAN_S}]; sigma: log-scale spread in [0, {MAX_SIGMA}])", show_value=False)
+    return LogNormal(float(_number(raw["median"], f"{path}.median", minimum=MIN_MEDIAN_S, maximum=MAX_MEDIAN_S)),
+                     float(_number(raw["sigma"], f"{path}.sigma", minimum=0, maximum=MAX_SIGMA)))
 
 
 def _parse_failure_trace(data, topo, seed):
@@ -613,8 +632,9 @@ def _parse_failure_trace(data, topo, seed):
     for name in ("start_s", "end_s"):
         if name not in raw:
             raise SpecError(f"failure_trace.{name}", None, "is required (seconds)", show_value=False)
-    start_s = float(_number(raw["start_s"], "failure_trace.start_s", minimum=0))
-    end_s = float(_number(raw["end_s"], "failure_trace.end_s", minimum=start_s, exclusive=True))
+    start_s = float(_number(raw["start_s"], "failure_trace.start_s", minimum=0, maximum=MAX_DURATION_S))
+    end_s = float(_number(raw["end_s"], "failure_trace.end_s", minimum=start_s, exclusive=True,
+                          maximum=MAX_DURATION_S))
     processes = {}
     for kind in ("links", "switches"):
         if kind not in raw:
@@ -701,6 +721,9 @@ def parse_spec(data, source=None, check_machine=True):
     name = _string(data["name"], "name")
     if any(char in name for char in "/\\") or name.startswith("."):
         raise SpecError("name", name, "must be usable as a folder name (no '/', not starting with '.')")
+    if len(name.encode()) > MAX_NAME_BYTES:
+        raise SpecError("name", name, f"must be at most {MAX_NAME_BYTES} bytes (UTF-8) long: it "
+                                                      f"names the results folder")
     if "seed" not in data:
         raise SpecError("seed", None, "is required (an integer; every random choice derives from it)",
                         show_value=False)
@@ -718,7 +741,8 @@ def parse_spec(data, source=None, check_machine=True):
     if failure_trace is not None:
         ends.append(failure_trace.end_s)
     default_duration = max(ends + [f.at_s for f in written] + [1.0]) + DEFAULT_TAIL_S
-    duration = float(_number(data.get("duration_s", default_duration), "duration_s", minimum=0, exclusive=True))
+    duration = float(_number(data.get("duration_s", default_duration), "duration_s", minimum=0, exclusive=True,
+                             maximum=MAX_DURATION_S))
     for index, entry in enumerate(traffic):
         if entry.start_s >= duration:
             raise SpecError(f"traffic[{index}].start_s", entry.start_s, f"must be < duration_s ({duration})")
@@ -738,6 +762,9 @@ def parse_spec(data, source=None, check_machine=True):
         _choice(metric, METRICS, f"metrics[{index}]")
     out_dir = data.get("out_dir", os.path.join("results", name))
     _string(out_dir, "out_dir")
+    if len(out_dir.encode()) > MAX_PATH_BYTES or any(len(part.encode()) > 255 for part in out_dir.split("/")):
+        raise SpecError("out_dir", out_dir, f"must be a path of at most {MAX_PATH_BYTES} bytes "
+                                                            f"whose parts are at most 255 bytes each")
     spec = ExperimentSpec(name=name, seed=seed, topology=topology, target=target, mode=mode, program=program,
                           mode_params=mode_params, seeded_params=seeded_params, controller=controller,
                           traffic=traffic,

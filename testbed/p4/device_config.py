@@ -14,6 +14,8 @@ import json
 from testbed.errors import TestbedError
 
 DEVICE_CONFIG_FORMAT = "testbed-embedded-v1"
+MAX_DEVICE_CONFIG_BYTES = 4 << 20
+"""Largest device config (sources with comments; the loader bounds the preprocessed program further)."""
 
 
 class DeviceConfigError(TestbedError):
@@ -39,8 +41,12 @@ def parse_device_config(data):
 
     Raises:
         DeviceConfigError: it is not the JSON document of the module docstring (not
-            JSON, nested too deeply, a field missing, a source that is not a string).
+            JSON, nested too deeply, a field missing, a source that is not a string), or it is
+            larger than MAX_DEVICE_CONFIG_BYTES.
     """
+    if len(data) > MAX_DEVICE_CONFIG_BYTES:
+        raise DeviceConfigError(f"p4_device_config of {len(data)} bytes is larger than the embedded target's "
+                                f"limit of {MAX_DEVICE_CONFIG_BYTES} bytes (MAX_DEVICE_CONFIG_BYTES)")
     try:
         document = json.loads(bytes(data).decode())
     except (UnicodeDecodeError, ValueError) as exc:

@@ -20,6 +20,11 @@ specification gives for a target limit, naming the limit and its value:
   (and loading a program at switch start) fails with INVALID_ARGUMENT (spec
   "SetForwardingPipelineConfig RPC": a config the target cannot realize) before
   anything is allocated.
+* Device configs: a config of more than ``MAX_DEVICE_CONFIG_BYTES``
+  (``testbed.p4.device_config``), or whose program is larger than the loader's
+  bounds after preprocessing (``MAX_PROGRAM_CHARS``, ``MAX_PROGRAM_TOKENS``: see
+  ``testbed/p4/compiler/SUPPORTED.md``), is refused with INVALID_ARGUMENT naming
+  the bound, before the program is parsed.
 * gRPC: requests up to :data:`MAX_MESSAGE_BYTES` are accepted, and metadata up
   to :data:`MAX_METADATA_BYTES` is exchanged (server and the project's client;
   gRPC itself refuses a single metadata value of 16 MiB or more), so that the

@@ -456,6 +456,9 @@ class _P4RuntimeService(p4runtime_pb2_grpc.P4RuntimeServicer):
                 if field is None:
                     raise P4RuntimeError("INVALID_ARGUMENT",
                                          f"packet_out: unknown metadata id {item.metadata_id}")
+                if field.name in values:  # which of two values would be meant is not for the server to guess
+                    raise P4RuntimeError("INVALID_ARGUMENT", f"packet_out: metadata id {item.metadata_id} "
+                                                             f"({field.name}) given more than once")
                 values[field.name] = convert.decode(item.value, field.bitwidth,
                                                     f"packet_out metadata {field.name}")
             self.target.packet_out(packet.payload, values)

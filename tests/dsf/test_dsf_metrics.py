@@ -130,3 +130,51 @@ def test_the_dsf_section_fits_its_schema():
     section.update(sample_errors=[], switch_cpu={}, load_average=[0.0, 0.0, 0.0])
     assert check_schema(section, DSF_SCHEMA) == []
     assert section["cell_bytes"] == 256 and section["control"] == {"ibm_seed": 3}
+
+
+def test_the_dsf_counters_are_sampled_every_few_milliseconds_and_the_samples_are_bounded():
+    """VOQ depth and credits change within milliseconds: the RDSWs' DSF counters are read every
+    DSF_SAMPLE_INTERVAL_S (50 ms), a long run less often; the sampler itself keeps a few-millisecond pace
+    over a real P4Runtime server, and never more than max_samples are kept."""
+    import time
+
+    from p4runtime_helpers import DEVICE_ID, demo_info, running_server
+    from testbed.p4runtime.client import P4RuntimeClient
+
+    assert M.DSF_SAMPLE_INTERVAL_S <= 0.05
+    g = graph()
+    rdsws = [n for n in g.nodes if g.nodes[n].get("role") == "rdsw"]
+    assert M.dsf_sampler_for(g, {}, 0, duration_s=10).interval_s == M.DSF_SAMPLE_INTERVAL_S
+    assert M.dsf_sampler_for(g, {}, 0, duration_s=3600).interval_s == 3600 / M.MAX_DSF_SAMPLES
+    with running_server(demo_info()) as (_target, _server, address):
+        client = P4RuntimeClient(address, device_id=DEVICE_ID, election_id=(0, 10), timeout=10)
+        try:
+            sampler = M.CounterSampler({rdsws[0]: client}, {rdsws[0]: ["MyIngress.port_counter"]}, time.time_ns(),
+                                       0.005, max_samples=40)
+            sampler.start()
+            time.sleep(1.0)
+            sampler.stop()
+        finally:
+            client.close()
+    assert not sampler.errors
+    times = [s["t_s"] for s in sampler.samples]
+    assert 10 <= len(times) <= 41 and times == sorted(times)  # far more than the old once a second; bounded
+    assert sampler.interval_s > 0.005  # it thinned itself out when 40 were reached
+
+
+def test_path_dilation_is_not_reported_for_the_cell_fabric_only():
+    """The IPv4 TTL counts the DSF fabric as one hop ("-2 extra hops" for every packet): a run in a DSF mode
+    says the metric does not apply; an IP mode (ecmp) on the same topology keeps its TTL-based figure."""
+    from testbed.mechanisms import hooks_for
+    from testbed.mechanisms.hooks import RunContext
+
+    hooks = next(each for each in hooks_for() if isinstance(each, DSFHooks))
+    for mode, kept in (("dsf", False), ("ecmp", True)):
+        measured = {"extra_hops": {"-2": 10}, "packets": 10}
+        record = {"summary": {"path_dilation": dict(measured)}}
+        hooks.results(record, RunContext(SimpleNamespace(mode=mode)))
+        dilation = record["summary"]["path_dilation"]
+        assert (dilation == measured) == kept
+        if not kept:
+            assert dilation["extra_hops"] == {} and "one hop" in dilation["not_measured"]
+            assert not check_schema(dilation, RESULTS_SCHEMA["summary"]["path_dilation"])

@@ -79,3 +79,12 @@ def test_net_up_torn_down_by_sigint(tmp_path, no_leftovers):
     assert process.returncode == 0, output
     assert "tearing the network down" in output
     assert not state_file.exists()
+
+
+def test_with_on_a_fabric_factory_fabric_returns_it_and_stops_it(fabric_factory):
+    fabric = fabric_factory("clos", leaves=1, spines=1, hosts_per_leaf=2)  # already started
+    with fabric as entered:
+        assert entered is fabric
+        assert [host.name for host in fabric.hosts] == ["h1", "h2"]
+        assert "h1-eth0" in fabric.hosts[0].cmd("ip -o link")
+    assert fabric.network is None  # the with block stopped it; the factory's stop is then a no-op

@@ -191,12 +191,12 @@ def test_a_huge_unknown_key_is_shortened(tmp_path):
     ("duration_s", math.inf), ("traffic__0__duration_s", math.nan)])
 def test_infinities_and_nan_are_refused_as_numbers(path, value):
     field = path.replace("__0__", "[0].")
-    assert parse_error(with_changes(**{path: value})).startswith(f"{field}: must be a finite number (got ")
+    assert parse_error(with_changes(**{path: value})).startswith(f"{field}: must be a finite number")
 
 
 def test_yaml_infinity_is_refused(tmp_path):
     text = BASE_YAML.replace("duration_s: 3", "duration_s: .inf")
-    assert load_error(spec_file(tmp_path, text)) == "duration_s: must be a finite number (got inf)"
+    assert load_error(spec_file(tmp_path, text)) == "duration_s: must be a finite number in (0, 86400] (got inf)"
 
 
 def test_failure_times_and_delays_refuse_nan():
@@ -227,7 +227,51 @@ def test_falsy_non_mappings_and_non_lists_are_refused(field, value):
 
 def test_a_huge_seed_is_refused():
     assert parse_error(with_changes(seed=10 ** 5000)) == \
-        "seed: must be <= 18446744073709551615 (got <an integer of about 5001 digits>)"
+        "seed: must be an integer in [0, 18446744073709551615] (got <an integer of about 5001 digits>)"
+
+
+@pytest.mark.parametrize("changes, message", [
+    ({"duration_s": 1e308}, "duration_s: must be a number in (0, 86400] (got 1e+308)"),
+    ({"traffic__0__rate_mbps": 1e308}, "traffic[0].rate_mbps: must be a number in (0, 10000] (got 1e+308)"),
+    ({"traffic__0__rate_mbps": 2 ** 64}, "traffic[0].rate_mbps: must be a number in (0, 10000] (got 18446744073709551616)"),
+    ({"traffic__0__start_s": 1e12}, "traffic[0].start_s: must be a number in [0, 86400] (got 1000000000000.0)"),
+    ({"traffic__0__duration_s": 1e12}, "traffic[0].duration_s: must be a number in (0, 86400] (got 1000000000000.0)"),
+    ({"traffic__0__size_bytes": 2 ** 40}, "traffic[0].size_bytes: must be an integer in [1, 1073741824] (got "),
+    ({"controller": {"kind": "static", "detection_delay_ms": 1.8e19}},
+     "controller.detection_delay_ms: must be a number in [0, 60000] (got 1.8e+19)"),
+    ({"failures": [{"at_s": 1e300, "action": "link_down", "link": ["leaf0", "spine0"]}]},
+     "failures[0].at_s: must be a number in [0, 86400] (got 1e+300)"),
+    ({"controller": {"kind": "static", "rescheduler_epoch_ms": 1e308}},
+     "controller.rescheduler_epoch_ms: must be a number of milliseconds in (0, 3600000] (got 1e+308)"),
+    ({"name": "x" * 300}, "name: must be at most 100 bytes (UTF-8) long: it names the results folder (got 'xxx"),
+    ({"name": "é" * 51}, "name: must be at most 100 bytes (UTF-8) long"),
+    ({"out_dir": "results/" + "y" * 256}, "out_dir: must be a path of at most 1024 bytes whose parts are at most 255"),
+])
+def test_absurd_values_are_refused_with_the_allowed_range(changes, message):
+    """Every numeric field has a range a run on one machine can honour, named in the error (issue: 1e308 s,
+    1.8e19 Mbit/s and a 300-character name were accepted)."""
+    assert parse_error(with_changes(**changes)).startswith(message)
+
+
+@pytest.mark.parametrize("kind", ["links", "switches"])
+@pytest.mark.parametrize("field, value, message", [
+    ("repair_s", {"median": 1.0, "sigma": 1_000_000}, "repair_s.sigma: must be a number in [0, 4] (got 1000000)"),
+    ("repair_s", {"median": 1e300, "sigma": 1}, "repair_s.median: must be a number in [0.001, 86400] (got 1e+300)"),
+    ("between_failures_s", {"median": 1e-300, "sigma": 1},
+     "between_failures_s.median: must be a number in [0.001, 86400] (got 1e-300)"),
+    ("between_failures_s", {"median": 0.001, "sigma": 0},
+     "between_failures_s: a median that draws at most 10000 failures between start_s and end_s"),
+])
+def test_failure_trace_distributions_draw_finite_meaningful_values(kind, field, value, message):
+    """A log-normal's parameters are bounded so that every draw is finite and the trace has a size a run can
+    carry out (sigma 1e6 once crashed load_spec with OverflowError in random.lognormvariate)."""
+    process = {"between_failures_s": {"median": 2.0, "sigma": 0.5}, "repair_s": {"median": 1.0, "sigma": 0.5}}
+    process[field] = value
+    data = with_changes(topology={"kind": "fattree", "params": {"k": 4}}, traffic=[], duration_s=40,
+                        failure_trace={"start_s": 1, "end_s": 30, kind: process})
+    data.pop("mode", None)
+    data.pop("program", None)
+    assert parse_error(data).startswith(f"failure_trace.{kind}.{message}")
 
 
 # ----------------------------------------------------------------------------- message sizes

@@ -356,3 +356,118 @@ def test_field_list_annotation_with_an_unknown_name_is_a_load_error():
     meta = "@field_list(NOT_DECLARED) bit<8> passes;"
     with pytest.raises(P4LoadError, match="NOT_DECLARED"):
         load(make_program(meta=meta, ingress="sm.egress_spec = 2;"))
+
+
+def test_an_unused_in_or_inout_argument_of_a_direct_action_call_is_not_evaluated():
+    # p4c inlines a direct action call and removes the copy of a parameter the body never names (a dead
+    # copy-in, and the copy-out of an unchanged value), so BMv2 never evaluates the argument's stack index
+    # and forwards the packet; an unused out parameter keeps its copy-out and simple_switch aborts
+    # (checked on simple_switch 1.15.5 with p4c 1.2.4.2).
+    program = make_program(headers=PRELUDE + SMALL_STACK, meta="small_t[2] s;", ingress_locals="""
+        action keep(inout bit<8> v) { }
+        action look(in bit<8> v) { }
+        action fill(out bit<8> v) { }
+    """, ingress="""
+        sm.egress_spec = 2;
+        meta.s[0].setValid(); meta.s[1].setValid();
+        keep(meta.s[hdr.data.a].x);
+        look(meta.s[hdr.data.a].x);
+        if (hdr.data.b == 1) { fill(meta.s[hdr.data.a].x); }
+        hdr.data.c = 7;
+    """)
+    _, _, device = device_for(program)
+    [(_, frame)] = run_one(device, data_frame(a=5))
+    assert data_fields(frame)[:3] == (5, 0, 7) and device.halted is None
+    assert run_one(device, data_frame(a=5, b=1)) == []
+    assert device.halted is not None and "out of range" in device.halted
+
+
+# ------------------------------------------------------------------------------------ direct type invocation
+def test_a_control_or_parser_type_applied_directly_is_an_instance_of_its_own():
+    # P4_16 1.2.4 "Direct type invocation": T.apply(...) on a control or parser type without constructor
+    # parameters instantiates it in place; p4c (InstantiateDirectCalls) names the instance like the type.
+    program = make_program(declarations="""
+        control Bump(inout data_t d) { apply { d.c = d.c + 1; } }
+        control Once(inout data_t d) {
+            counter(4, CounterType.packets) seen;
+            apply { seen.count(0); }
+        }
+        parser Inner(packet_in pkt, inout headers_t hdr) { state start { pkt.extract(hdr.data); transition accept; } }
+    """, parser="""
+parser MyParser(packet_in pkt, out headers_t hdr, inout meta_t meta, inout standard_metadata_t sm) {
+    state start { pkt.extract(hdr.eth); transition select(hdr.eth.type) { 0x88b5: parse_data; default: accept; } }
+    state parse_data { Inner.apply(pkt, hdr); transition accept; }
+}
+""", ingress="sm.egress_spec = 2; Bump.apply(hdr.data); Bump.apply(hdr.data); Once.apply(hdr.data);")
+    loaded, state, device = device_for(program)
+    [(_, frame)] = run_one(device, data_frame(c=40))
+    assert data_fields(frame)[2] == 42  # two instances, each applied once
+    assert "MyIngress.Once.seen" in loaded.info.counters
+
+
+def test_a_type_applied_directly_twice_with_a_table_is_refused_like_p4c():
+    # p4c: "Name 'I.Inc.t' is used for multiple table objects in the P4Info message".
+    source = make_program(declarations="""
+        control Inc(inout data_t d) {
+            action up() { d.c = d.c + 1; }
+            table t { key = { d.a: exact; } actions = { up; } default_action = up(); }
+            apply { t.apply(); }
+        }
+    """, ingress="Inc.apply(hdr.data); Inc.apply(hdr.data);")
+    with pytest.raises(P4LoadError, match="MyIngress.Inc.t is used for two tables"):
+        load(source)
+    with pytest.raises(P4LoadError, match=r":\d+: unsupported construct: a control or parser can only be applied"):
+        load(make_program(declarations="control N(inout data_t d) { apply { } }",
+                          ingress_locals="action a() { N.apply(hdr.data); }", ingress="a();"))
+
+
+# ------------------------------------------------------------------------------------ bound action arguments
+def test_default_action_and_entries_may_repeat_the_arguments_bound_in_the_actions_list():
+    # P4_16 1.2.4 "Default action" / "Entries": all arguments may be given, the directional ones as bound in
+    # the actions list; p4c accepts this program and BMv2 drops a=0 (default) and sends a=1 to port 3.
+    table = """
+        action my_drop(inout standard_metadata_t smeta) { mark_to_drop(smeta); }
+        action fwd(inout standard_metadata_t smeta, bit<9> port) { smeta.egress_spec = port; }
+        table t {
+            key = { hdr.data.a: exact; }
+            actions = { my_drop(sm); fwd(sm); }
+            default_action = my_drop(sm);
+            const entries = { 1: fwd(sm, 3); 2: fwd(4); }
+        }
+    """
+    _, _, device = device_for(make_program(ingress_locals=table, ingress="sm.egress_spec = 2; t.apply();"))
+    assert run_one(device, data_frame(a=0)) == []
+    assert [port for port, _ in run_one(device, data_frame(a=1))] == [3]
+    assert [port for port, _ in run_one(device, data_frame(a=2))] == [4]
+    other = "standard_metadata_t copy;" + table.replace("default_action = my_drop(sm);",
+                                                        "default_action = my_drop(copy);")
+    with pytest.raises(P4LoadError, match=r"test.p4:\d+: .*directional argument\(s\) copy differ from those bound"):
+        load(make_program(ingress_locals=other, ingress="t.apply();"))
+
+
+# ------------------------------------------------------------------------------------ lookahead and varbit
+def test_lookahead_of_a_struct_reads_its_fields_in_order_also_as_a_statement():
+    # P4_16 1.2.4 "Packet extraction": lookahead<T> for any fixed-width T; the values below are what
+    # p4c + simple_switch 1.15.5 give for this program (0xA5: x=0xA, b=false, y=-3).
+    headers = PRELUDE + "struct pair_t { bit<4> x; bool b; int<3> y; bit<8> z; }\n"
+    parser = """
+parser MyParser(packet_in pkt, out headers_t hdr, inout meta_t meta, inout standard_metadata_t sm) {
+    state start { pkt.extract(hdr.eth); transition select(hdr.eth.type) { 0x88b5: parse_data; default: accept; } }
+    state parse_data { meta.p = pkt.lookahead<pair_t>(); pkt.lookahead<pair_t>(); pkt.extract(hdr.data); transition accept; }
+}
+"""
+    _, _, device = device_for(make_program(headers=headers, meta="pair_t p;", parser=parser, ingress="""
+        sm.egress_spec = 2;
+        hdr.data.c = meta.p.x ++ (meta.p.b ? 1w1 : 1w0) ++ (bit<3>)meta.p.y ++ meta.p.z;
+        hdr.data.d = (bit<32>)(int<32>)meta.p.y;
+    """))
+    assert data_fields(run_one(device, data_frame(a=0xA5, b=7))[0][1]) == (0xA5, 7, 0xA507, 0xFFFFFFFD)
+    assert data_fields(run_one(device, data_frame(a=0x18, b=7))[0][1]) == (0x18, 7, 0x1807, 0)
+
+
+def test_a_varbit_variable_is_refused_at_its_line():
+    headers = PRELUDE.replace("struct headers_t { eth_t eth; data_t data; }",
+                              "header vh_t { varbit<32> v; }\nstruct headers_t { eth_t eth; data_t data; vh_t vh; }")
+    for locals_, body in (("", "varbit<32> tmp = hdr.vh.v; hdr.vh.v = tmp;"), ("varbit<32> tmp;", "tmp = hdr.vh.v;")):
+        with pytest.raises(P4LoadError, match=r"^test.p4:\d+: unsupported construct: a variable of type varbit<32>"):
+            load(make_program(headers=headers, ingress_locals=locals_, ingress=body))

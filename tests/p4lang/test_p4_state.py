@@ -85,11 +85,13 @@ def state_with(*tables, **more):
 
 
 @contextlib.contextmanager
-def raises_state_error(code):
-    """Like ``pytest.raises(StateError)``, and the error's code must be ``code``; yields the ExceptionInfo."""
+def raises_state_error(code, message=""):
+    """Like ``pytest.raises(StateError)``, and the error's code must be ``code`` (its message hold
+    ``message``); yields the ExceptionInfo."""
     with pytest.raises(StateError) as excinfo:
         yield excinfo
     assert excinfo.value.code == code
+    assert message in str(excinfo.value)
 
 
 # --- exact ------------------------------------------------------------------------
@@ -514,9 +516,30 @@ def test_selector_group_size_limits():
         profile.insert_group(1, [(1, 1), (1, 1)])
     with raises_state_error("NOT_FOUND"):
         profile.insert_group(1, [(9, 1)])
-    profile.insert_group(1, [(1, 2), (2, 2)])
+    profile.insert_group(1, [(1, 2), (2, 1)])
     with raises_state_error("ALREADY_EXISTS"):
         profile.insert_group(1, [(3, 1)])
+
+
+def test_selector_size_bounds_the_weights_of_all_groups():
+    """P4Info ActionProfile without selector_size_semantics (as p4c writes it): ``size`` is the largest sum
+    of member weights over all groups of the selector, ``max_group_size`` that of one group."""
+    state = selector_program(size=8)
+    profile = state.action_profiles["MyIngress.ecmp_selector"]
+    for member_id in (1, 2, 3):
+        profile.insert_member(member_id, nh(member_id))
+    with raises_state_error("RESOURCE_EXHAUSTED", "sum to 10, over the profile's size 8"):
+        profile.insert_group(1, [(1, 5), (2, 5)])
+    profile.insert_group(1, [(1, 5), (2, 3)])
+    with raises_state_error("RESOURCE_EXHAUSTED", "sum to 9"):
+        profile.insert_group(2, [(3, 1)])
+    profile.modify_group(1, [(1, 4)])  # the group's old weights no longer count
+    profile.insert_group(2, [(2, 2), (3, 2)])
+    with raises_state_error("RESOURCE_EXHAUSTED", "sum to 9"):
+        profile.modify_group(2, [(2, 2), (3, 3)])
+    profile.delete_group(1)
+    profile.modify_group(2, [(2, 4), (3, 4)])
+    assert [(group.group_id, group.members) for group in profile.groups()] == [(2, [(2, 4), (3, 4)])]
 
 
 def test_member_and_group_in_use_cannot_be_deleted():
@@ -589,16 +612,30 @@ def test_registers_read_write_bounds():
     assert reg.read(3) == 0xFFFF and reg.values[3] == 0xFFFF
     reg.values[0] = 7  # the data plane writes directly
     assert reg.read(0) == 7
-    for index in (4, -1):
-        with raises_state_error("OUT_OF_RANGE"):
+    for index, code in ((4, "OUT_OF_RANGE"), (-1, "INVALID_ARGUMENT")):
+        with raises_state_error(code):
             reg.read(index)
-        with raises_state_error("OUT_OF_RANGE"):
+        with raises_state_error(code):
             reg.write(index, 1)
     for value in (0x10000, -1):
         with raises_state_error("INVALID_ARGUMENT"):
             reg.write(1, value)
     state.reset()
     assert reg.values == [0, 0, 0, 0]
+
+
+def test_every_indexed_extern_gives_p4runtime_codes_for_bad_indexes():
+    """P4Runtime CounterEntry / MeterEntry / RegisterEntry: INVALID_ARGUMENT for a negative index,
+    OUT_OF_RANGE for one past the end, whichever way the state is reached."""
+    state = SwitchState(make_program(registers={"r": Register("r", 8, 2)}, counters={"c": Counter("c", 2)},
+                                     meters={"m": Meter("m", 2, "PACKETS")}))
+    calls = [state.registers["r"].read, lambda i: state.registers["r"].write(i, 1), state.counters["c"].read,
+             lambda i: state.counters["c"].write(i, 1, 1), state.meters["m"].get_config,
+             state.meters["m"].reset_config, lambda i: state.meters["m"].set_config(i, 1, 1, 1, 1)]
+    for call in calls:
+        for index, code in ((-1, "INVALID_ARGUMENT"), (2, "OUT_OF_RANGE"), (1 << 70, "OUT_OF_RANGE")):
+            with raises_state_error(code, f"index {index}"):
+                call(index)
 
 
 def test_counters():

@@ -27,13 +27,16 @@ from testbed.p4runtime.client import CHANNEL_OPTIONS, P4RuntimeClient, P4Runtime
 from p4runtime_helpers import DEVICE_ID, demo_info, device_config, running_server, small_program
 
 BIG_COUNTER = "MyIngress.big_counter"
+SELECTOR = "MyIngress.ecmp_selector"
 BIG_COUNTER_CELLS = 100_000
 HOSTS = "MyIngress.hosts"
 
 
 def big_info():
-    """demo_info() plus a counter of 100,000 cells and an exact table of 20,000 entries."""
+    """demo_info() plus a counter of 100,000 cells and an exact table of 20,000 entries; its selector's
+    size is above the target's weight limits, so that they are what a large group meets."""
     info = demo_info()
+    info.action_profiles[SELECTOR].size = 2 * limits.MAX_SELECTOR_WEIGHT
     info.counters[BIG_COUNTER] = Counter(BIG_COUNTER, BIG_COUNTER_CELLS)
     info.tables[HOSTS] = Table(HOSTS, [MatchField("hdr.ipv4.dstAddr", 32, "exact")],
                                [ActionRef("MyIngress.set_port"), ActionRef("NoAction")], size=20_000,
@@ -60,8 +63,6 @@ def _expect(code, call):
 
 
 # ---- selector weights -------------------------------------------------------------------------
-
-SELECTOR = "MyIngress.ecmp_selector"
 
 
 def test_a_huge_member_weight_is_refused_naming_the_limit(switch):
@@ -144,6 +145,31 @@ def test_extern_arrays_over_the_limits_are_refused_before_allocating(switch, arr
     assert limit in error.message
     assert _max_rss_mb() - before < 200  # nothing of the 2^26 cells was allocated
     assert HOSTS in target.state.tables  # the running pipeline is untouched
+
+
+def _constants(count):
+    return "".join(f"const bit<8> c{i} = 8w1;\n" for i in range(count))
+
+
+@pytest.mark.parametrize("declarations, limit", [
+    (_constants(170_000), "MAX_DEVICE_CONFIG_BYTES"),  # 4.6 MB: refused before it is decoded
+    ("#define X8 x x x x x x x x\n#define X64 X8 X8 X8 X8 X8 X8 X8 X8\n#define X512 X64 X64 X64 X64 X64 X64 X64 X64\n"
+     + "X512\n" * 1000, "MAX_PROGRAM_CHARS"),  # 60 KB of source, 1 MB after macro expansion
+    (_constants(30_000), "MAX_PROGRAM_CHARS"),  # 800 KB
+    (_constants(12_000), "MAX_PROGRAM_TOKENS"),  # 310 KB, 108,000 tokens
+], ids=["config bytes", "macro expansion", "program chars", "tokens"])
+def test_a_device_config_beyond_the_loader_bounds_is_refused_early(switch, declarations, limit):
+    """A config's cost is bounded before the program is parsed (a 4.6 MB config of 170,000 constants once
+    took 22 s and 957 MB before it was refused): INVALID_ARGUMENT naming the bound, the pipeline untouched."""
+    target, _address, client = switch
+    source = small_program(" apply { sm.egress_spec = 1; }").replace("header h_t", declarations + "header h_t")
+    before, started = _max_rss_mb(), time.monotonic()
+    error = _expect("INVALID_ARGUMENT", lambda: client.set_pipeline(p4info=p4info_pb2.P4Info(),
+                                                                    device_config=device_config({"p.p4": source})))
+    assert limit in error.message
+    assert limit == "MAX_DEVICE_CONFIG_BYTES" or "p.p4:" in error.message  # the line where the bound was crossed
+    assert time.monotonic() - started < 30 and _max_rss_mb() - before < 300
+    assert HOSTS in target.state.tables
 
 
 def test_extern_arrays_at_the_limit_are_accepted(switch):

@@ -478,6 +478,20 @@ def test_packet_out_without_a_data_plane_is_a_stream_error(client):
     still_serving(client)
 
 
+def test_packet_out_with_a_metadata_id_twice_is_invalid_argument(client):
+    """A PacketOut names each metadata field at most once (as a table entry each match field): a second value
+    of the same id is a StreamError INVALID_ARGUMENT naming it, and the packet is not sent."""
+    request = p4runtime_pb2.StreamMessageRequest()
+    request.packet.payload = b"\x00" * 60
+    for port in (b"\x01", b"\x02"):
+        request.packet.metadata.add(metadata_id=1, value=port)
+    client._outbox.put(request)
+    error = client.get_stream_error(timeout=2)
+    assert error is not None and error.canonical_code == code_pb2.INVALID_ARGUMENT, error
+    assert "metadata id 1 (egress_port) given more than once" in error.message
+    still_serving(client)
+
+
 def test_set_pipeline_errors(switch, client):
     _target, _server, address = switch
     Set = p4runtime_pb2.SetForwardingPipelineConfigRequest

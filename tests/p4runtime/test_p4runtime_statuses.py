@@ -240,15 +240,28 @@ def test_read_filters_select_by_priority_action_and_metadata(switch):
     assert read(priority=20, action="NoAction") == []
 
 
-def test_counter_indexes_negative_and_past_the_end(switch):
-    """Spec "CounterEntry": INVALID_ARGUMENT for a negative index, OUT_OF_RANGE past the end."""
+INDEXED = [("counter_entry", "counters", "MyIngress.port_counter", 8),
+           ("meter_entry", "meters", "MyIngress.port_meter", 4),
+           ("register_entry", "registers", "MyIngress.reg", 16)]
+
+
+@pytest.mark.parametrize("field,kind,name,size", INDEXED, ids=[kind for _, kind, _, _ in INDEXED])
+def test_indexes_negative_and_past_the_end_in_reads_and_writes(switch, field, kind, name, size):
+    """Spec "CounterEntry", "MeterEntry" (and RegisterEntry alike): INVALID_ARGUMENT for a negative index,
+    OUT_OF_RANGE for one past the end, in reads and in MODIFY writes.  PI answers INVALID_ARGUMENT for a
+    negative index too, and UNKNOWN (the target's error) past the end."""
     _target, client = switch
-    entity = p4runtime_pb2.Entity()
-    entity.counter_entry.counter_id = client.index.id_of("counters", "MyIngress.port_counter")
-    entity.counter_entry.index.index = -1
-    assert _code(_read(client, entity)) == "INVALID_ARGUMENT"
-    entity.counter_entry.index.index = 8
-    assert _code(_read(client, entity)) == "OUT_OF_RANGE"
+    for index, code in ((-1, "INVALID_ARGUMENT"), (-(1 << 62), "INVALID_ARGUMENT"), (size, "OUT_OF_RANGE"),
+                        ((1 << 62), "OUT_OF_RANGE")):
+        entity = p4runtime_pb2.Entity()
+        entry = getattr(entity, field)
+        setattr(entry, f"{kind[:-1]}_id", client.index.id_of(kind, name))
+        entry.index.index = index
+        assert _code(_read(client, entity)) == code, (kind, index)
+        if field == "register_entry":
+            entry.data.bitstring = b"\x01"
+        update = p4runtime_pb2.Update(type=p4runtime_pb2.Update.MODIFY, entity=entity)
+        assert _update_codes(client, update) == [code], (kind, index)
 
 
 def test_a_direct_counter_read_of_a_missing_entry_is_not_found(switch):

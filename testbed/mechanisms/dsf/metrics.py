@@ -9,8 +9,13 @@ links' tc statistics, never from a model:
   :func:`testbed.experiment.counters.drops_by_place`; ``fabric`` adds up what was
   lost *inside* the fabric: link queues, reassembly timeouts, no reachability at
   fabric nodes and TTL (the VOQs are the ingress edge; host ports the egress).
-* :class:`CounterSampler` reads the per-port egress counters of every switch and
-  the DSF counters of the interface nodes once per interval during a run.
+* :class:`CounterSampler` reads counters once per interval during a run: the
+  per-port egress counters of every switch each :data:`SAMPLE_INTERVAL_S`, the
+  DSF counters of the interface nodes (VOQ depth, credits) every 50 ms
+  (:data:`DSF_SAMPLE_INTERVAL_S`), at most
+  :data:`MAX_DSF_SAMPLES` samples per run whatever its length.  The switches are read in
+  parallel, each with one Read; between full reads (every :data:`DSF_FULL_READ_S`) only
+  the VOQs and ports in use are read, so that a sample costs a few milliseconds.
 * :func:`dsf_section` turns the samples and the end-of-run link loads into
   ``dsf``: link load and MMR per direction of each fabric tier (bytes of cells),
   VOQ depth over time, credit grants per second, host-port busy fraction,
@@ -19,16 +24,23 @@ links' tc statistics, never from a model:
   switch process's CPU share over the run (:class:`SwitchCpu`: a switch near one
   full core is the emulator's limit, not the fabric's).
 """
+import concurrent.futures
 import os
 import threading
 import time
+
+from p4.v1 import p4runtime_pb2
 
 from testbed.experiment.counters import active_ends
 from testbed.modes import PARAMETERS
 from testbed.topologies.graph import is_host, port_toward
 from testbed.traffic import metrics
 
-SAMPLE_INTERVAL_S = 1.0
+SAMPLE_INTERVAL_S = 1.0  # egress counters: uplink rates and host-port busy fractions
+DSF_SAMPLE_INTERVAL_S = 0.05  # VOQ depth and credit grants: 20 samples a second (the sampler can do
+# 5 ms, but on a busy 2-core machine reads that often slow the switches enough to change the fabric's drops)
+MAX_DSF_SAMPLES = 4000  # per run: a longer run is sampled less often, and a late overrun thinned out
+DSF_FULL_READ_S = 0.25  # every VOQ and port this often; in between the ones in use (see CounterSampler)
 EGRESS_COUNTER = "MyEgress.egress_port_counter"
 # departures are read before arrivals, so that depth = arrivals - departures is never below the truth
 DSF_COUNTERS = ("dsf_voq_dequeued", "dsf_voq_enqueued", "dsf_credit_granted")
@@ -93,9 +105,13 @@ class CounterSampler:
 
     Args:
         clients: ``{switch: P4Runtime session}``.
-        names: ``{switch: [counter names]}`` to read on each.
+        names: ``{switch: [counter names]}`` to read on each (switches without names are not read).
         t0_ns: the run's time zero (sample times are seconds since it).
-        interval_s: time between samples.
+        interval_s: time between samples (the reads of one sample may take longer).
+        max_samples: at most this many samples are kept (None: no bound).
+        full_every_s: read every cell this often, and in between only the cells seen non-zero so far
+            (None: every cell each time).  A cell that becomes non-zero in between shows from the next
+            full read on.
 
     Attributes:
         samples: ``[{"t_s": float, "times": {switch: float}, "counters": {switch: {name: {index:
@@ -103,34 +119,74 @@ class CounterSampler:
         errors: reads that failed (text), at most one per switch and counter.
     """
 
-    def __init__(self, clients, names, t0_ns, interval_s=SAMPLE_INTERVAL_S):
-        self.clients = dict(clients)
+    def __init__(self, clients, names, t0_ns, interval_s=SAMPLE_INTERVAL_S, max_samples=None, full_every_s=None):
+        self.clients = {switch: client for switch, client in clients.items() if names.get(switch)}
         self.names = {switch: list(names.get(switch, ())) for switch in self.clients}
         self.t0_ns = t0_ns
         self.interval_s = interval_s
+        self.max_samples = max_samples
         self.samples = []
         self.errors = []
         self._stop = threading.Event()
         self._thread = None
+        self._pool = None
+        self.full_every_s = full_every_s
+        self._last_full = float("-inf")
+        # {switch: indexes non-zero in any of its counters}: a VOQ's departures are read as soon as its
+        # arrivals are seen (the switch's counters must share their index range, as DSF's do)
+        self._known = {}
+
+    def _read_switch(self, switch, full=True):
+        """``(counters, time read)`` of one switch: one Read of its counters (names in reading order), every
+        cell when ``full``, else only the cells that were ever non-zero (a read of hundreds of cells per
+        counter takes tens of milliseconds on a busy switch)."""
+        client, values = self.clients[switch], {}
+        known = self._known.setdefault(switch, set())
+        began = time.time_ns()
+        try:
+            names = {client.index.id_of("counters", name): name for name in self.names[switch]}
+            entities = []
+            for counter_id, name in names.items():
+                for index in ([None] if full else sorted(known)):
+                    entity = p4runtime_pb2.Entity()
+                    entity.counter_entry.counter_id = counter_id
+                    if index is not None:
+                        entity.counter_entry.index.index = index
+                    entities.append(entity)
+            for entity in client.read(entities) if entities else ():
+                entry = entity.counter_entry
+                if entry.data.packet_count or entry.data.byte_count:
+                    name = names[entry.counter_id]
+                    values.setdefault(name, {})[int(entry.index.index)] = [
+                        int(entry.data.packet_count), int(entry.data.byte_count)]
+                    known.add(int(entry.index.index))
+            for name in self.names[switch]:
+                values.setdefault(name, {})
+        except Exception as error:  # noqa: BLE001 - a crashed switch: keep sampling the others
+            message = f"{switch} {', '.join(self.names[switch])}: {type(error).__name__}"
+            if message not in self.errors:
+                self.errors.append(message)
+        return values, ((began + time.time_ns()) // 2 - self.t0_ns) / 1e9
 
     def sample(self):
-        """Read every counter once and keep the sample (with the time each switch was read)."""
+        """Read every switch's counters once, the switches in parallel (each switch process answers its
+        own reads), and keep the sample with the time each switch was read."""
         at = (time.time_ns() - self.t0_ns) / 1e9
-        counters, times = {}, {}
-        for switch, client in self.clients.items():
-            values = counters.setdefault(switch, {})
-            began = time.time_ns()
-            for name in self.names[switch]:
-                try:
-                    cells = client.read_counter(name)
-                except Exception as error:  # noqa: BLE001 - a crashed switch: keep sampling the others
-                    message = f"{switch} {name}: {type(error).__name__}"
-                    if message not in self.errors:
-                        self.errors.append(message)
-                    continue
-                values[name] = {int(i): [int(p), int(b)] for i, (p, b) in cells.items() if p or b}
-            times[switch] = ((began + time.time_ns()) // 2 - self.t0_ns) / 1e9
+        switches = list(self.clients)
+        full = self.full_every_s is None or at - self._last_full >= self.full_every_s
+        if full:
+            self._last_full = at
+        if self._pool is not None and len(switches) > 1:
+            results = list(self._pool.map(lambda switch: self._read_switch(switch, full), switches))
+        else:
+            results = [self._read_switch(switch, full) for switch in switches]
+        counters = {switch: values for switch, (values, _) in zip(switches, results)}
+        times = {switch: read_at for switch, (_, read_at) in zip(switches, results)}
         self.samples.append({"t_s": at, "times": times, "counters": counters})
+        if self.max_samples and len(self.samples) > self.max_samples:
+            # bounded: keep every other sample (the first included) and sample half as often from now on
+            self.samples = self.samples[::2]
+            self.interval_s *= 2
 
     def _run(self):
         next_at = time.monotonic()
@@ -141,6 +197,8 @@ class CounterSampler:
 
     def start(self):
         """Start sampling (the first sample is taken at once)."""
+        self._pool = concurrent.futures.ThreadPoolExecutor(max(1, len(self.clients)),
+                                                           thread_name_prefix="counter-reader")
         self._thread = threading.Thread(target=self._run, name="counter-sampler", daemon=True)
         self._thread.start()
 
@@ -151,13 +209,22 @@ class CounterSampler:
             self._thread.join(timeout=30)
             self._thread = None
             self.sample()
+            self._pool.shutdown(wait=True)
+            self._pool = None
 
 
 def sampler_for(graph, clients, t0_ns, interval_s=SAMPLE_INTERVAL_S):
-    """A :class:`CounterSampler` of the egress counters of every switch and the DSF counters of RDSWs."""
-    names = {switch: [EGRESS_COUNTER] + (list(DSF_COUNTERS) if graph.nodes[switch].get("role") == "rdsw" else [])
-             for switch in clients}
-    return CounterSampler(clients, names, t0_ns, interval_s)
+    """A :class:`CounterSampler` of the egress counters of every switch."""
+    return CounterSampler(clients, {switch: [EGRESS_COUNTER] for switch in clients}, t0_ns, interval_s)
+
+
+def dsf_sampler_for(graph, clients, t0_ns, duration_s):
+    """A :class:`CounterSampler` of the DSF counters (VOQs, credits) of the RDSWs, every
+    :data:`DSF_SAMPLE_INTERVAL_S` or so that a run of ``duration_s`` gives at most :data:`MAX_DSF_SAMPLES`."""
+    names = {switch: list(DSF_COUNTERS) for switch in clients if graph.nodes[switch].get("role") == "rdsw"}
+    interval = max(DSF_SAMPLE_INTERVAL_S, duration_s / MAX_DSF_SAMPLES)
+    return CounterSampler(clients, names, t0_ns, interval, max_samples=MAX_DSF_SAMPLES,
+                          full_every_s=DSF_FULL_READ_S)
 
 
 def process_cpu_seconds(pid):
@@ -425,13 +492,16 @@ class FabricRecorder:
         self.graph = fabric.topo.graph()
         self.clients = clients
         self.sampler = None
+        self.dsf_sampler = None
         self.cpu = SwitchCpu(fabric.switches)
         self.cpu_shares = {}
 
     def start(self, t0_ns):
         """Start sampling counters."""
         self.sampler = sampler_for(self.graph, self.clients, t0_ns)
+        self.dsf_sampler = dsf_sampler_for(self.graph, self.clients, t0_ns, self.spec.duration_s)
         self.sampler.start()
+        self.dsf_sampler.start()
         self.cpu.start()
 
     def stop(self):
@@ -440,27 +510,32 @@ class FabricRecorder:
             if not self.cpu_shares:
                 self.cpu_shares = self.cpu.shares()
             self.sampler.stop()
+            self.dsf_sampler.stop()
 
     def section(self, record, controller):
         """The ``dsf`` section for a run's results ``record`` (links, failures, traffic; call after :meth:`stop`)."""
         samples = self.sampler.samples if self.sampler is not None else []
-        section = dsf_section(self.spec, self.graph, record, samples, controller)
-        section["sample_errors"] = list(self.sampler.errors) if self.sampler is not None else []
+        dsf_samples = self.dsf_sampler.samples if self.dsf_sampler is not None else []
+        section = dsf_section(self.spec, self.graph, record, samples, controller, dsf_samples)
+        section["sample_errors"] = (list(self.sampler.errors) + list(self.dsf_sampler.errors)
+                                    if self.sampler is not None else [])
         section["switch_cpu"] = {name: round(share, 3) for name, share in sorted(self.cpu_shares.items())}
         section["load_average"] = list(os.getloadavg())
         return section
 
 
-def dsf_section(spec, graph, record, samples, controller):
+def dsf_section(spec, graph, record, samples, controller, dsf_samples=None):
     """The ``dsf`` section of results.json (see :mod:`testbed.experiment.results`).
 
     Args:
         spec: the run's spec.
         graph: the topology multigraph.
         record: the run's results so far (its ``links``, ``failures`` and ``traffic`` rows).
-        samples: :class:`CounterSampler` samples.
+        samples: :class:`CounterSampler` samples of the egress counters.
         controller: the run's controller (its ``dsf`` record, if any).
+        dsf_samples: samples of the DSF counters (default: ``samples``, when they hold both).
     """
+    dsf_samples = samples if dsf_samples is None else dsf_samples
     rdsws = sorted(n for n in graph.nodes if graph.nodes[n].get("role") == "rdsw")
     parameters = {name: spec.mode_params.get(name, PARAMETERS[name].default)
                   for name in PARAMETERS if name.startswith("dsf_")}
@@ -471,12 +546,13 @@ def dsf_section(spec, graph, record, samples, controller):
         "cell_bytes": parameters["dsf_cell_bytes"],
         "spray_policy": SPRAY_POLICY,
         "tiers": tier_loads(graph, record["links"]),
-        "voq_depth": voq_depths(samples, rdsws),
-        "credits": credit_rates(samples, rdsws),
+        "voq_depth": voq_depths(dsf_samples, rdsws),
+        "credits": credit_rates(dsf_samples, rdsws),
         "host_ports": host_port_busy(graph, samples, start_s, end_s),
         "busy_window_s": [start_s, end_s],
         "uplink_rates": uplinks,
         "rate_changes": rate_changes(uplinks, record["failures"], (start_s, end_s)),
         "control": dict(getattr(controller, "dsf", None) or {}),
         "samples": len(samples),
+        "dsf_samples": len(dsf_samples),
     }

@@ -26,13 +26,17 @@ DSF_SCHEMA = {
     # the controller's state: input_balanced, ibm_seed, withdrawals {dest: [[adv, nbr, key]]}, failed_links,
     # nodes, system_ports, reactions
     "control": dict,
-    "samples": int, "sample_errors": [str],
+    "samples": int, "dsf_samples": int, "sample_errors": [str],
     "switch_cpu": dict,                   # {switch: CPU share of one core over the run}
     "load_average": [NUMBER],             # the machine's, at the end
 }
 
 
 DROP_PLACES = DSF_DROP_PLACES + FABRIC_DROP_PLACES + ("no_reachability_in_fabric",)
+# The TTL-based path dilation counts IP hops: the cell fabric is one IP hop (the ingress RDSW), so the
+# metric would report "-2 extra hops" for every packet; cells spray over equal-length paths anyway.
+NO_PATH_DILATION = ("the DSF fabric forwards cells, not IP packets: the IPv4 TTL counts it as one hop, so extra "
+                    "hops cannot be told from it (every cell path between two RDSWs has the same length)")
 
 
 def _host_port_busy(results):
@@ -65,9 +69,11 @@ class DSFHooks(RunHooks):
                             skip=run.fabric.crashed)
 
     def results(self, record, run, recorder=None):
-        """The ``dsf`` section."""
+        """The ``dsf`` section; no path dilation for the cell fabric (see :data:`NO_PATH_DILATION`)."""
         if recorder is not None:
             record["dsf"] = recorder.section(record, run.controller)
+        if run.spec.mode in {mode.name for mode in self.mechanism.modes}:
+            record["summary"]["path_dilation"] = {"extra_hops": {}, "packets": 0, "not_measured": NO_PATH_DILATION}
 
     def plots(self, record, out_dir):
         """``dsf_timeline.png`` and ``dsf_fabric_load.png``."""

@@ -119,13 +119,16 @@ def _switch_names(value, path, switches):
     return list(value)
 
 
+MAX_OPTION_MS = 3_600_000  # an epoch or hold-down of an hour: beyond that it never acts within a run
+
+
 def _milliseconds(exclusive):
+    allowed = f"a number of milliseconds in {'(' if exclusive else '['}0, {MAX_OPTION_MS}]"
+
     def check(value, path, _switches):
         if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value \
-                or value in (float("inf"), float("-inf")):
-            raise SpecError(path, value, "must be a number of milliseconds")
-        if value < 0 or (exclusive and value == 0):
-            raise SpecError(path, value, "must be > 0" if exclusive else "must be >= 0")
+                or not (0 < value if exclusive else 0 <= value) or not value <= MAX_OPTION_MS:
+            raise SpecError(path, value, f"must be {allowed}")
         return float(value)
     return check
 

@@ -219,6 +219,26 @@ class CallsMixin:
                 self.write_lvalue(target, code, fn)
 
     # ------------------------------------------------------------------ actions
+    def _named_pairs(self, decl, pairs, scope):
+        """The (argument, parameter) pairs of a direct action call without the ``in``/``inout`` ones whose
+        parameter the body never names and whose argument has no call in it.
+
+        p4c inlines a direct call and then removes such a copy (a dead copy-in; the copy-out of an
+        unchanged value is a self-assignment), so BMv2 never evaluates the argument: a run-time stack
+        index out of range there does not stop simple_switch.  An unused ``out`` parameter keeps its
+        copy-out (of an undefined value) in p4c's output, so its argument is evaluated as usual.
+        """
+        named = {node.name for node in walk_nodes(decl.body) if node.kind == "name"}
+        kept = []
+        for arg, param in pairs:
+            if param.direction in ("in", "inout") and param.name not in named and arg.kind != "dontcare" \
+                    and not any(inner.kind == "call" for inner in walk_nodes(arg)):
+                if arg.kind not in ("list", "struct_expr", "invalid_header"):
+                    self.model.type_of(arg, scope)  # still type-checked, as p4c's front end does first
+                continue
+            kept.append((arg, param))
+        return kept
+
     def inline_action(self, symbol, args, scope, fn, node, from_table=None, bound=()):
         """Emit an action's body in place.
 
@@ -235,7 +255,7 @@ class CallsMixin:
         if from_table is None:
             if len(args) != len(params):
                 raise self.error(node, f"action {symbol.name} needs {len(params)} argument(s), got {len(args)}")
-            pairs = list(zip(args, params))
+            pairs = self._named_pairs(decl, list(zip(args, params)), scope)
         else:
             directional = [p for p in params if p.direction]
             if len(bound) != len(directional):

@@ -82,6 +82,12 @@ class CodeGenerator(ClassesMixin, StatementsMixin, CallsMixin, TableApplyMixin, 
         """A P4LoadError located at ``node``."""
         return self.model.error(node, message)
 
+    def check_variable_type(self, node, type_):
+        """Refuse, at ``node``'s line, a variable of a type the generated code has no value for."""
+        if isinstance(type_, T.VarbitType):
+            raise self.error(node, f"unsupported construct: a variable of type {type_.name_text()} (varbits are "
+                                   f"header fields here; copy the header instead)")
+
     def global_name(self, prefix):
         """A new module-level name."""
         self.global_counter += 1
@@ -340,6 +346,7 @@ class CodeGenerator(ClassesMixin, StatementsMixin, CallsMixin, TableApplyMixin, 
         init = variable.decl.init
         name = self.py_name(variable, fn)
         out.origin = variable.decl.loc
+        self.check_variable_type(variable.decl, variable.type)
         if init is None:
             out.line(f"{name} = {self._initial_value(variable.type)}")
         elif isinstance(variable.type, (T.HeaderType, T.StructType, T.StackType, T.TupleType)):

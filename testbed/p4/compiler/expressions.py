@@ -337,7 +337,45 @@ class ExpressionsMixin:
             out.line(f"{temp} = {self.class_for(type_)}()")
             out.line(f"{temp}.extract(buf, off)")
             return temp
+        leaves = self._lookahead_leaves(type_, "") if isinstance(type_, T.StructType) and \
+            not isinstance(type_, T.UnionType) else None
+        if leaves:
+            # a struct of fixed-width fields, read in declaration order as a header would be (no validity)
+            width = sum(T.scalar_width(leaf) for _, leaf in leaves)
+            nbytes = (width + 7) // 8
+            temp, bits = fn.temp("la"), fn.temp("lb")
+            out.line(f"if off + {nbytes} > n:")
+            out.line("    err = _PacketTooShort")
+            out.line("    break")
+            out.line(f"{bits} = int.from_bytes(buf[off:off + {nbytes}], 'big') >> {nbytes * 8 - width}")
+            out.line(f"{temp} = {self.class_for(type_)}()")
+            shift = width
+            for path, leaf in leaves:
+                leaf_width = T.scalar_width(leaf)
+                shift -= leaf_width
+                value = f"(({bits} >> {shift}) & {(1 << leaf_width) - 1})"
+                if isinstance(leaf, T.BoolType):
+                    value = f"{value} != 0"
+                elif isinstance(leaf, T.BitType) and leaf.signed:
+                    value = self._from_unsigned(value, leaf)
+                out.line(f"{temp}{path} = {value}")
+            return temp
         raise self.error(node, f"unsupported construct: lookahead<{type_.name_text()}>")
+
+    def _lookahead_leaves(self, type_, prefix):
+        """[(attribute path, type)] of a struct's bit/int/bool fields in order, or None if it has others."""
+        leaves = []
+        for f in type_.fields:
+            if isinstance(f.type, T.StructType) and not isinstance(f.type, T.UnionType):
+                inner = self._lookahead_leaves(f.type, f"{prefix}.{attr(f.name)}")
+                if inner is None:
+                    return None
+                leaves += inner
+            elif isinstance(f.type, (T.BitType, T.BoolType)):
+                leaves.append((f"{prefix}.{attr(f.name)}", f.type))
+            else:
+                return None
+        return leaves
 
     def _index_code(self, node, scope, fn):
         """Code of a stack index: a checked constant, or a run-time value (used through ``_stk``)."""

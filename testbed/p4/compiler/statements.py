@@ -128,6 +128,7 @@ class StatementsMixin:
     def variable(self, node, scope, fn):
         """A local variable, with or without initializer."""
         type_ = self.model.resolve_type(node.type_ref)
+        self.check_variable_type(node, type_)
         symbol = Symbol("var", node.name, type_, decl=node)
         name = self.py_name(symbol, fn)
         out = fn.out
@@ -211,6 +212,7 @@ class StatementsMixin:
         out = fn.out
         inner = scope.child()
         type_ = self.model.resolve_type(node.type_ref)
+        self.check_variable_type(node, type_)
         symbol = Symbol("var", node.name, type_, decl=node)
         name = self.py_name(symbol, fn)
         inner.define(node.name, symbol)

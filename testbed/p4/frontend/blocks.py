@@ -56,6 +56,7 @@ class TableModel:
         self.keys = []
         self.action_refs = []
         self.default_action = None  # (Symbol, [arg exprs])
+        self.default_action_decl = None  # the default_action property (for its errors)
         self.const_default_action = False
         self.size = 1024
         self.implementation = None  # Symbol of an action_profile / action_selector instance
@@ -228,6 +229,9 @@ def _declare_instance(model, block, local, pipeline, nested_kind, nested):
         return
     if not isinstance(type_, T.ExternType):
         raise model.error(local, f"unsupported construct: instance of {type_.name_text()} in a {nested_kind}")
+    if qualified in pipeline.instances:  # as p4c: two objects cannot share a control-plane name
+        raise model.error(local, f"the name {qualified} is used for two extern instances (each instance of a "
+                                 f"control needs its own name; a type applied directly twice has one)")
     symbol = Symbol("instance", local.name, type_, decl=local, qualified=qualified)
     block.scope.define(local.name, symbol)
     block.instances[local.name] = symbol
@@ -256,6 +260,9 @@ def _build_control(model, decl, name, pipeline, args=(), caller_scope=None, wher
             control.actions[local.name] = symbol
         elif kind == "table":
             qualified = qualified_name(name, local.name, local.annotations)
+            if qualified in pipeline.tables:  # as p4c: two objects cannot share a control-plane name
+                raise model.error(local, f"the name {qualified} is used for two tables (each instance of a control "
+                                         f"needs its own name; a type applied directly twice has one)")
             table = TableModel(qualified, local.name, local, control)
             symbol = Symbol("table", local.name, decl=local, qualified=qualified, table=table)
             control.scope.define(local.name, symbol)
@@ -317,14 +324,42 @@ def _resolve_table(model, table, control, pipeline):
             if all(ref.symbol.qualified != "NoAction" for ref in table.action_refs):
                 table.action_refs.append(ActionRefModel(noaction, "DEFAULT_ONLY", []))
     else:
-        symbol = table.default_action[0]
-        if symbol.qualified not in {ref.symbol.qualified for ref in table.action_refs}:
+        symbol, args = table.default_action
+        refs = {ref.symbol.qualified: ref for ref in table.action_refs}
+        if symbol.qualified not in refs:
             raise model.error(table.decl, f"table {table.name}: default action {symbol.name} is not in its actions")
+        table.default_action = (symbol, data_arguments(model, table, table.default_action_decl, symbol, args,
+                                                       refs[symbol.qualified]))
     if table.implementation is not None and not table.implementation.type.name == "action_selector" and \
             table.selector_keys:
         raise model.error(table.decl, f"table {table.name}: selector keys need an action_selector implementation")
     if table.selector_keys and table.implementation is None:
         raise model.error(table.decl, f"table {table.name}: selector keys without implementation = action_selector")
+
+
+def data_arguments(model, table, where, symbol, args, ref):
+    """The arguments of ``symbol``'s directionless parameters in a default action or an entry.
+
+    P4_16 lets them give either only those, or all arguments with the directional ones written as
+    bound in the table's ``actions`` list (``default_action = a(hdr.x, 5)`` for ``a(hdr.x)`` listed).
+
+    Raises:
+        P4LoadError: another count, or a directional argument other than the one bound there.
+    """
+    params = symbol.decl.params
+    data = [index for index, param in enumerate(params) if not param.direction]
+    if len(args) == len(data):
+        return list(args)
+    if len(args) == len(params):
+        given = [expression_text(arg) for arg, param in zip(args, params) if param.direction]
+        bound = [expression_text(arg) for arg in ref.args or ()]
+        if given != bound:
+            raise model.error(where, f"table {table.name}: action {symbol.name}: directional argument(s) "
+                                     f"{', '.join(given)} differ from those bound in the actions list "
+                                     f"({', '.join(bound)})")
+        return [args[index] for index in data]
+    raise model.error(where, f"table {table.name}: action {symbol.name} needs {len(data)} argument(s) (or all "
+                             f"{len(params)}, the directional ones as bound in the actions list), got {len(args)}")
 
 
 def _instance_property(model, table, prop, scope, wanted):
@@ -354,10 +389,12 @@ def _simple_table_property(model, table, prop, scope, pipeline):
         if symbol is None or symbol.kind != "action":
             raise model.error(prop, f"table {table.name}: default_action {action_name!r} is not an action")
         data_params = [p for p in symbol.decl.params if not p.direction]
-        if len(args) != len(data_params):
+        if len(args) not in (len(data_params), len(symbol.decl.params)):
             raise model.error(prop, f"table {table.name}: default_action {action_name} needs {len(data_params)} "
-                                    f"argument(s), got {len(args)}")
-        table.default_action = (symbol, args)
+                                    f"argument(s) (or all {len(symbol.decl.params)}, the directional ones as "
+                                    f"bound in the actions list), got {len(args)}")
+        table.default_action = (symbol, args)  # the directional ones are checked once the actions are known
+        table.default_action_decl = prop
         table.const_default_action = prop.const
         pipeline.actions[symbol.qualified] = symbol
     elif name == "size":
@@ -419,11 +456,10 @@ def convert_entries(model, table):
             raise model.error(entry, f"table {table.name}: entry action {entry.action.name!r} is not one of "
                                      f"the table's actions")
         data_params = [p for p in action_symbol.decl.param_symbols if not p.direction]
-        if len(entry.action.args) != len(data_params):
-            raise model.error(entry, f"table {table.name}: action {entry.action.name} needs {len(data_params)} "
-                                     f"argument(s)")
+        given = data_arguments(model, table, entry, action_symbol, entry.action.args,
+                               allowed[action_symbol.qualified])
         args = tuple(model.const_value(arg, scope, param.type) & ((1 << T.scalar_width(param.type)) - 1)
-                     for arg, param in zip(entry.action.args, data_params))
+                     for arg, param in zip(given, data_params))
         result.append(P.ConstEntry(matches, P.ActionCall(action_symbol.qualified, args), priority))
     return result
 

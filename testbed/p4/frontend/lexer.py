@@ -63,6 +63,7 @@ class RawToken:
 
 MAX_LITERAL_BITS = 8192  # integer literals; type widths are at most 4096 bits
 MAX_LITERAL_WIDTH = 4096
+MAX_PROGRAM_TOKENS = 100_000  # after preprocessing; p4src/f10.p4 has 5,600
 
 
 class LiteralError(ValueError):
@@ -158,6 +159,9 @@ class Lexer:
         for index, source in enumerate(self.lines):
             if source.text.strip():
                 raw.extend(self._scan_line(source.text, index))
+                if len(raw) > MAX_PROGRAM_TOKENS:  # the parser's time and memory grow with the tokens
+                    raise self.error(f"unsupported construct: the program has more than {MAX_PROGRAM_TOKENS} "
+                                     f"tokens (MAX_PROGRAM_TOKENS)", index)
         raw = self._fold_annotations(raw)
         type_names = self._collect_type_names(raw)
         self._classify(raw, type_names)

@@ -14,7 +14,7 @@ from lark.lexer import Lexer as LarkLexer
 
 from testbed.errors import P4LoadError
 from testbed.p4.frontend.ast import Annotation, Node
-from testbed.p4.frontend.lexer import Lexer, LiteralError, parse_integer
+from testbed.p4.frontend.lexer import Lexer, LiteralError, RawToken, parse_integer
 
 GRAMMAR_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "p4.lark")
 
@@ -205,6 +205,7 @@ class _AstBuilder(Transformer):
     def __init__(self, annotation_bodies):
         super().__init__()
         self.annotation_bodies = annotation_bodies
+        self._direct_applies = []  # instances of Type.apply(...) calls not yet given to their control/parser
 
     # ------------------------------------------------------------ generic helpers
     def start(self, meta, children):
@@ -383,6 +384,7 @@ class _AstBuilder(Transformer):
 
     def function_decl(self, meta, children):
         annotations, return_type, name = children[0], children[1], children[2]
+        self._take_direct_applies(f"function {name.name}", False)
         type_params, rest = self._split_generic(children[3:])
         return Node("function", name.loc, name=name.name, return_type=return_type, type_params=type_params,
                     params=rest[0], body=rest[1], annotations=annotations)
@@ -413,7 +415,7 @@ class _AstBuilder(Transformer):
         annotations, name = children[0], children[1]
         type_params, rest = self._split_generic(children[2:])
         params, ctor_params = rest[0], rest[1]
-        locals_ = [c for c in rest[2:] if c.kind != "state"]
+        locals_ = [c for c in rest[2:] if c.kind != "state"] + self._take_direct_applies("", True)
         states = [c for c in rest[2:] if c.kind == "state"]
         return Node("parser", name.loc, name=name.name, type_params=type_params, params=params, locals=locals_,
                     states=states, annotations=annotations, ctor_params=ctor_params.params)
@@ -462,13 +464,15 @@ class _AstBuilder(Transformer):
         params, ctor_params = rest[0], rest[1]
         body = rest[-1]
         return Node("control", name.loc, name=name.name, type_params=type_params, params=params,
-                    locals=list(rest[2:-1]), body=body, annotations=annotations, ctor_params=ctor_params.params)
+                    locals=list(rest[2:-1]) + self._take_direct_applies("", True), body=body,
+                    annotations=annotations, ctor_params=ctor_params.params)
 
     def package_decl(self, meta, children):
         return self._type_declaration("package", children)
 
     def action_decl(self, meta, children):
         annotations, name, params, body = children
+        self._take_direct_applies(f"action {name.name}", False)
         return Node("action", name.loc, name=name.name, params=params, body=body, annotations=annotations)
 
     def instantiation(self, meta, children):
@@ -603,6 +607,31 @@ class _AstBuilder(Transformer):
     def call_statement(self, meta, children):
         func, args = children
         return Node("call_statement", func.loc, call=Node("call", func.loc, func=func, args=args, type_args=[]))
+
+    def direct_apply_statement(self, meta, children):
+        """``MyControl.apply(args);`` (P4_16 "direct type invocation"): an instance of the type, declared in the
+        enclosing control or parser (by :meth:`_take_direct_applies`), applied here."""
+        _annotations, type_token, method, args = children
+        line = type_token.line
+        if method != "apply":
+            raise P4LoadError(f"syntax error: unexpected {method!r} (a type can only be applied: "
+                              f"{type_token}.apply(...))")
+        # p4c's InstantiateDirectCalls: a hidden instance per call, named for the control plane as the type
+        hidden = f"{type_token}_inst_{len(self._direct_applies)}" if self._direct_applies else f"{type_token}_inst"
+        name_annotation = Annotation("name", [RawToken("STRING_LITERAL", f'"{type_token}"', line, 0)])
+        self._direct_applies.append(Node("instance", line, name=hidden,
+                                         type_ref=Node("named_type", line, name=str(type_token)), args=[],
+                                         annotations=[name_annotation]))
+        func = Node("member", line, expr=Node("name", line, name=hidden), member="apply")
+        return Node("call_statement", line, call=Node("call", line, func=func, args=args, type_args=[]))
+
+    def _take_direct_applies(self, where, allowed):
+        """The instances of the direct type invocations since the last declaration; refused where not ``allowed``."""
+        instances, self._direct_applies = self._direct_applies, []
+        if instances and not allowed:
+            raise P4LoadError(f"unsupported construct: a control or parser can only be applied directly "
+                              f"(Type.apply(...)) in a control's apply block or a parser state, not in {where}")
+        return instances
 
     def generic_call_statement(self, meta, children):
         func, _lt, type_args, _gt, args = children

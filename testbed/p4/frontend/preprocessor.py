@@ -24,6 +24,7 @@ from testbed.p4.frontend.macros import Macro, MacroError, MacroExpander, evaluat
 TARGET_INCLUDE_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "include")
 MAX_INCLUDE_DEPTH = 64
 MAX_SOURCE_BYTES = 16 * 1024 * 1024  # one source file
+MAX_PROGRAM_CHARS = 512 << 10  # the preprocessed program (includes and macros expanded); p4src/f10.p4 has 27 KB
 
 _DIRECTIVE = re.compile(r"^\s*#\s*(\w*)\s*(.*)$")
 _DEFINE = re.compile(r"([A-Za-z_]\w*)(\(([^)]*)\))?")
@@ -196,6 +197,7 @@ class Preprocessor:
                 raise P4LoadError(f"macro name {name!r} given to define is not an identifier", "<command line>", 0)
             self.macros[name] = Macro(name, str(value), "<command line>", 0)
         self.lines = []
+        self._output_chars = 0
         self._include_stack = []
 
     def run(self, main_key):
@@ -229,6 +231,10 @@ class Preprocessor:
             if not match:
                 if active:
                     line, index = self._expand(line, raw_lines, index, display, lineno)
+                    self._output_chars += len(line)
+                    if self._output_chars > MAX_PROGRAM_CHARS:  # bounds the work of every later stage
+                        raise P4LoadError(f"unsupported construct: the preprocessed program is larger than "
+                                          f"{MAX_PROGRAM_CHARS} characters (MAX_PROGRAM_CHARS)", display, lineno)
                 self.lines.append(SourceLine(line if active else "", display, lineno))
                 continue
             self.lines.append(SourceLine("", display, lineno))

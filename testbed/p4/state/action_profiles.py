@@ -26,7 +26,11 @@ What we follow and where it is documented:
   used by a table entry, is refused (BMv2 ``MBR_STILL_USED`` / ``GRP_STILL_USED``);
   the status is FAILED_PRECONDITION.
 * The P4Info ``size`` of a profile bounds the number of members
-  (RESOURCE_EXHAUSTED beyond it).
+  (RESOURCE_EXHAUSTED beyond it).  For a selector it also bounds the sum of the
+  member weights over all its groups (P4Info ``ActionProfile``: without
+  ``selector_size_semantics``, as p4c writes it, sizes are sums of weights), as
+  ``max_group_size`` bounds one group's: RESOURCE_EXHAUSTED beyond either.  PI
+  and BMv2 enforce neither bound on the sum over groups (they accept it).
 """
 import heapq
 import threading
@@ -261,6 +265,13 @@ class ActionProfileState:
             raise StateError("RESOURCE_EXHAUSTED",
                              f"{self._where}: group {group_id}: total weight {total} exceeds "
                              f"the group size limit {limit}")
+        if self.info.size:
+            others = sum(weight for group in self._groups.values() if group.group_id != group_id
+                         for _, weight in group.members)
+            if others + total > self.info.size:
+                raise StateError("RESOURCE_EXHAUSTED",
+                                 f"{self._where}: group {group_id}: the groups' member weights would sum to "
+                                 f"{others + total}, over the profile's size {self.info.size}")
         return sorted(weights.items())
 
     def insert_group(self, group_id, members, max_size=0):

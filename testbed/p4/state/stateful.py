@@ -4,8 +4,8 @@ What we follow and where it is documented:
 
 * Registers (v1model ``register``): ``values[i]`` is read and written by the
   data plane directly; the control plane goes through :meth:`RegisterState.read`
-  / :meth:`RegisterState.write`, which check the index (OUT_OF_RANGE) and the
-  width (INVALID_ARGUMENT), as P4Runtime's RegisterEntry requires.
+  / :meth:`RegisterState.write`, which check the index (INVALID_ARGUMENT when negative, OUT_OF_RANGE past
+  the end) and the width (INVALID_ARGUMENT), as P4Runtime's RegisterEntry requires.
 * Counters keep packets and bytes whatever their unit (P4Runtime reports the
   part the unit names).  Direct counters live on the table entry and are
   counted by the data plane on a hit only, as BMv2 does.
@@ -34,8 +34,12 @@ GREEN, YELLOW, RED = 0, 1, 2
 
 
 def _check_index(index, size, where):
-    if not isinstance(index, int) or isinstance(index, bool) or index < 0 or index >= size:
-        raise StateError("OUT_OF_RANGE", f"{where}: index {index!r} is not in 0..{size - 1}")
+    """P4Runtime's codes for an index (CounterEntry, MeterEntry, RegisterEntry): INVALID_ARGUMENT for a
+    negative one (or no integer), OUT_OF_RANGE for one past the end."""
+    if not isinstance(index, int) or isinstance(index, bool) or index < 0:
+        raise StateError("INVALID_ARGUMENT", f"{where}: index {index!r} is not a non-negative integer")
+    if index >= size:
+        raise StateError("OUT_OF_RANGE", f"{where}: index {index} is not in 0..{size - 1}")
 
 
 def _check_count(value, what, where):
@@ -70,7 +74,7 @@ class RegisterState:
         """The value at ``index``.
 
         Raises:
-            StateError: OUT_OF_RANGE for a bad index.
+            StateError: INVALID_ARGUMENT for a negative index, OUT_OF_RANGE past the end.
         """
         _check_index(index, self.info.size, self._where)
         return self.values[index]
@@ -79,7 +83,7 @@ class RegisterState:
         """Set the value at ``index``.
 
         Raises:
-            StateError: OUT_OF_RANGE for a bad index, INVALID_ARGUMENT for a
+            StateError: OUT_OF_RANGE past the end, INVALID_ARGUMENT for a negative index or a
                 value wider than the register.
         """
         _check_index(index, self.info.size, self._where)
@@ -121,7 +125,7 @@ class CounterState:
         """``(packets, bytes)`` at ``index``.
 
         Raises:
-            StateError: OUT_OF_RANGE for a bad index.
+            StateError: INVALID_ARGUMENT for a negative index, OUT_OF_RANGE past the end.
         """
         _check_index(index, self.info.size, self._where)
         return self.packets[index], self.bytes[index]
@@ -130,7 +134,7 @@ class CounterState:
         """Set the counts at ``index``.
 
         Raises:
-            StateError: OUT_OF_RANGE, INVALID_ARGUMENT for negative counts.
+            StateError: OUT_OF_RANGE past the end, INVALID_ARGUMENT for a negative index or counts.
         """
         _check_index(index, self.info.size, self._where)
         _check_counts(packets, nbytes, self._where)
@@ -287,7 +291,7 @@ class MeterState:
         """Configure the cell at ``index``; its buckets start full.
 
         Raises:
-            StateError: OUT_OF_RANGE, INVALID_ARGUMENT (negative values, pir < cir).
+            StateError: OUT_OF_RANGE past the end, INVALID_ARGUMENT (negative index or values, pir < cir).
         """
         _check_index(index, self.info.size, self._where)
         config = _check_meter_config(cir, cburst, pir, pburst, f"{self._where}[{index}]")
@@ -297,7 +301,7 @@ class MeterState:
         """The :class:`MeterConfig` of a cell, or None when unconfigured.
 
         Raises:
-            StateError: OUT_OF_RANGE.
+            StateError: INVALID_ARGUMENT for a negative index, OUT_OF_RANGE past the end.
         """
         _check_index(index, self.info.size, self._where)
         cell = self._cells[index]
@@ -307,7 +311,7 @@ class MeterState:
         """Unconfigure a cell (it then marks every packet GREEN).
 
         Raises:
-            StateError: OUT_OF_RANGE.
+            StateError: INVALID_ARGUMENT for a negative index, OUT_OF_RANGE past the end.
         """
         _check_index(index, self.info.size, self._where)
         self._cells[index] = None
