@@ -23,6 +23,9 @@ def register(subparsers):
     parser.add_argument("--repeat", type=int, default=None, metavar="N",
                         help="run each mode (or sweep value) N times with seeds derived from the spec's "
                         "(default: the spec's repeat, 1); metrics as mean, 95%% interval, min/max")
+    parser.add_argument("--same-seed", action="store_true",
+                        help="with --repeat: every run with the spec's own seed (the emulator's run-to-run noise "
+                        "alone) instead of seeds derived from it")
     parser.add_argument("--target", choices=("auto", "embedded", "bmv2"), default=None,
                         help="P4 target (default: the spec's target)")
     parser.add_argument("--out", default=None, metavar="DIR",
@@ -64,9 +67,11 @@ def run(args):
         from testbed.experiment.compare import sweep_mode_param
 
         rows = sweep_mode_param(spec, sweep[0], sweep[1], mode=modes[0], out_dir=args.out, target=args.target,
-                                progress=progress, repeat=args.repeat)
+                                progress=progress, repeat=args.repeat,
+                                same_seed=args.same_seed)
     else:
-        rows = compare_modes(spec, modes, args.out, target=args.target, progress=progress, repeat=args.repeat)
+        rows = compare_modes(spec, modes, args.out, target=args.target, progress=progress, repeat=args.repeat,
+                             same_seed=args.same_seed)
     statuses = {single["status"] for row in rows for single in row.get("repeats") or [row]}
     if statuses <= {"ok"}:
         return 0

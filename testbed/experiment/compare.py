@@ -10,7 +10,7 @@ row (with its error).
 
 With ``repeat`` N (``--repeat``, or the spec's ``repeat``) every mode runs N
 times with the seeds of :func:`testbed.experiment.repeats.repeat_seeds` (the
-same seeds for every mode), each run into ``<out>/<mode>/seed-<seed>/`` with
+same seeds for every mode), each run into ``<out>/<mode>/run<i>-seed<seed>/`` with
 its own results.json; each metric of the table is then the runs' mean with
 its 95% confidence interval and min/max, and the metrics whose intervals
 overlap between rows are flagged "not separable" (:func:`noise_flags`).
@@ -272,7 +272,7 @@ def write_comparison(rows, out_dir, title, columns=None, runs_by_label=None):
 
 
 def _run_repeats(runs, label, make_spec, seeds, out_dir, target, progress):
-    """Run ``make_spec(seed)`` once per seed into ``out_dir`` (one run) or ``out_dir/seed-<seed>`` (several).
+    """Run ``make_spec(seed)`` once per seed into ``out_dir`` (one run) or ``out_dir/run<i>-seed<seed>`` (several).
 
     Each run's results (a failed run's record, or ``{"status": "error", ...}``) are appended
     to ``runs`` as soon as it ends, so that an interruption keeps the runs done.
@@ -280,7 +280,7 @@ def _run_repeats(runs, label, make_spec, seeds, out_dir, target, progress):
     for index, seed in enumerate(seeds, 1):
         if len(seeds) > 1:
             progress(f"--- {label}: run {index}/{len(seeds)} (seed {seed}) ---")
-        run_dir = out_dir if len(seeds) == 1 else os.path.join(out_dir, f"seed-{seed}")
+        run_dir = out_dir if len(seeds) == 1 else os.path.join(out_dir, f"run{index}-seed{seed}")
         try:
             results = run_experiment(make_spec(seed), run_dir, target=target, progress=progress)
         except ExperimentFailed as error:
@@ -288,12 +288,12 @@ def _run_repeats(runs, label, make_spec, seeds, out_dir, target, progress):
         runs.append(results)
 
 
-def _seeds(spec, repeat):
-    """The seeds of ``repeat`` runs (default: the spec's ``repeat``)."""
-    return repeats.repeat_seeds(spec.seed, repeat or spec.repeat)
+def _seeds(spec, repeat, same_seed=False):
+    """The seeds of ``repeat`` runs (default: the spec's ``repeat``; ``same_seed``: the spec's seed each time)."""
+    return repeats.repeat_seeds(spec.seed, repeat or spec.repeat, same=same_seed)
 
 
-def compare_modes(spec, modes, out_dir=None, target=None, progress=print, repeat=None):
+def compare_modes(spec, modes, out_dir=None, target=None, progress=print, repeat=None, same_seed=False):
     """Run ``spec`` under each mode (``repeat`` times each) and write the side-by-side comparison.
 
     Args:
@@ -304,7 +304,8 @@ def compare_modes(spec, modes, out_dir=None, target=None, progress=print, repeat
         progress: progress callback.
         repeat: runs per mode (default: the spec's ``repeat``); the seeds are
             :func:`~testbed.experiment.repeats.repeat_seeds` of the spec's, each mode runs
-            with the same ones, each run into ``<out>/<mode>/seed-<seed>/``.
+            with the same ones, each run into ``<out>/<mode>/run<i>-seed<seed>/``.
+        same_seed: repeat with the spec's own seed (the emulator's run-to-run noise only).
 
     Returns:
         list[dict]: the table rows (one per mode, in order).
@@ -313,7 +314,7 @@ def compare_modes(spec, modes, out_dir=None, target=None, progress=print, repeat
         ParameterError: an unknown mode or one whose program is missing (before any run).
         KeyboardInterrupt: interrupted (the current run is torn down; the table is written).
     """
-    seeds = _seeds(spec, repeat)
+    seeds = _seeds(spec, repeat, same_seed)
     for mode in modes:
         spec.with_mode(mode)   # an unknown mode fails before anything runs
     out_dir = os.path.abspath(out_dir or (spec.out_dir.rstrip("/") + "-compare"))
@@ -346,7 +347,8 @@ def _finish(labelled, seeds, out_dir, title, progress, what, param=None, values=
     return rows
 
 
-def sweep_mode_param(spec, param, values, mode=None, out_dir=None, target=None, progress=print, repeat=None):
+def sweep_mode_param(spec, param, values, mode=None, out_dir=None, target=None, progress=print, repeat=None,
+                     same_seed=False):
     """Run ``spec`` once (or ``repeat`` times) per value of one mode parameter (e.g. the flowlet interval).
 
     Rows are labelled ``<mode>@<param>=<value>`` and carry ``param_value``; the
@@ -358,8 +360,8 @@ def sweep_mode_param(spec, param, values, mode=None, out_dir=None, target=None, 
         param: a ``mode_params`` key (``flowlet_interval_us``, ``hash_seed``).
         values: the values to try, in order.
         mode: the mode to run (default: the spec's).
-        out_dir / target / progress / repeat: as :func:`compare_modes` (runs go into
-            ``<out>/<param>-<value>/seed-<seed>/``).
+        out_dir / target / progress / repeat / same_seed: as :func:`compare_modes` (runs go into
+            ``<out>/<param>-<value>/run<i>-seed<seed>/``).
 
     Returns:
         list[dict]: the table rows.
@@ -375,7 +377,7 @@ def sweep_mode_param(spec, param, values, mode=None, out_dir=None, target=None, 
     if param not in PARAMETERS:
         raise ParameterError("--sweep", param, "one of: " + ", ".join(PARAMETERS))
     values = [PARAMETERS[param].check(value, f"--sweep {param}") for value in values]
-    seeds = _seeds(spec, repeat)
+    seeds = _seeds(spec, repeat, same_seed)
     mode = mode or spec.mode
     if mode:
         spec.with_mode(mode)   # an unknown mode fails before anything runs

@@ -39,16 +39,25 @@ def t95(degrees):
     return Z95 + (T95[-1] - Z95) * last / degrees
 
 
-def repeat_seeds(seed, runs):
+def repeat_seeds(seed, runs, same=False):
     """The seeds of ``runs`` repeats of a spec whose seed is ``seed``: ``seed`` first, then derived ones.
+
+    Different seeds draw different flows (queue pairs, ports, seeded hash seeds...): the
+    interval then covers the network's variation over draws as well as the emulator's
+    run-to-run noise.  ``same`` repeats the spec's own seed: the emulator's noise alone
+    (the figures of one seed, as a README quotes them).
 
     >>> repeat_seeds(4, 1)
     [4]
     >>> seeds = repeat_seeds(4, 3); seeds[0], len(set(seeds))
     (4, 3)
+    >>> repeat_seeds(4, 3, same=True)
+    [4, 4, 4]
     """
     if not 1 <= runs <= MAX_REPEAT:
         raise ValueError(f"runs must be in [1, {MAX_REPEAT}] (got {runs})")
+    if same:
+        return [seed] * runs
     return [seed] + [derive_seed(seed, "repeat", index) for index in range(1, runs)]
 
 
