@@ -54,7 +54,7 @@ COLUMNS = (
     Column("uplink_mmr", "uplink MMR", "{:.3f}", _summary("uplink_mmr")),
     Column("uplink_jain", "Jain", "{:.3f}", _summary("uplink_jain")),
     Column("goodput_mbps", "goodput Mb/s", "{:.2f}", _summary("goodput_mbps")),
-    Column("sent_packets", "sent", "{}", _summary("sent_packets")),
+    Column("sent_packets", "sent", "{}", _summary("sent_packets"), compared=False),
     Column("lost_packets", "lost", "{}", _summary("lost_packets")),
     Column("loss_rate", "loss", "{:.4f}", _summary("loss_rate")),
     Column("out_of_sequence", "OOS", "{}", _summary("out_of_sequence")),
@@ -70,6 +70,9 @@ COLUMNS = (
     Column("rerouted_extra_hops", "extra hops", "{}", _extra_hops),
     Column("overloaded", "emulator overloaded", "{}",
            lambda results: "YES" if results.get("overload", {}).get("overloaded") else "no"),
+    Column("reordering_unreliable", "OOS may be emulator's", "{}",
+           lambda results: None if "reordering_unreliable" not in results.get("overload", {})
+           else "YES" if results["overload"]["reordering_unreliable"] else "no"),
 )
 
 
@@ -90,6 +93,7 @@ def comparison_row(label, results, columns=None):
     """
     row = {"mode": label, "error": results.get("error"),
            "overload_reasons": list(results.get("overload", {}).get("reasons", [])),
+           "reordering_reasons": list(results.get("overload", {}).get("reordering_reasons", [])),
            "uplink_loads": results.get("summary", {}).get("uplink_loads", {}),
            "reorder_rate": results.get("summary", {}).get("reorder_rate")}
     for column in columns or columns_for([results]):
@@ -117,6 +121,8 @@ def aggregate_row(label, runs, seeds, columns):
                               if single["error"]) or None,
            "overload_reasons": [f"seed {seed}: {reason}" for seed, single in zip(seeds, singles)
                                 for reason in single["overload_reasons"]],
+           "reordering_reasons": [f"seed {seed}: {reason}" for seed, single in zip(seeds, singles)
+                                  for reason in single["reordering_reasons"]],
            "stats": {}}
     links = sorted({link for single in singles for link in single["uplink_loads"]})
     row["uplink_loads"] = {link: repeats.describe([single["uplink_loads"].get(link) for single in singles])["mean"]
@@ -158,7 +164,8 @@ def noise_flags(rows, columns):
     repeated = [row for row in rows if row.get("stats")]
     if len(repeated) < 2:
         return {}
-    keys = [column.key for column in columns if any(column.key in row["stats"] for row in repeated)]
+    keys = [column.key for column in columns
+            if column.compared and any(column.key in row["stats"] for row in repeated)]
     return repeats.separability([row["mode"] for row in repeated], {row["mode"]: row["stats"] for row in repeated},
                                 keys)
 
@@ -215,6 +222,9 @@ def format_table(rows, columns=None):
         if row.get("overload_reasons"):
             out.append(f"WARNING {row['mode']}: the emulator did not keep up, its timings and losses are not "
                        f"the network's: {'; '.join(row['overload_reasons'])}")
+    for row in rows:
+        if row.get("reordering_reasons"):
+            out.append(f"NOTE {row['mode']}: {'; '.join(row['reordering_reasons'])}")
     return "\n".join(out)
 
 

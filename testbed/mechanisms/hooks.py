@@ -42,12 +42,15 @@ class Column:
         header: its heading in the table.
         fmt: how a value is printed (``"{:.3f}"``).
         value: ``value(results)`` -> the number or text (None: not measured) from a run's results.json.
+        compared: whether rows are compared on it (the noise check of repeated runs); False for
+            what the spec fixes rather than measures (packets sent).
     """
 
     key: str
     header: str
     fmt: str
     value: Callable
+    compared: bool = True
 
 
 class RunHooks:
