@@ -22,6 +22,8 @@ def register(subparsers):
     parser.add_argument("--repeat", type=int, default=None, metavar="N",
                         help="runs per row (default: each experiment's; all with the spec's seed)")
     parser.add_argument("--target", choices=("auto", "embedded", "bmv2"), default=None, help="P4 target")
+    parser.add_argument("--repo", default=".", metavar="DIR",
+                        help="the repository (its experiments/ folder; default: the current folder)")
     parser.add_argument("--out", default="results/reproduce", metavar="DIR", help="output folder")
     parser.add_argument("-q", "--quiet", action="store_true", help="no per-run progress output")
     parser.set_defaults(func=run)
@@ -57,7 +59,7 @@ def run(args):
         print_line(f"=== {experiment.name}: {experiment.command()} ===")
         load_before = os.getloadavg()
         rows = figures.run_experiment_figures(experiment, os.path.join(out, experiment.name), target=args.target,
-                                              progress=progress, repeat=args.repeat)
+                                              progress=progress, repeat=args.repeat, root=args.repo)
         for row in rows:
             row["load_average"] = [round(value, 2) for value in load_before + os.getloadavg()]
         checked += rows

@@ -27,7 +27,6 @@ from typing import Optional, Tuple
 
 from testbed.experiment import repeats
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 @dataclass(frozen=True)
@@ -42,6 +41,7 @@ class Experiment:
         repeat: runs per row (all with the spec's seed: the figures are that seed's).
         traffic_s: if given, every traffic entry lasts this long (the run one second more).
         rate_mbps: if given, every traffic entry's rate.
+        target: the P4 target the figures were measured on (the READMEs quote the embedded target's).
     """
 
     name: str
@@ -51,10 +51,11 @@ class Experiment:
     repeat: int = 1
     traffic_s: Optional[float] = None
     rate_mbps: Optional[float] = None
+    target: str = "embedded"
 
     def command(self):
         """The ``testbed compare`` command line that produces the figures (at full size)."""
-        words = ["testbed compare", self.spec, "--modes", ",".join(self.modes)]
+        words = ["testbed compare", self.spec, "--modes", ",".join(self.modes), "--target", self.target]
         if self.sweep:
             words += ["--sweep", f"{self.sweep[0]}=" + ",".join(str(value) for value in self.sweep[1])]
         if self.repeat > 1:
@@ -169,12 +170,17 @@ def figures_of(experiment):
     return [figure for figure in FIGURES if figure.experiment == experiment]
 
 
-def spec_of(experiment):
-    """The experiment's validated spec, its traffic shortened or its rate changed as it says."""
+def spec_of(experiment, root="."):
+    """The experiment's validated spec, its traffic shortened or its rate changed as it says.
+
+    Args:
+        experiment: an :class:`Experiment`.
+        root: the repository's folder (its ``spec`` is relative to it).
+    """
     from testbed.experiment.spec import parse_spec
     from testbed.experiment.spec_yaml import read_spec_yaml
 
-    path = os.path.join(REPO, experiment.spec)
+    path = os.path.join(root, experiment.spec)
     data = copy.deepcopy(read_spec_yaml(path))
     for entry in data.get("traffic", []):
         if experiment.traffic_s is not None:
@@ -217,15 +223,16 @@ def check(figure, stats):
     return "pass" if figure.low <= stats["mean"] <= figure.high else "FAIL"
 
 
-def run_experiment_figures(experiment, out_dir, target=None, progress=print, repeat=None):
+def run_experiment_figures(experiment, out_dir, target=None, progress=print, repeat=None, root="."):
     """Run one experiment and check its figures.
 
     Args:
         experiment: an :class:`Experiment`.
         out_dir: where its comparison goes.
-        target: P4 target override.
+        target: P4 target override (default: the experiment's).
         progress: progress callback.
         repeat: runs per row (default: the experiment's), all with the spec's seed.
+        root: the repository's folder.
 
     Returns:
         list[dict]: one per figure: ``experiment``, ``row``, ``metric``, ``quoted``, ``low``, ``high``,
@@ -233,8 +240,9 @@ def run_experiment_figures(experiment, out_dir, target=None, progress=print, rep
     """
     from testbed.experiment.compare import compare_modes, sweep_mode_param
 
-    spec = spec_of(experiment)
+    spec = spec_of(experiment, root)
     runs = repeat or experiment.repeat
+    target = target or experiment.target
     if experiment.sweep:
         param, values = experiment.sweep
         rows = sweep_mode_param(spec, param, list(values), mode=experiment.modes[0], out_dir=out_dir, target=target,

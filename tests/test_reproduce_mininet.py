@@ -1,0 +1,38 @@
+"""The READMEs' figures at CI size: `testbed reproduce --ci` in the suite.
+
+Reruns the CI-size experiments of :mod:`testbed.experiment.figures` (the
+low-entropy elephants and the flowlet sweep with 3 s of traffic, the leaf-spine
+failure) on real emulations and checks every figure within its stated range.
+The ranges hold on a loaded machine: the MMR figures follow from the seed's
+placement (exact byte counts of paced streams), goodput from shaped links,
+the reaction time from a 50 ms detection delay plus a rewrite, and the only
+out-of-order figure is that pinned flows (100 ms flowlets) never reorder.
+"""
+import os
+
+import pytest
+
+from testbed.experiment import figures
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+@pytest.mark.mininet
+@pytest.mark.parametrize("name", sorted(name for name in figures.EXPERIMENTS if name.endswith("-ci")))
+def test_ci_size_figures_reproduce(name, no_leftovers, tmp_path):
+    experiment = figures.EXPERIMENTS[name]
+    checked = figures.run_experiment_figures(experiment, str(tmp_path), progress=lambda line: None,
+                                               root=REPO)
+    assert len(checked) == len(figures.figures_of(name)) > 0
+    report = figures.format_report(checked, f"{name}: {experiment.command()}")
+    print(report)
+    assert all(row["verdict"] == "pass" for row in checked), report
+
+
+def test_every_figure_names_an_experiment_and_a_sane_range():
+    for figure in figures.FIGURES:
+        assert figure.experiment in figures.EXPERIMENTS, figure
+        assert figure.low <= figure.high, figure
+    for experiment in figures.EXPERIMENTS.values():
+        assert figures.figures_of(experiment.name), experiment.name
+        figures.spec_of(experiment, REPO)   # the spec, shortened or not, is valid
