@@ -127,7 +127,8 @@ def aggregate_row(label, runs, seeds, columns):
     links = sorted({link for single in singles for link in single["uplink_loads"]})
     row["uplink_loads"] = {link: repeats.describe([single["uplink_loads"].get(link) for single in singles])["mean"]
                            for link in links}
-    row["reorder_rate"] = repeats.describe([single["reorder_rate"] for single in singles])["mean"]
+    row["stats"]["reorder_rate"] = repeats.describe([single["reorder_rate"] for single in singles])
+    row["reorder_rate"] = row["stats"]["reorder_rate"]["mean"]
     for column in columns:
         values = [single[column.key] for single in singles]
         if repeats.numeric(values):

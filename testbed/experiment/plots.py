@@ -441,15 +441,19 @@ def plot_sweep(rows, param, path, title="Parameter sweep"):
         left.errorbar(xs, _line_values(ordered, "out_of_order_rate"), yerr=metric_errors(ordered, "out_of_order_rate"),
                       fmt="o-", color="tab:red", capsize=4, label="out-of-sequence rate")
         if any(row.get("reorder_rate") is not None for row in ordered):
-            left.plot(xs, _line_values(ordered, "reorder_rate"), "^:", color="tab:purple", label="reordered (late) rate")
+            left.errorbar(xs, _line_values(ordered, "reorder_rate"), yerr=metric_errors(ordered, "reorder_rate"),
+                          fmt="^:", color="tab:purple", capsize=3, label="reordered (late) rate")
         left.legend(fontsize=8, loc="upper center")
         left.set_xlabel(param)
         left.set_ylabel("out-of-order packets / received", color="tab:red")
         if xs and min(xs) > 0 and max(xs) / min(xs) >= 10:
             left.set_xscale("log")
         right = left.twinx()
-        right.errorbar(xs, _line_values(ordered, "uplink_mmr"), yerr=metric_errors(ordered, "uplink_mmr"), fmt="s--",
-                       color="tab:blue", capsize=4, label="uplink MMR")
+        # error bars of the two axes would sit on each other: the MMR points go slightly to the right
+        shifted = [x * 1.04 if left.get_xscale() == "log" else x + 0.01 * (max(xs) - min(xs)) for x in xs] \
+            if metric_errors(ordered, "uplink_mmr") else xs
+        right.errorbar(shifted, _line_values(ordered, "uplink_mmr"), yerr=metric_errors(ordered, "uplink_mmr"),
+                       fmt="s--", color="tab:blue", capsize=4, label="uplink MMR")
         right.set_ylabel("uplink MMR (1 = perfect balance)", color="tab:blue")
         repeated = metric_errors(ordered, "uplink_mmr") is not None
         left.set_title(title + ("\n(mean of repeated runs, 95% confidence intervals)" if repeated else ""))
