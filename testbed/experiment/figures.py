@@ -209,21 +209,33 @@ def _path_value(results, path):
 
 
 def measured(figure, rows, runs_by_label):
-    """The figure's measured value: :func:`repeats.describe` over the runs of its row (``n`` 0: not measured)."""
+    """The figure's measured value over the runs of its row that kept up.
+
+    A run marked overloaded (its timings and losses are the machine's) is left out and
+    counted in ``overloaded_runs``.
+
+    Returns:
+        dict: :func:`repeats.describe` of the values (``n`` 0: not measured) and ``overloaded_runs``.
+    """
     if "." in figure.metric:
         runs = runs_by_label.get(figure.row, [])
-        return repeats.describe([_path_value(results, figure.metric) for results in runs])
+        kept = [results for results in runs if not results.get("overload", {}).get("overloaded")]
+        stats = repeats.describe([_path_value(results, figure.metric) for results in kept])
+        stats["overloaded_runs"] = len(runs) - len(kept)
+        return stats
     row = next((row for row in rows if row["mode"] == figure.row), None)
-    if row is None:
-        return repeats.describe([])
-    singles = row.get("repeats") or [row]
-    return repeats.describe([single.get(figure.metric) for single in singles])
+    singles = (row.get("repeats") or [row]) if row is not None else []
+    kept = [single for single in singles if single.get("overloaded") != "YES"]
+    stats = repeats.describe([single.get(figure.metric) for single in kept])
+    stats["overloaded_runs"] = len(singles) - len(kept)
+    return stats
 
 
 def check(figure, stats):
-    """``"pass"`` when the mean lies in the figure's range, ``"FAIL"`` when not, ``"not measured"``."""
+    """``"pass"`` when the mean lies in the figure's range, ``"FAIL"`` when not; ``"overloaded"`` when every
+    run was marked overloaded (nothing to judge), ``"not measured"`` when none measured it."""
     if not stats["n"]:
-        return "not measured"
+        return "overloaded" if stats.get("overloaded_runs") else "not measured"
     return "pass" if figure.low <= stats["mean"] <= figure.high else "FAIL"
 
 
@@ -292,6 +304,8 @@ def format_report(checked, header=""):
             value = f"{stats['mean']:.4g} ±{stats['ci95']:.2g} [{stats['min']:.4g},{stats['max']:.4g}] (n={stats['n']})"
         else:
             value = "-"
+        if stats.get("overloaded_runs"):
+            value += f"; {stats['overloaded_runs']} overloaded run(s) left out"
         lines.append(f"{row['verdict']:>12}  {row['experiment']:<16} {row['quoted']:<52} "
                      f"range [{row['low']:g}, {row['high']:g}]  measured {value}")
     return "\n".join(lines)
