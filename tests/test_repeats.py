@@ -88,7 +88,7 @@ def test_repeated_rows_carry_mean_interval_extremes_and_every_run():
     assert ecmp["uplink_mmr"] == pytest.approx(2.9667, abs=1e-3)
     assert ecmp["stats"]["uplink_mmr"]["min"] == 2.9 and ecmp["stats"]["uplink_mmr"]["max"] == 3.0
     assert ecmp["stats"]["uplink_mmr"]["ci95"] > 0
-    assert rows[2]["status"] == "ok x2, warning x1" and rows[2]["overload_reasons"] == ["seed 6: slow"]
+    assert rows[2]["status"] == "ok x2, warning x1" and rows[2]["overload_reasons"] == ["run 3 (seed 6): slow"]
     assert ecmp["uplink_loads"]["leaf0-spine0"] == pytest.approx(2966.7, abs=0.1)
 
 

@@ -107,7 +107,9 @@ def aggregate_row(label, runs, seeds, columns):
     Each numeric column holds the runs' mean, and ``stats[key]`` its
     :func:`~testbed.experiment.repeats.describe` (mean, 95% interval, min, max);
     a text column holds :func:`~testbed.experiment.repeats.tally` of the runs'
-    values.  ``repeats`` keeps every run's own row.
+    values.  ``repeats`` keeps every run's own row.  Every run counts, also one
+    marked overloaded (the overload column tallies them; ``testbed reproduce``
+    leaves them out).
 
     Args:
         label: the row's label.
@@ -116,12 +118,13 @@ def aggregate_row(label, runs, seeds, columns):
         columns: the table's columns.
     """
     singles = [comparison_row(label, results, columns) for results in runs]
+    names = [f"run {index} (seed {seed})" for index, seed in enumerate(seeds, 1)]
     row = {"mode": label, "runs": len(runs), "seeds": list(seeds),
-           "error": "; ".join(f"seed {seed}: {single['error']}" for seed, single in zip(seeds, singles)
+           "error": "; ".join(f"{name}: {single['error']}" for name, single in zip(names, singles)
                               if single["error"]) or None,
-           "overload_reasons": [f"seed {seed}: {reason}" for seed, single in zip(seeds, singles)
+           "overload_reasons": [f"{name}: {reason}" for name, single in zip(names, singles)
                                 for reason in single["overload_reasons"]],
-           "reordering_reasons": [f"seed {seed}: {reason}" for seed, single in zip(seeds, singles)
+           "reordering_reasons": [f"{name}: {reason}" for name, single in zip(names, singles)
                                   for reason in single["reordering_reasons"]],
            "stats": {}}
     links = sorted({link for single in singles for link in single["uplink_loads"]})
