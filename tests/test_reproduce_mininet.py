@@ -33,14 +33,16 @@ def test_ci_size_figures_reproduce(name, no_leftovers, tmp_path):
     assert all(row["verdict"] == "pass" for row in judged), report
 
 
-def test_a_figure_leaves_out_overloaded_runs():
+def test_a_figure_leaves_out_overloaded_and_failed_runs():
     figure = figures.Figure("x", "ecmp", "uplink_mmr", 2.9, 3.1, "MMR 3.0")
-    row = {"mode": "ecmp", "repeats": [{"uplink_mmr": 3.0, "overloaded": "no"},
-                                       {"uplink_mmr": 1.0, "overloaded": "YES"}]}
+    row = {"mode": "ecmp", "repeats": [{"uplink_mmr": 3.0, "overloaded": "no", "status": "ok"},
+                                       {"uplink_mmr": 1.0, "overloaded": "YES", "status": "ok"},
+                                       {"uplink_mmr": 0.0, "overloaded": "no", "status": "error"}]}
     stats = figures.measured(figure, [row], {})
-    assert stats["n"] == 1 and stats["mean"] == 3.0 and stats["overloaded_runs"] == 1
+    assert stats["n"] == 1 and stats["mean"] == 3.0 and stats["overloaded_runs"] == 1 and stats["failed_runs"] == 1
     assert figures.check(figure, stats) == "pass"
     row["repeats"][0]["overloaded"] = "YES"
+    del row["repeats"][2]
     assert figures.check(figure, figures.measured(figure, [row], {})) == "overloaded"
     row["repeats"][0].update(overloaded="no", uplink_mmr=2.0)
     assert figures.check(figure, figures.measured(figure, [row], {})) == "FAIL"

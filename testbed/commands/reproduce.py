@@ -7,8 +7,8 @@ it and the range it must fall in.  This reruns those experiments (each row
 (pass / FAIL / not measured, the measured mean with its 95% interval and
 min/max) and writes ``reproduce.json`` and each experiment's comparison into
 ``--out``.  ``--ci`` runs the CI-size experiments (what the suite checks).
-A run the overload check marks is left out of the figures (all runs of a
-figure marked: "overloaded", not judged).  Exit status: 0 when no figure
+A run the overload check marks, or one that failed, is left out of the
+figures (all runs of a figure marked: "overloaded", not judged).  Exit status: 0 when no figure
 fails, 1 otherwise.
 """
 from testbed.emulation.progress import print_line

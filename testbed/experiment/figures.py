@@ -208,26 +208,33 @@ def _path_value(results, path):
     return value
 
 
-def measured(figure, rows, runs_by_label):
-    """The figure's measured value over the runs of its row that kept up.
+def _judged(status, overloaded):
+    """Whether a run counts for a figure: it ended (ok or warning) and kept up."""
+    return status in ("ok", "warning") and not overloaded
 
-    A run marked overloaded (its timings and losses are the machine's) is left out and
-    counted in ``overloaded_runs``.
+
+def measured(figure, rows, runs_by_label):
+    """The figure's measured value over the runs of its row that ended and kept up.
+
+    A run marked overloaded (its timings and losses are the machine's) or that failed
+    (its numbers are partial) is left out and counted in ``overloaded_runs`` / ``failed_runs``.
 
     Returns:
-        dict: :func:`repeats.describe` of the values (``n`` 0: not measured) and ``overloaded_runs``.
+        dict: :func:`repeats.describe` of the values (``n`` 0: not measured), ``overloaded_runs``
+        and ``failed_runs``.
     """
     if "." in figure.metric:
-        runs = runs_by_label.get(figure.row, [])
-        kept = [results for results in runs if not results.get("overload", {}).get("overloaded")]
-        stats = repeats.describe([_path_value(results, figure.metric) for results in kept])
-        stats["overloaded_runs"] = len(runs) - len(kept)
-        return stats
-    row = next((row for row in rows if row["mode"] == figure.row), None)
-    singles = (row.get("repeats") or [row]) if row is not None else []
-    kept = [single for single in singles if single.get("overloaded") != "YES"]
-    stats = repeats.describe([single.get(figure.metric) for single in kept])
-    stats["overloaded_runs"] = len(singles) - len(kept)
+        runs = [(results, results.get("status"), results.get("overload", {}).get("overloaded"))
+                for results in runs_by_label.get(figure.row, [])]
+        values = [_path_value(results, figure.metric) for results, status, over in runs if _judged(status, over)]
+    else:
+        row = next((row for row in rows if row["mode"] == figure.row), None)
+        singles = (row.get("repeats") or [row]) if row is not None else []
+        runs = [(single, single.get("status"), single.get("overloaded") == "YES") for single in singles]
+        values = [single.get(figure.metric) for single, status, over in runs if _judged(status, over)]
+    stats = repeats.describe(values)
+    stats["failed_runs"] = sum(1 for _, status, _over in runs if status not in ("ok", "warning"))
+    stats["overloaded_runs"] = sum(1 for _, status, over in runs if status in ("ok", "warning") and over)
     return stats
 
 
@@ -235,7 +242,7 @@ def check(figure, stats):
     """``"pass"`` when the mean lies in the figure's range, ``"FAIL"`` when not; ``"overloaded"`` when every
     run was marked overloaded (nothing to judge), ``"not measured"`` when none measured it."""
     if not stats["n"]:
-        return "overloaded" if stats.get("overloaded_runs") else "not measured"
+        return "overloaded" if stats.get("overloaded_runs") and not stats.get("failed_runs") else "not measured"
     return "pass" if figure.low <= stats["mean"] <= figure.high else "FAIL"
 
 
@@ -306,6 +313,8 @@ def format_report(checked, header=""):
             value = "-"
         if stats.get("overloaded_runs"):
             value += f"; {stats['overloaded_runs']} overloaded run(s) left out"
+        if stats.get("failed_runs"):
+            value += f"; {stats['failed_runs']} failed run(s) left out"
         lines.append(f"{row['verdict']:>12}  {row['experiment']:<16} {row['quoted']:<52} "
                      f"range [{row['low']:g}, {row['high']:g}]  measured {value}")
     return "\n".join(lines)
