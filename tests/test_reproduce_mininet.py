@@ -46,6 +46,13 @@ def test_a_figure_leaves_out_overloaded_and_failed_runs():
     assert figures.check(figure, figures.measured(figure, [row], {})) == "overloaded"
     row["repeats"][0].update(overloaded="no", uplink_mmr=2.0)
     assert figures.check(figure, figures.measured(figure, [row], {})) == "FAIL"
+    # an out-of-order figure also leaves out runs whose reordering the emulator could have caused
+    oos = figures.Figure("x", "flowlet", "out_of_sequence", 0, 5, "OOS 0", reordering=True)
+    row = {"mode": "flowlet", "repeats": [
+        {"out_of_sequence": 1, "overloaded": "no", "reordering_unreliable": "no", "status": "ok"},
+        {"out_of_sequence": 300, "overloaded": "no", "reordering_unreliable": "YES", "status": "ok"}]}
+    stats = figures.measured(oos, [row], {})
+    assert stats["mean"] == 1 and stats["overloaded_runs"] == 1 and figures.check(oos, stats) == "pass"
 
 
 def test_every_figure_names_an_experiment_and_a_sane_range():
