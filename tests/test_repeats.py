@@ -92,6 +92,14 @@ def test_repeated_rows_carry_mean_interval_extremes_and_every_run():
     assert ecmp["uplink_loads"]["leaf0-spine0"] == pytest.approx(2966.7, abs=0.1)
 
 
+def test_repeated_rows_note_how_many_runs_may_have_been_reordered_by_the_emulator():
+    labelled = _labelled()
+    labelled[0][1][0]["overload"]["reordering_reasons"] = ["latency spread: out-of-order counts may be the emulator's"]
+    rows, columns = compare._rows(labelled, [4, 5, 6])
+    assert rows[0]["reordering_runs"] == 1 and rows[0]["reordering_reasons"][0].startswith("run 1 (seed 4): ")
+    assert "NOTE ecmp: in 1 of 3 runs the emulator's delays" in compare.format_table(rows, columns)
+
+
 def test_the_noise_check_flags_overlapping_rows_only():
     rows, columns = compare._rows(_labelled(), [4, 5, 6])
     flags = compare.noise_flags(rows, columns)

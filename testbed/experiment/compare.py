@@ -126,6 +126,7 @@ def aggregate_row(label, runs, seeds, columns):
                                 for reason in single["overload_reasons"]],
            "reordering_reasons": [f"{name}: {reason}" for name, single in zip(names, singles)
                                   for reason in single["reordering_reasons"]],
+           "reordering_runs": sum(1 for single in singles if single["reordering_reasons"]),
            "stats": {}}
     links = sorted({link for single in singles for link in single["uplink_loads"]})
     row["uplink_loads"] = {link: repeats.describe([single["uplink_loads"].get(link) for single in singles])["mean"]
@@ -227,7 +228,11 @@ def format_table(rows, columns=None):
             out.append(f"WARNING {row['mode']}: the emulator did not keep up, its timings and losses are not "
                        f"the network's: {'; '.join(row['overload_reasons'])}")
     for row in rows:
-        if row.get("reordering_reasons"):
+        if row.get("reordering_reasons") and row.get("runs"):
+            out.append(f"NOTE {row['mode']}: in {row['reordering_runs']} of {row['runs']} runs the emulator's delays "
+                       f"exceeded the time between a queue pair's packets: their out-of-order counts may be the "
+                       f"emulator's (reasons in comparison.json)")
+        elif row.get("reordering_reasons"):
             out.append(f"NOTE {row['mode']}: {'; '.join(row['reordering_reasons'])}")
     return "\n".join(out)
 
