@@ -1,6 +1,5 @@
 """Repeated runs in `testbed compare`: seeds, intervals, the noise check, the table, csv/json, error bars;
 and each mechanism's own comparison plot (F10, DSF, load balancing)."""
-import copy
 import json
 import math
 import os

@@ -48,7 +48,8 @@ def run(args):
         for experiment in chosen:
             print_line(f"{experiment.name}: {experiment.command()}")
             for figure in figures.figures_of(experiment.name):
-                print_line(f"    {figure.row} {figure.metric}: {figure.quoted} (range [{figure.low:g}, {figure.high:g}])")
+                print_line(f"    {figure.row} {figure.metric}: {figure.quoted} "
+                           f"(range [{figure.low:g}, {figure.high:g}])")
         return 0
     if args.repeat is not None and not 1 <= args.repeat <= MAX_REPEAT:
         raise ParameterError("--repeat", args.repeat, f"an integer in [1, {MAX_REPEAT}]")

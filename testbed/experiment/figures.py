@@ -316,7 +316,8 @@ def format_report(checked, header=""):
     for row in checked:
         stats = row["measured"]
         if stats["n"]:
-            value = f"{stats['mean']:.4g} ±{stats['ci95']:.2g} [{stats['min']:.4g},{stats['max']:.4g}] (n={stats['n']})"
+            value = (f"{stats['mean']:.4g} ±{stats['ci95']:.2g} [{stats['min']:.4g},{stats['max']:.4g}] "
+                     f"(n={stats['n']})")
         else:
             value = "-"
         if stats.get("overloaded_runs"):
