@@ -67,14 +67,19 @@ def receive_stamped(sock, bufsize):
         tuple: ``(frame, address, kernel_ns)``; raises BlockingIOError when nothing waits.
     """
     frame, ancillary, _flags, address = sock.recvmsg(bufsize, _ANCILLARY_BYTES)
-    stamp = None
+    for level, kind, data in ancillary:
+        if level == SOL_PACKET and kind == PACKET_AUXDATA:
+            frame = _with_vlan_tag(frame, data)
+    return frame, address, kernel_stamp(ancillary)
+
+
+def kernel_stamp(ancillary):
+    """The wall-clock ns of a ``SO_TIMESTAMPNS`` stamp in a ``recvmsg`` ancillary list, or None."""
     for level, kind, data in ancillary:
         if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS and len(data) >= _TIMESPEC.size:
             seconds, nanoseconds = _TIMESPEC.unpack(data[:_TIMESPEC.size])
-            stamp = seconds * 1_000_000_000 + nanoseconds
-        elif level == SOL_PACKET and kind == PACKET_AUXDATA:
-            frame = _with_vlan_tag(frame, data)
-    return frame, address, stamp
+            return seconds * 1_000_000_000 + nanoseconds
+    return None
 
 
 PACKET_AUXDATA = 8             # packet(7): struct tpacket_auxdata with every received frame

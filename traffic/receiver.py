@@ -38,6 +38,8 @@ Also: a throughput timeline in fixed bins of arrival time (absolute bin index
 (``rx_ns - tx_ns``; Mininet hosts share the machine clock), message
 completion times (first packet's transmit time to the arrival completing the
 message) and delivery gaps longer than ``gap_ms`` (for time to recover).
+``rx_ns`` is the kernel's receive stamp (``SO_TIMESTAMPNS``): when the packet
+reached the host's socket, not when a busy machine let the receiver read it.
 
 Delivery gaps are kept at two levels: ``gaps`` (nothing at all arrived at
 this receiver for ``gap_ms``) and ``qp_gaps`` (one queue pair, i.e. one
@@ -53,7 +55,7 @@ import sys
 import time
 from array import array
 
-from testbed.packet_sockets import SocketDrops, open_packet_socket
+from testbed.packet_sockets import SocketDrops, enable_timestamps, kernel_stamp, open_packet_socket
 from testbed.traffic import roce
 from testbed.traffic.json_report import emit_report
 from testbed.traffic.qp import psn_delta
@@ -436,6 +438,9 @@ def attach_filter(sock, program):
     sock.setsockopt(socket.SOL_SOCKET, SO_ATTACH_FILTER, fprog)
 
 
+ANCILLARY_BYTES = 64  # room for one SO_TIMESTAMPNS control message
+
+
 class Capture:
     """A packet source for :class:`RoceReceiver` inside a host.
 
@@ -481,6 +486,9 @@ class Capture:
                     self.sink.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
                     self.sink.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1)
                     self.sink.bind((bind_ip, roce.ROCE_UDP_PORT))
+            # arrival times from the kernel, when it queued the packet: a receiver the machine
+            # descheduled for a while still times what arrived meanwhile right (latency, gaps)
+            enable_timestamps(self.sock)
         except BaseException:
             self.close()
             raise
@@ -502,14 +510,18 @@ class Capture:
         view = self.view
         handle = receiver.handle
         time_ns = time.time_ns
+        receive = sock.recvmsg_into
+        buffers = [buffer]
         raw = self.mode == "raw"
         job = self.job
         while count < budget:
             try:
-                length, address = sock.recvfrom_into(buffer, 65536, socket.MSG_DONTWAIT)
+                length, ancillary, _flags, address = receive(buffers, ANCILLARY_BYTES, socket.MSG_DONTWAIT)
             except BlockingIOError:
                 break
-            now = time_ns()
+            now = kernel_stamp(ancillary) if ancillary else None
+            if now is None:
+                now = time_ns()
             if raw:
                 if address[2] in (socket.PACKET_OUTGOING, socket.PACKET_OTHERHOST):
                     continue  # our own frames, and frames a bridge flooded to us for another host

@@ -2,7 +2,10 @@
 
 Runs the spec once per mode (same seed: same flows and failures), each into
 ``<out>/<mode>/``, and writes one side-by-side table (comparison.txt, .csv,
-.json) and one plot (comparison.png) into ``--out``.
+.json) and one plot (comparison.png) into ``--out``.  With ``--repeat N`` each
+mode runs N times (seeds derived from the spec's), and every metric is shown
+as mean with a 95% confidence interval and min/max, flagged where the modes
+cannot be told apart at N runs.
 """
 from testbed.emulation.progress import print_line
 
@@ -17,6 +20,12 @@ def register(subparsers):
     parser.add_argument("--sweep", metavar="PARAM=V1,V2,...", default=None,
                         help="instead of modes side by side, run the one mode once per value of a mode "
                         "parameter, e.g. flowlet_interval_us=50,100,250,500,1000,5000")
+    parser.add_argument("--repeat", type=int, default=None, metavar="N",
+                        help="run each mode (or sweep value) N times with seeds derived from the spec's "
+                        "(default: the spec's repeat, 1); metrics as mean, 95%% interval, min/max")
+    parser.add_argument("--same-seed", action="store_true",
+                        help="with --repeat: every run with the spec's own seed (the emulator's run-to-run noise "
+                        "alone) instead of seeds derived from it")
     parser.add_argument("--target", choices=("auto", "embedded", "bmv2"), default=None,
                         help="P4 target (default: the spec's target)")
     parser.add_argument("--out", default=None, metavar="DIR",
@@ -29,7 +38,7 @@ def run(args):
     """Check the modes, run them, print the table; returns the exit status."""
     from testbed.errors import ParameterError
     from testbed.experiment.compare import compare_modes
-    from testbed.experiment.spec import load_spec
+    from testbed.experiment.spec import MAX_REPEAT, load_spec
     from testbed.modes import PARAMETERS
 
     modes = [mode.strip() for mode in args.modes.split(",") if mode.strip()]
@@ -52,15 +61,19 @@ def run(args):
         if len(modes) != 1:
             raise ParameterError("--modes", args.modes, "exactly one mode with --sweep")
         sweep = (param, values)
+    if args.repeat is not None and not 1 <= args.repeat <= MAX_REPEAT:
+        raise ParameterError("--repeat", args.repeat, f"an integer in [1, {MAX_REPEAT}]")
     progress = _headlines_only if args.quiet else print_line
     if sweep is not None:
         from testbed.experiment.compare import sweep_mode_param
 
         rows = sweep_mode_param(spec, sweep[0], sweep[1], mode=modes[0], out_dir=args.out, target=args.target,
-                                progress=progress)
+                                progress=progress, repeat=args.repeat,
+                                same_seed=args.same_seed)
     else:
-        rows = compare_modes(spec, modes, args.out, target=args.target, progress=progress)
-    statuses = {row["status"] for row in rows}
+        rows = compare_modes(spec, modes, args.out, target=args.target, progress=progress, repeat=args.repeat,
+                             same_seed=args.same_seed)
+    statuses = {single["status"] for row in rows for single in row.get("repeats") or [row]}
     if statuses <= {"ok"}:
         return 0
     return 3 if statuses <= {"ok", "warning"} else 1
@@ -68,5 +81,5 @@ def run(args):
 
 def _headlines_only(line):
     """Progress printer for --quiet: only the run headlines and the comparison."""
-    if line.startswith(("===", "\n", "comparison")):
+    if line.startswith(("===", "---", "\n", "comparison", "sweep")):
         print_line(line)

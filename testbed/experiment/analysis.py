@@ -95,6 +95,57 @@ def throughput_timeline(reports, t0_ns, bin_s=DEFAULT_BIN_S):
     return {"bin_s": seconds, "t_s": t_s, "mbps": mbps}
 
 
+def lost_by_tx_bin(reports):
+    """Stream packets that never arrived, per transmit-time bin, over every stream pair.
+
+    Returns:
+        tuple: ``(bin_ns, {bin start ns (absolute): packets lost})`` with only the bins
+        that lost packets; ``(None, {})`` when no receiver kept a timeline.
+    """
+    missing_by_bin = {}
+    bin_ns = None
+    for sender, receiver in stream_receivers(reports):
+        if not sender or not receiver or not receiver.get("timeline"):
+            continue
+        bin_ns = receiver["timeline"]["bin_ns"]
+        received = {int(k): v for k, v in receiver.get("rx_by_tx_bin", {}).items()}
+        for key, count in sender.get("sent_bins", {}).items():
+            begin = int(key) * bin_ns
+            missing = count - received.get(int(key), 0)
+            if missing > 0:
+                missing_by_bin[begin] = missing_by_bin.get(begin, 0) + missing
+    return bin_ns, missing_by_bin
+
+
+def loss_timeline(reports, t0_ns, episodes=()):
+    """Lost stream packets over time (by transmit time), each bin marked inside a failure's loss episode or not.
+
+    Args:
+        reports: the traffic entries' reports.
+        t0_ns: the run's time zero.
+        episodes: ``[(first_s, last_s)]`` loss episodes of failures (summary ``recovery`` rows'
+            ``first_loss_at_s`` / ``last_loss_at_s``).
+
+    Returns:
+        dict: ``{"bin_s", "t_s": [...], "lost": [...], "after_failure": [bool]}``, the bins that
+        lost packets in time order (``after_failure``: the bin lies in an episode: a failure's
+        losses; the others are congestion's or the emulator's).
+
+    >>> loss_timeline([], 0)
+    {'bin_s': None, 't_s': [], 'lost': [], 'after_failure': []}
+    """
+    bin_ns, lost = lost_by_tx_bin(reports)
+    timeline = {"bin_s": None if bin_ns is None else bin_ns / 1e9, "t_s": [], "lost": [], "after_failure": []}
+    if bin_ns is None or t0_ns is None:
+        return timeline
+    for begin, missing in sorted(lost.items()):
+        at_s = round((begin - t0_ns) / 1e9, 6)
+        timeline["t_s"].append(at_s)
+        timeline["lost"].append(missing)
+        timeline["after_failure"].append(any(first - 1e-9 <= at_s < last + 1e-9 for first, last in episodes))
+    return timeline
+
+
 def lossy_span(reports, start_ns, end_ns, episode_gap_ns=None):
     """The loss episode a failure at ``start_ns`` causes, by transmit time.
 
@@ -113,21 +164,8 @@ def lossy_span(reports, start_ns, end_ns, episode_gap_ns=None):
         ``lost_later`` (lost packets sent after the episode, before ``end_ns``);
         None when nothing was lost.
     """
-    missing_by_bin = {}
-    bin_ns = None
-    for sender, receiver in stream_receivers(reports):
-        if not sender or not receiver or not receiver.get("timeline"):
-            continue
-        bin_ns = receiver["timeline"]["bin_ns"]
-        received = {int(k): v for k, v in receiver.get("rx_by_tx_bin", {}).items()}
-        for key, count in sender.get("sent_bins", {}).items():
-            index = int(key)
-            begin = index * bin_ns
-            if not start_ns - bin_ns <= begin < end_ns:
-                continue
-            missing = count - received.get(index, 0)
-            if missing > 0:
-                missing_by_bin[begin] = missing_by_bin.get(begin, 0) + missing
+    bin_ns, lost = lost_by_tx_bin(reports)
+    missing_by_bin = {begin: missing for begin, missing in lost.items() if start_ns - bin_ns <= begin < end_ns}
     if not missing_by_bin:
         return None
     gap_ns = episode_gap_ns if episode_gap_ns is not None else EPISODE_GAP_BINS * bin_ns

@@ -20,10 +20,96 @@ reported too but is no criterion: it includes queueing in shaped links, which
 is the network's.  The thresholds are deliberately loose (a busy but coping
 machine passes): a run marked overloaded is one whose timings and losses must
 not be read as the network's.
+
+Below those thresholds a run can still depend on the machine's load: packets
+of one queue pair reorder when two of them take paths whose delays differ by
+more than the time between them, and on an emulator the delays of a path are
+mostly the switch processes' scheduling.  :func:`reordering_check` compares
+that delay spread with the streams' spacing (the time between two packets of a
+queue pair) and marks the run's out-of-order counts as unreliable
+(``reordering_unreliable``) when the emulator alone could have reordered them:
+
+* on unshaped links, where every queue is the emulator's: the one-way latency's
+  p99 above its p50 by more than the spacing;
+* on any links: senders that sent :data:`LATE_SHARE` or more of their frames
+  :data:`LATE_MS` or more behind schedule (catch-up bursts) when the spacing is
+  shorter than that, or switch read batches that waited :data:`LATE_MS` or more
+  (embedded target), likewise.
+
+Such a run's losses, MMR and goodput stand; its out-of-order figures may be
+the machine's, and repeated runs of it (``testbed compare --repeat``) spread
+with the load.
 """
 #: the limits beyond which a run is marked overloaded
 SWITCH_WAIT_MS = 50              # one of testbed.packet_sockets.LAG_BUCKETS_MS (switches count per bucket)
 SENDER_LAG_MS = 100.0
+LATE_MS = 10                     # one of the senders' LATE_MS and of testbed.packet_sockets.LAG_BUCKETS_MS
+LATE_SHARE = 0.005               # the share of a sender's frames that may leave LATE_MS late
+
+
+def stream_spacing_ms(spec):
+    """The shortest time between two packets of one queue pair over the spec's paced streams (ms), or None.
+
+    A stream entry's pair sends ``mtu``-byte packets at ``rate_mbps`` over its ``qps`` queue
+    pairs in turn, so one queue pair's packets are ``qps * mtu * 8 / rate`` apart.
+
+    Args:
+        spec: the spec as results.json records it (``ExperimentSpec.to_dict()``).
+
+    >>> stream_spacing_ms({"traffic": [{"pattern": "stream", "rate_mbps": 3, "qps": 2, "mtu": 1024}]})
+    5.461333333333333
+    """
+    spacings = [entry["qps"] * entry["mtu"] * 8 / (entry["rate_mbps"] * 1e3)
+                for entry in (spec or {}).get("traffic", [])
+                if entry.get("pattern") == "stream" and entry.get("rate_mbps") and entry.get("qps")]
+    return min(spacings) if spacings else None
+
+
+def reordering_check(record, reports):
+    """Could the emulator alone have reordered this run's packets?  (See the module docstring.)
+
+    Args:
+        record: the run's results so far (``spec``, ``summary.latency``, ``dataplane.switch_receive_lag``).
+        reports: the traffic entries' reports.
+
+    Returns:
+        dict: ``{"stream_spacing_ms", "latency_spread_ms", "paced_frames", "late_frames",
+        "reordering_unreliable": bool, "reordering_reasons": [str]}``.
+
+    >>> rec = {"spec": {"topology": {"shape_links": False},
+    ...        "traffic": [{"pattern": "stream", "rate_mbps": 3, "qps": 2, "mtu": 1024}]},
+    ...        "summary": {"latency": {"p50_ms": 1.5, "p99_ms": 28.0}}}
+    >>> reordering_check(rec, [])["reordering_unreliable"]
+    True
+    """
+    spec = record.get("spec") or {}
+    spacing = stream_spacing_ms(spec)
+    latency = (record.get("summary") or {}).get("latency") or {}
+    spread = None
+    if latency.get("p99_ms") is not None and latency.get("p50_ms") is not None:
+        spread = latency["p99_ms"] - latency["p50_ms"]
+    senders = [pair["sender"] for report in reports if report for pair in report.get("pairs", [])
+               if pair.get("sender")]
+    paced = sum(sender.get("paced_frames") or 0 for sender in senders)
+    late = sum((sender.get("late_frames") or {}).get(str(LATE_MS), 0) for sender in senders)
+    waits = int(((record.get("dataplane") or {}).get("switch_receive_lag") or {}).get("at_least_ms", {})
+                .get(str(LATE_MS), 0))
+    reasons = []
+    if spacing is not None:
+        unshaped = not (spec.get("topology") or {}).get("shape_links")
+        if unshaped and spread is not None and spread > spacing:
+            reasons.append(f"one-way latency p99 exceeds p50 by {spread:.1f} ms on unshaped links (the emulator's "
+                           f"queues), more than the {spacing:.1f} ms between a queue pair's packets")
+        if spacing < LATE_MS and paced and late >= LATE_SHARE * paced:
+            reasons.append(f"senders sent {late} of {paced} frames {LATE_MS} ms or more behind schedule "
+                           f"(bursts), more than the {spacing:.1f} ms between a queue pair's packets")
+        if spacing < LATE_MS and waits:
+            reasons.append(f"{waits} switch read batches waited {LATE_MS} ms or more, more than the "
+                           f"{spacing:.1f} ms between a queue pair's packets")
+    if reasons:
+        reasons = [reason + ": out-of-order counts may be the emulator's" for reason in reasons]
+    return {"stream_spacing_ms": spacing, "latency_spread_ms": spread, "paced_frames": paced,
+            "late_frames": late, "reordering_unreliable": bool(reasons), "reordering_reasons": reasons}
 
 
 def assess(record, reports):
@@ -38,7 +124,7 @@ def assess(record, reports):
     Returns:
         dict: ``{"overloaded": bool, "reasons": [str], "switch_socket_drops": int,
         "switch_waits_over_limit": int, "receiver_socket_drops": int, "sender_lag_max_ms": float | None,
-        "latency_p99_ms": float | None}``.
+        "latency_p99_ms": float | None}`` and the fields of :func:`reordering_check`.
 
     >>> assess({"dataplane": {"drops": {"emulator": 0}}, "summary": {"latency": {"p99_ms": 3.0}}}, [])["overloaded"]
     False
@@ -66,4 +152,5 @@ def assess(record, reports):
         reasons.append(f"{waits} frame batches waited {SWITCH_WAIT_MS} ms or more in switch sockets "
                        f"(a switch process was starved of CPU)")
     result.update(overloaded=bool(reasons), reasons=reasons)
+    result.update(reordering_check(record, reports))
     return result

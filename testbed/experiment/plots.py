@@ -8,6 +8,10 @@
 * :func:`plot_sweep`: out-of-order rate and uplink MMR against a swept parameter
   (the flowlet interval), on two y axes.
 
+Rows of repeated runs (``testbed compare --repeat``) carry ``stats``: their
+bars and points are the means, with the 95% confidence intervals as error bars
+(:func:`metric_errors`).
+
 Mechanisms draw their own plots in their packages (``testbed/mechanisms/<name>/``).
 
 The ``*_figure`` functions build the figures (the ``plot_*`` functions save and
@@ -146,17 +150,43 @@ def _bars(axis, loads_by_scheme, colours=None):
         axis.set_ylim(bottom=0)
 
 
-def _metric_bars(axis, rows, key, colours):
-    """Bars of one metric per mode in the modes' colours; a missing value is labelled, not drawn as 0."""
+def metric_errors(rows, key):
+    """Error bar half-widths of one table column: each row's 95% interval (0 for a row run once).
+
+    Returns:
+        list: one value per row, or None when no row was run several times (no error bars).
+    """
+    if not any(key in (row.get("stats") or {}) for row in rows):
+        return None
+    return [((row.get("stats") or {}).get(key) or {}).get("ci95") or 0.0 for row in rows]
+
+
+def metric_bars(axis, rows, key, colours, title=None):
+    """Bars of one table column per row in the rows' colours, with 95% error bars when repeated.
+
+    A missing value is labelled ("n/a"), not drawn as 0.  Mechanisms' comparison plots
+    draw their metrics with it.
+
+    Args:
+        axis: the matplotlib axes.
+        rows: ``testbed compare``'s table rows.
+        key: the column.
+        colours: ``{row label: colour}`` (:func:`mode_colours`).
+        title: the panel's title.
+    """
     series = metric_series(rows, key)
     positions = range(len(series))
-    axis.bar(positions, _bar_heights([value for _, value in series]), color=[colours[mode] for mode, _ in series])
+    errors = metric_errors(rows, key)
+    axis.bar(positions, _bar_heights([value for _, value in series]), color=[colours[mode] for mode, _ in series],
+             yerr=errors, capsize=4 if errors else 0, ecolor="black")
     for position, (_, value) in zip(positions, series):
         if value is None:
             axis.text(position, 0, MISSING_TEXT, ha="center", va="bottom", fontsize=8, color="grey")
     axis.set_xticks(list(positions))
     axis.set_xticklabels([mode for mode, _ in series], rotation=30, ha="right")
     axis.set_ylim(bottom=0)
+    if title:
+        axis.set_title(title + (" (mean, 95% interval)" if errors else ""), fontsize=9)
 
 
 @contextlib.contextmanager
@@ -363,11 +393,9 @@ def comparison_figure(rows, loads_by_scheme, title="Load-balancing schemes"):
         if any(loads_by_scheme.values()):
             _bars(left, loads_by_scheme, colours)
         left.set_title("uplink load")
-        _metric_bars(middle, rows, "uplink_mmr", colours)
+        metric_bars(middle, rows, "uplink_mmr", colours, "uplink MMR (1 = perfect)")
         middle.axhline(1.0, color="grey", linestyle=":", linewidth=1)
-        middle.set_title("uplink MMR (1 = perfect)")
-        _metric_bars(right, rows, "goodput_mbps", colours)
-        right.set_title("aggregate goodput (Mbit/s)")
+        metric_bars(right, rows, "goodput_mbps", colours, "aggregate goodput (Mbit/s)")
         figure.suptitle(title)
         figure.tight_layout()
     return figure
@@ -409,18 +437,24 @@ def plot_sweep(rows, param, path, title="Parameter sweep"):
     xs = [row["param_value"] for row in ordered]
     figure, left = plt.subplots(figsize=(7, 4.5))
     with _closed_on_error(figure):
-        left.plot(xs, _line_values(ordered, "out_of_order_rate"), "o-", color="tab:red", label="out-of-sequence rate")
+        left.errorbar(xs, _line_values(ordered, "out_of_order_rate"), yerr=metric_errors(ordered, "out_of_order_rate"),
+                      fmt="o-", color="tab:red", capsize=4, label="out-of-sequence rate")
         if any(row.get("reorder_rate") is not None for row in ordered):
-            left.plot(xs, _line_values(ordered, "reorder_rate"), "^:", color="tab:purple",
-                      label="reordered (late) rate")
+            left.errorbar(xs, _line_values(ordered, "reorder_rate"), yerr=metric_errors(ordered, "reorder_rate"),
+                          fmt="^:", color="tab:purple", capsize=3, label="reordered (late) rate")
         left.legend(fontsize=8, loc="upper center")
         left.set_xlabel(param)
         left.set_ylabel("out-of-order packets / received", color="tab:red")
         if xs and min(xs) > 0 and max(xs) / min(xs) >= 10:
             left.set_xscale("log")
         right = left.twinx()
-        right.plot(xs, _line_values(ordered, "uplink_mmr"), "s--", color="tab:blue", label="uplink MMR")
+        # error bars of the two axes would sit on each other: the MMR points go slightly to the right
+        shifted = [x * 1.04 if left.get_xscale() == "log" else x + 0.01 * (max(xs) - min(xs)) for x in xs] \
+            if metric_errors(ordered, "uplink_mmr") else xs
+        right.errorbar(shifted, _line_values(ordered, "uplink_mmr"), yerr=metric_errors(ordered, "uplink_mmr"),
+                       fmt="s--", color="tab:blue", capsize=4, label="uplink MMR")
         right.set_ylabel("uplink MMR (1 = perfect balance)", color="tab:blue")
-        left.set_title(title)
+        repeated = metric_errors(ordered, "uplink_mmr") is not None
+        left.set_title(title + ("\n(mean of repeated runs, 95% confidence intervals)" if repeated else ""))
         figure.tight_layout()
     return _save(figure, path)

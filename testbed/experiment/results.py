@@ -55,7 +55,10 @@ RESULTS_SCHEMA = {
     "traffic_start_s": OPT_NUMBER,      # how long the traffic processes took to be ready (before t0)
     # did the emulator keep up (testbed.experiment.overload)?  If not, say why
     "overload": {"overloaded": bool, "reasons": [str], "switch_socket_drops": int, "switch_waits_over_limit": int,
-                 "receiver_socket_drops": int, "sender_lag_max_ms": OPT_NUMBER, "latency_p99_ms": OPT_NUMBER},
+                 "receiver_socket_drops": int, "sender_lag_max_ms": OPT_NUMBER, "latency_p99_ms": OPT_NUMBER,
+                 # could the emulator's delays alone have reordered packets (overload.reordering_check)?
+                 "stream_spacing_ms": OPT_NUMBER, "latency_spread_ms": OPT_NUMBER, "paced_frames": int,
+                 "late_frames": int, "reordering_unreliable": bool, "reordering_reasons": [str]},
     "spec": dict,                       # the validated spec, ExperimentSpec.to_dict()
     "topology": {"kind": str, "params": dict, "hosts": int, "switches": int, "links": int},
     "controller": {"kind": str, "detection_delay_ms": NUMBER, "entries_written": int,

@@ -60,7 +60,9 @@ def _base_record(spec, target, hooks):
         "started_at": _now_iso(), "finished_at": "", "wall_s": 0.0, "t0_ns": None, "t0_utc": None,
         "traffic_start_s": None,
         "overload": {"overloaded": False, "reasons": [], "switch_socket_drops": 0, "switch_waits_over_limit": 0,
-                     "receiver_socket_drops": 0, "sender_lag_max_ms": None, "latency_p99_ms": None},
+                     "receiver_socket_drops": 0, "sender_lag_max_ms": None, "latency_p99_ms": None,
+                     "stream_spacing_ms": None, "latency_spread_ms": None, "paced_frames": 0, "late_frames": 0,
+                     "reordering_unreliable": False, "reordering_reasons": []},
         "spec": spec.to_dict(),
         "topology": {"kind": spec.topology.kind, "params": dict(spec.topology.params),
                      "hosts": 0, "switches": 0, "links": 0},
@@ -216,6 +218,8 @@ def run_experiment(spec, out_dir=None, target=None, progress=print, state_file=N
                 if record.get("overload", {}).get("overloaded"):
                     progress(f"[{spec.name}] WARNING: the emulator did not keep up, timings and losses are "
                              f"not the network's: {'; '.join(record['overload']['reasons'])}")
+                for reason in record.get("overload", {}).get("reordering_reasons", []):
+                    progress(f"[{spec.name}] WARNING: {reason}")
                 progress(f"[{spec.name}] {record['status']}: results in {out_dir}")
     if isinstance(failure, KeyboardInterrupt):
         raise failure

@@ -31,6 +31,8 @@ A spec (every field but ``name`` and ``seed`` has a default)::
       links: {between_failures_s: {median: 1.0, sigma: 0.8}, repair_s: {median: 0.5, sigma: 0.8}}
       switches: {between_failures_s: {median: 3.0, sigma: 0.8}, repair_s: {median: 1.0, sigma: 0.5}}
     duration_s: 5
+    repeat: 1                           # runs per mode/sweep point in `testbed compare` (--repeat);
+                                        # seeds: testbed.experiment.repeats.repeat_seeds
     metrics: [link_load, mmr, goodput, loss, out_of_order, recovery, timeline, controller]
     out_dir: results/leafspine-ecmp-failure
 
@@ -102,6 +104,7 @@ METRICS = ("link_load", "mmr", "goodput", "loss", "out_of_order", "recovery", "t
 MAX_QPS = 255
 MAX_TRAFFIC_ENTRIES = 255
 MAX_SEED = 2 ** 64 - 1
+MAX_REPEAT = 100  # runs per mode or sweep point a comparison takes (each a full emulation)
 MAX_NAMES_LISTED = 12  # node names an error message lists before "... (N in all)"
 DEFAULT_RATE_MBPS = 10.0
 # Bounds a run on one machine can honour (each named in the error of a value beyond it):
@@ -116,7 +119,7 @@ DEFAULT_MTU = 1024
 DEFAULT_TAIL_S = 1.0
 
 _TOP_FIELDS = ("name", "seed", "topology", "target", "program", "mode", "mode_params", "controller",
-               "traffic", "failures", "failure_trace", "duration_s", "metrics", "out_dir")
+               "traffic", "failures", "failure_trace", "duration_s", "repeat", "metrics", "out_dir")
 _TRAFFIC_FIELDS = ("pattern", "hosts", "size_bytes", "qps", "qp_scaling", "udp_sport", "rate_mbps", "start_s",
                    "duration_s", "mtu")
 _FAILURE_FIELDS = ("at_s", "action", "link", "switch", "loss")
@@ -252,7 +255,9 @@ class ExperimentSpec:
         duration_s: the run's length.
         metrics: the metrics to report (plots and summary lines).
         out_dir: default output directory.
+        repeat: how many times ``testbed compare`` runs each mode or sweep point.
         source: the file it came from (None for dicts).
+        raw: the data it was parsed from (for :meth:`with_seed`; not recorded).
     """
 
     name: str
@@ -270,11 +275,14 @@ class ExperimentSpec:
     duration_s: float = 0.0
     metrics: List[str] = field(default_factory=lambda: list(METRICS))
     out_dir: str = ""
+    repeat: int = 1
     source: Optional[str] = None
+    raw: Optional[dict] = field(default=None, repr=False, compare=False)
 
     def to_dict(self):
         """JSON-able form (as recorded in results.json)."""
         data = asdict(self)
+        data.pop("raw")
         for failure in data["failures"]:
             if failure["link"] is not None:
                 failure["link"] = list(failure["link"])
@@ -285,6 +293,23 @@ class ExperimentSpec:
         from testbed.topologies.registry import make_topology
 
         return make_topology(self.topology.kind, **self.topology.params)
+
+    def with_seed(self, seed):
+        """Return this spec as if written with ``seed``: every choice drawn from the seed drawn again.
+
+        Traffic seeds, randomly chosen hosts, failure traces and seeded parameters
+        follow the new seed; everything the spec states stays.  The mode and
+        parameters given since parsing (:meth:`with_mode`, ``mode_params``) are not
+        carried over: apply them to the result.
+
+        Raises:
+            ValueError: the spec was not parsed from data (:func:`parse_spec`) and ``seed`` is not its own.
+        """
+        if seed == self.seed:
+            return copy.deepcopy(self)
+        if self.raw is None:
+            raise ValueError("only a spec parsed by parse_spec can be drawn again with another seed")
+        return parse_spec(dict(self.raw, seed=seed), source=self.source, check_machine=False)
 
     def with_mode(self, mode):
         """Return a copy of this spec running ``mode``: its program, and its topology kind and
@@ -765,11 +790,13 @@ def parse_spec(data, source=None, check_machine=True):
     if len(out_dir.encode()) > MAX_PATH_BYTES or any(len(part.encode()) > 255 for part in out_dir.split("/")):
         raise SpecError("out_dir", out_dir, f"must be a path of at most {MAX_PATH_BYTES} bytes "
                                                             f"whose parts are at most 255 bytes each")
+    repeat = _number(data.get("repeat", 1), "repeat", minimum=1, maximum=MAX_REPEAT, integer=True)
     spec = ExperimentSpec(name=name, seed=seed, topology=topology, target=target, mode=mode, program=program,
                           mode_params=mode_params, seeded_params=seeded_params, controller=controller,
                           traffic=traffic,
                           failures=failures, failure_trace=failure_trace, duration_s=duration,
-                          metrics=list(metrics), out_dir=out_dir, source=source)
+                          metrics=list(metrics), out_dir=out_dir, repeat=repeat, source=source,
+                          raw=copy.deepcopy(data))
     if mode is not None:
         _apply_mode(spec, mode_table.MODES[mode])
     if check_machine:

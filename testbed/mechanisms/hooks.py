@@ -42,12 +42,15 @@ class Column:
         header: its heading in the table.
         fmt: how a value is printed (``"{:.3f}"``).
         value: ``value(results)`` -> the number or text (None: not measured) from a run's results.json.
+        compared: whether rows are compared on it (the noise check of repeated runs); False for
+            what the spec fixes rather than measures (packets sent).
     """
 
     key: str
     header: str
     fmt: str
     value: Callable
+    compared: bool = True
 
 
 class RunHooks:
@@ -111,12 +114,16 @@ class RunHooks:
         """Write this mechanism's plots of one run into ``out_dir``; return the file names."""
         return []
 
-    def comparison_plots(self, rows, results_by_label, out_dir, title):
+    def comparison_plots(self, rows, runs_by_label, out_dir, title):
         """Write this mechanism's comparison plots of several runs; return the file names.
 
+        Draw what the comparison is about (the mechanism's own metrics), with
+        :func:`testbed.experiment.plots.metric_bars` for table columns (it adds the 95%
+        error bars of repeated rows).
+
         Args:
-            rows: ``testbed compare``'s table rows.
-            results_by_label: ``{row label: results.json of that run}``.
+            rows: ``testbed compare``'s table rows (repeated rows carry ``stats``).
+            runs_by_label: ``{row label: [results.json of each run of that row]}``.
             out_dir: the comparison's folder.
             title: the comparison's title.
         """

@@ -1,4 +1,6 @@
-"""testbed.experiment.overload and testbed.packet_sockets: what marks a run as overloaded."""
+"""testbed.experiment.overload and testbed.packet_sockets: what marks a run as overloaded (or its reordering)."""
+import pytest
+
 from testbed.experiment import overload
 from testbed.packet_sockets import LAG_BUCKETS_MS, ReceiveLag
 
@@ -53,3 +55,48 @@ def test_receive_lag_counts_each_sample_in_every_bucket_it_reaches():
     for milliseconds in (0.2, 5, 60, 300):
         lag.record(int(milliseconds * 1e6))
     assert lag.describe() == {"samples": 4, "at_least_ms": {"1": 3, "10": 2, "50": 2, "200": 1}}
+
+
+def _timing_record(p50_ms, p99_ms, shaped=False, waits_10ms=0):
+    return {"spec": {"topology": {"shape_links": shaped},
+                     "traffic": [{"pattern": "stream", "rate_mbps": 3, "qps": 2, "mtu": 1024}]},
+            "summary": {"latency": {"p50_ms": p50_ms, "p99_ms": p99_ms, "max_ms": p99_ms}},
+            "dataplane": {"drops": {"emulator": 0},
+                          "switch_receive_lag": {"samples": 10, "at_least_ms": {"10": waits_10ms}}}}
+
+
+def _paced(late, paced=8000):
+    return {"pairs": [{"sender": {"pacing_lag_max_ms": 5.0, "paced_frames": paced, "late_frames": {"1": late,
+                                                                                                   "10": late}},
+                       "receiver": {"socket_drops": 0}}]}
+
+
+def test_reordering_is_marked_unreliable_when_the_emulator_alone_could_reorder():
+    # flowlet_sweep.yaml's streams: 2 QPs at 3 Mbit/s of 1 KiB frames, a queue pair's packets 5.5 ms apart
+    assert overload.stream_spacing_ms(_timing_record(1, 2)["spec"]) == pytest.approx(5.46, abs=0.01)
+    calm = overload.assess(_timing_record(1.5, 6.0), [_paced(3)])
+    assert calm["reordering_unreliable"] is False and calm["overloaded"] is False
+    cases = {"latency p99 exceeds p50 by 26.5 ms": (_timing_record(1.5, 28.0), [_paced(3)]),
+             "frames 10 ms or more behind": (_timing_record(1.5, 3.0), [_paced(80)]),
+             "switch read batches waited 10 ms": (_timing_record(1.5, 3.0, waits_10ms=4), [_paced(0)])}
+    for words, (record, reports) in cases.items():
+        result = overload.assess(record, reports)
+        assert result["reordering_unreliable"] is True, words
+        assert any(words in reason and "out-of-order counts may be the emulator's" in reason
+                   for reason in result["reordering_reasons"]), (words, result["reordering_reasons"])
+        assert result["overloaded"] is False   # losses, MMR and goodput stand
+    # on shaped links the latency spread is the network's queueing: no mark from it
+    assert overload.assess(_timing_record(1.5, 300.0, shaped=True), [_paced(0)])["reordering_unreliable"] is False
+
+
+def test_senders_count_frames_sent_late():
+    import time
+
+    from testbed.traffic.sender import LATE_MS, Pacer
+
+    assert overload.LATE_MS in LATE_MS
+    pacer = Pacer(rate_mbps=80.0)   # 1000-byte frames every 100 us
+    pacer.wait(1000)
+    time.sleep(0.03)                 # the sender was descheduled for 30 ms
+    pacer.wait(1000)
+    assert pacer.frames == 2 and pacer.late_frames[LATE_MS.index(10)] == 1

@@ -300,3 +300,27 @@ def test_control_packets_go_to_the_control_callback_not_the_accounting():
     receiver.handle(SRC.ip, frame[roce.BTH_OFFSET:])
     assert seen == [(SRC.ip, roce.KIND_ACK, 42)]
     assert receiver.totals()["received"] == 0 and receiver.control_packets == 1
+
+
+def test_a_descheduled_receiver_times_arrivals_by_the_kernel_stamp():
+    """A receiver that reads its socket 80 ms late still times each packet when the kernel queued it."""
+    import socket
+    import time
+
+    from testbed.traffic.receiver import Capture
+
+    address = "127.93.41.7"   # a loopback address of this test's own (the most specific bind gets the packets)
+    capture = Capture(mode="udp", bind_ip=address)
+    out = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    try:
+        receiver = RoceReceiver()
+        crafter = Crafter()
+        for seq in range(3):
+            out.sendto(bytes(crafter.udp_payload(seq, tx_ns=time.time_ns())), (address, roce.ROCE_UDP_PORT))
+        time.sleep(0.08)
+        assert capture.pump(receiver) == 3
+        # without the kernel's stamps every latency would be at least the 80 ms the reader slept
+        assert receiver.report()["latency_ns"]["max"] < 40 * MS
+    finally:
+        out.close()
+        capture.close()

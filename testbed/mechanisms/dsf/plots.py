@@ -1,7 +1,11 @@
-"""DSF's plots of a run: VOQ depth, credits and uplink rates over time; load on every fabric link."""
+"""DSF's plots of a run (VOQ depth, credits and uplink rates over time; load on every fabric link) and of a
+comparison (fabric-link MMR in bytes of cells, VOQ depth, drops by place)."""
 import os
 
-from testbed.experiment.plots import plt
+from testbed.experiment.plots import metric_bars, mode_colours, plt
+
+#: the tier whose MMR a comparison shows: interface nodes up to the fabric (where spraying or hashing chooses)
+UPLINK_TIER = "rdsw>fdsw"
 
 
 def plot_dsf(record, out_dir):
@@ -65,3 +69,95 @@ def plot_dsf(record, out_dir):
     finally:
         plt.close(figure)
     return ["dsf_timeline.png", "dsf_fabric_load.png"]
+
+
+def fabric_mmr(results, tier=UPLINK_TIER):
+    """The MMR of ``tier``'s directed fabric links in bytes (of cells, with the DSF programs), or None.
+
+    >>> fabric_mmr({"dsf": {"tiers": {"rdsw>fdsw": {"loads": {}, "mmr": 1.25}}}})
+    1.25
+    """
+    return (((results.get("dsf") or {}).get("tiers") or {}).get(tier) or {}).get("mmr")
+
+
+def _mean(values):
+    return sum(values) / len(values) if values else 0.0
+
+
+def plot_dsf_comparison(rows, runs_by_label, out_dir, title):
+    """``dsf_comparison.png``: what a DSF comparison is about.
+
+    * fabric-link MMR of the interface nodes' uplinks in bytes (of cells under DSF), mean with
+      95% intervals when repeated;
+    * VOQ depth over time (all VOQs of all interface nodes; first run of each mode), the
+      deepest VOQ in the legend;
+    * frames lost by place (mean over runs): the places of ``dataplane.drops_by_place``
+      that lost any.
+
+    Args:
+        rows: ``testbed compare``'s rows.
+        runs_by_label: ``{label: [results.json of each run]}``.
+        out_dir: the comparison's folder.
+        title: the comparison's title.
+
+    Returns:
+        list: the file names written.
+    """
+    labels = [row["mode"] for row in rows if runs_by_label.get(row["mode"])]
+    rows = [row for row in rows if row["mode"] in labels]
+    if not rows:
+        return []
+    colours = mode_colours(labels)
+    figure, axes = plt.subplots(1, 3, figsize=(16, 4.8))
+    try:
+        metric_bars(axes[0], rows, "fabric_mmr", colours, f"{UPLINK_TIER} link MMR (bytes of cells)")
+        axes[0].axhline(1.0, color="grey", linestyle=":", linewidth=1)
+        drawn = False
+        for label in labels:
+            depth = (runs_by_label[label][0].get("dsf") or {}).get("voq_depth") or {}
+            if depth.get("t_s") and depth.get("depth_pkts"):
+                total = [sum(values) for values in zip(*depth["depth_pkts"].values())]
+                deepest = depth.get("max", {}).get("depth_pkts")
+                axes[1].plot(depth["t_s"], total, color=colours[label], label=f"{label} (deepest VOQ {deepest})")
+                drawn = True
+        if drawn:
+            axes[1].legend(fontsize=7)
+            axes[1].set_ylim(bottom=0)
+        else:
+            axes[1].text(0.5, 0.5, "no VOQs (IP routing)", ha="center", va="center", transform=axes[1].transAxes)
+        axes[1].set_xlabel("time since start (s)")
+        axes[1].set_ylabel("packets queued in VOQs")
+        axes[1].set_title("VOQ depth (first run of each mode)", fontsize=9)
+        _drops_by_place(axes[2], labels, runs_by_label)
+        figure.suptitle(f"{title}: fabric balance, VOQs, drops")
+        figure.tight_layout()
+        figure.savefig(os.path.join(out_dir, "dsf_comparison.png"), dpi=100)
+    finally:
+        plt.close(figure)
+    return ["dsf_comparison.png"]
+
+
+def _drops_by_place(axis, labels, runs_by_label):
+    """Stacked bars of frames lost per place (mean over runs); ``fabric`` and ``by_link`` are sums, left out."""
+    means = {}
+    for label in labels:
+        for results in runs_by_label[label]:
+            places = (results.get("dataplane") or {}).get("drops_by_place") or {}
+            for place, value in places.items():
+                if place not in ("fabric", "by_link") and isinstance(value, int):
+                    means.setdefault(place, {}).setdefault(label, []).append(value)
+    places = [place for place, values in sorted(means.items()) if any(sum(v) for v in values.values())]
+    if not places:
+        axis.text(0.5, 0.5, "no frame lost", ha="center", va="center", transform=axis.transAxes)
+    bottoms = [0.0] * len(labels)
+    palette = plt.get_cmap("tab10").colors
+    for index, place in enumerate(places):
+        heights = [_mean(means[place].get(label, [])) for label in labels]
+        axis.bar(range(len(labels)), heights, bottom=bottoms, color=palette[index % len(palette)], label=place)
+        bottoms = [bottom + height for bottom, height in zip(bottoms, heights)]
+    axis.set_xticks(range(len(labels)))
+    axis.set_xticklabels(labels, rotation=30, ha="right")
+    axis.set_ylabel("frames lost (mean over runs)")
+    if places:
+        axis.legend(fontsize=7)
+    axis.set_title("drops by place", fontsize=9)

@@ -4,11 +4,11 @@ During the run the counters are sampled (:class:`~testbed.mechanisms.dsf.metrics
 after it: the DSF drop places, the ``dsf`` section (tier loads in bytes of
 cells, VOQ depth, credits, host-port busy fraction, uplink rates and their
 change at failures, the controller's reachability state), the two DSF plots and
-the comparison columns.
+the comparison columns and plot (dsf_comparison.png).
 """
 from testbed.experiment.results import NUMBER, OPT_INT, OPT_NUMBER, OPT_STR, OrNull
 from testbed.mechanisms.dsf.metrics import DSF_DROP_PLACES, FABRIC_DROP_PLACES, FabricRecorder, add_dsf_drop_places
-from testbed.mechanisms.dsf.plots import plot_dsf
+from testbed.mechanisms.dsf.plots import fabric_mmr, plot_dsf, plot_dsf_comparison
 from testbed.mechanisms.hooks import Column, RunHooks
 
 DSF_SCHEMA = {
@@ -56,7 +56,8 @@ class DSFHooks(RunHooks):
         "dsf": OrNull(DSF_SCHEMA),   # null: the run stopped before it was measured
     }
     initial_results = {"dataplane": {"drops_by_place": dict.fromkeys(DROP_PLACES, 0)}, "dsf": None}
-    columns = (Column("host_port_busy", "host busy", "{:.3f}", _host_port_busy),
+    columns = (Column("fabric_mmr", "fabric MMR (cells)", "{:.3f}", fabric_mmr),
+               Column("host_port_busy", "host busy", "{:.3f}", _host_port_busy),
                Column("voq_max_depth", "VOQ max", "{}", _voq_max_depth))
 
     def recorder(self, spec, fabric, readers):
@@ -78,3 +79,7 @@ class DSFHooks(RunHooks):
     def plots(self, record, out_dir):
         """``dsf_timeline.png`` and ``dsf_fabric_load.png``."""
         return plot_dsf(record, out_dir) if record.get("dsf") else []
+
+    def comparison_plots(self, rows, runs_by_label, out_dir, title):
+        """``dsf_comparison.png`` (:func:`testbed.mechanisms.dsf.plots.plot_dsf_comparison`)."""
+        return plot_dsf_comparison(rows, runs_by_label, out_dir, title)

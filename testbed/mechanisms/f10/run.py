@@ -6,8 +6,10 @@ records the rows (its ``results``); these hooks add the data plane's
 timeline, judge the triggers' lateness, and give ``testbed compare`` its
 detection and pushback columns.
 """
+from testbed.experiment.analysis import loss_timeline
 from testbed.experiment.counters import counter_total
-from testbed.experiment.results import NUMBER, OPT_INT, OPT_NUMBER
+from testbed.experiment.results import NUMBER, OPT_INT, OPT_NUMBER, OrNull
+from testbed.mechanisms.f10.plots import plot_f10_comparison
 from testbed.mechanisms.hooks import Column, RunHooks
 
 NO_DETOUR_COUNTER = "MyIngress.f10_no_detour"  # p4src/f10.p4
@@ -17,6 +19,12 @@ TRIGGER_LATE_MS = 50.0  # a detector decides on the trigger: later than this, it
 def _detection_s(results):
     rows = [row["detection_s"] for row in results.get("controller", {}).get("detections", [])]
     return max(rows) if rows else None
+
+
+def _median_flow_recovery(results):
+    medians = [row["median_recovery_s"] for row in results.get("summary", {}).get("flow_recovery", [])
+               if row.get("median_recovery_s") is not None]
+    return max(medians) if medians else None
 
 
 def _pushback_messages(results):
@@ -59,16 +67,21 @@ class F10Hooks(RunHooks):
             "reschedules": [dict]},
         "dataplane": {"drops": {"no_detour": int}},  # next hop down and no working detour
         "overload": {"trigger_late_max_ms": OPT_NUMBER},
+        # lost stream packets per transmit bin (analysis.loss_timeline); null: the run stopped before
+        "f10": OrNull({"loss_timeline": {"bin_s": OPT_NUMBER, "t_s": [NUMBER], "lost": [int],
+                                         "after_failure": [bool]}}),
     }
     initial_results = {"controller": {"detections": [], "transitions": [], "pushbacks": [],
                                       "trigger_late_max_us": {}, "reschedules": []},
-                       "dataplane": {"drops": {"no_detour": 0}}, "overload": {"trigger_late_max_ms": None}}
+                       "dataplane": {"drops": {"no_detour": 0}}, "overload": {"trigger_late_max_ms": None},
+                       "f10": None}
     event_styles = {
         "detection": ("detector: port down (local reroute)", "tab:orange", "-."),
         "pushback": ("pushback installed", "tab:purple", ":"),
         "reschedule": ("rescheduler: new weights", "tab:brown", (0, (1, 3))),
     }
     columns = (Column("detection_s", "detection s", "{:.3f}", _detection_s),
+               Column("median_flow_recovery_s", "median flow recovery s", "{:.3f}", _median_flow_recovery),
                Column("pushback_messages", "pushback msgs", "{}", _pushback_messages))
 
     def dataplane(self, record, run, before, after):
@@ -77,6 +90,16 @@ class F10Hooks(RunHooks):
         drops = record["dataplane"]["drops"]
         drops["no_detour"] = no_detour
         drops["connectivity"] += no_detour
+
+    def results(self, record, run, recorder=None):
+        """``f10.loss_timeline``: lost packets over time, inside the failures' loss episodes or not."""
+        episodes = [(row["first_loss_at_s"], row["last_loss_at_s"]) for row in record["summary"].get("recovery", [])
+                    if row.get("first_loss_at_s") is not None and row.get("last_loss_at_s") is not None]
+        record["f10"] = {"loss_timeline": loss_timeline(run.reports, run.t0_ns, episodes)}
+
+    def comparison_plots(self, rows, runs_by_label, out_dir, title):
+        """``f10_comparison.png`` (:func:`testbed.mechanisms.f10.plots.plot_f10_comparison`)."""
+        return plot_f10_comparison(rows, runs_by_label, out_dir, title)
 
     def timeline_events(self, record):
         """Detections (failure time + detection), pushback installed, the rescheduler's first write per epoch."""

@@ -1,7 +1,8 @@
-"""What a load-balancing run adds to its results: flowlet path changes (p4src/flowlet.p4's counter)."""
+"""What a load-balancing run adds to its results: flowlet path changes (p4src/flowlet.p4's counter); its comparison plot."""
 from testbed.experiment.counters import counter_total
 from testbed.experiment.results import OPT_INT
 from testbed.mechanisms.hooks import Column, RunHooks
+from testbed.mechanisms.lb.plots import plot_lb_comparison
 
 PATH_CHANGES_COUNTER = "MyIngress.flowlet_path_changes"  # p4src/flowlet.p4
 
@@ -23,3 +24,7 @@ class LoadBalancingHooks(RunHooks):
         """Add ``flowlet_path_changes`` (sum over every switch)."""
         record["dataplane"]["flowlet_path_changes"] = counter_total(run.readers, run.p4info, PATH_CHANGES_COUNTER,
                                                                     skip=run.fabric.crashed)
+
+    def comparison_plots(self, rows, runs_by_label, out_dir, title):
+        """``lb_comparison.png`` (:func:`testbed.mechanisms.lb.plots.plot_lb_comparison`)."""
+        return plot_lb_comparison(rows, out_dir, title)
