@@ -539,8 +539,9 @@ class TrafficManager:
         Returns:
             dict with ``enqueued``, ``dequeued``, ``dropped`` (all drops),
             ``dropped_full`` (tail drops), ``dropped_priority`` (priority out of
-            range), ``dropped_headroom`` (lossless ingress buffer full), ``depth`` (packets queued now) and ``max_depth`` (the most
-            ever queued at once); zeros for a port never used.
+            range), ``dropped_headroom`` (lossless ingress buffer full), ``depth``
+            (packets queued now) and ``max_depth`` (the most ever queued at
+            once); zeros for a port never used.
         """
         with self._lock:
             state = self._ports.get(port)
@@ -560,17 +561,22 @@ class TrafficManager:
             dict with ``pause_sent``, ``resume_sent``, ``pause_received``,
             ``resume_received``, ``paused_ns`` (time paused up to now),
             ``paused`` (1 where the priority is paused now), ``queued``
-            (packets waiting), ``dequeued`` (departures so far) and ``held``
-            (packets counted against the port as ingress); zeros for a port never used.
+            (packets waiting), ``dequeued`` (departures so far), ``held``
+            (packets counted against the port as ingress) and ``holders`` (per
+            priority, the sorted ``[ingress port, priority]`` pairs the waiting
+            packets are counted against: whose pause waits on this queue);
+            zeros (empty lists) for a port never used.
         """
         with self._lock:
             now = self._clock_ns() if now_ns is None else now_ns
             state = self._ports.get(port)
             if state is None:
                 zeros = [0] * PRIORITIES
-                return {name: list(zeros) for name in ("pause_sent", "resume_sent", "pause_received",
-                                                       "resume_received", "paused_ns", "paused",
-                                                       "queued", "dequeued", "held")}
+                stats = {name: list(zeros) for name in ("pause_sent", "resume_sent", "pause_received",
+                                                        "resume_received", "paused_ns", "paused",
+                                                        "queued", "dequeued", "held")}
+                stats["holders"] = [[] for _ in range(PRIORITIES)]
+                return stats
             if state.count:
                 self._advance(port, state, now)
             paused_ns = []
@@ -578,12 +584,16 @@ class TrafficManager:
                 end = min(now, state.paused_until[p])
                 paused_ns.append(state.paused_ns[p] + max(0, end - state.pause_since[p]))
             queued = [len(state.queues[p]) if p < len(state.queues) else 0 for p in range(PRIORITIES)]
+            holders = []
+            for p in range(PRIORITIES):
+                keys = {entry[4] for entry in state.queues[p]} if p < len(state.queues) else ()
+                holders.append(sorted(list(key) for key in keys if key is not None))
             return {"pause_sent": list(state.pause_sent), "resume_sent": list(state.resume_sent),
                     "pause_received": list(state.pause_received),
                     "resume_received": list(state.resume_received), "paused_ns": paused_ns,
                     "paused": [int(state.paused_until[p] > now) for p in range(PRIORITIES)],
                     "queued": queued, "dequeued": list(state.dequeued_by_priority),
-                    "held": [self._held.get((port, p), 0) for p in range(PRIORITIES)]}
+                    "held": [self._held.get((port, p), 0) for p in range(PRIORITIES)], "holders": holders}
 
     def ports(self) -> List[int]:
         """Return the ports that have queues (configured or used), sorted."""
