@@ -13,15 +13,18 @@
  * path (in order, as RoCE needs) and spreads QPs over the K paths.  The
  * price is a table of (pairs x K) entries per switch on those paths.
  *
- * Priorities: the lossless class of a packet is its IPv4 DSCP (1..3 lossless,
- * the routing's 1-based hop priority; 0 lossy), copied into
- * standard_metadata.priority so the traffic manager queues and accounts it on
- * that class (PFC, testbed/p4/v1model/traffic_manager.py).  A packet moves to
+ * Priorities: the class of a packet inside the fabric is its IPv4 DSCP (1..3
+ * lossless, the routing's 1-based hop priority; 0 and 7 lossy), copied into
+ * standard_metadata.priority.  The source ToR classifies what hosts send
+ * (table MyIngress.classify: RoCE data DSCP 26 -> 1, control DSCP 46 -> 7, the
+ * ACKs and CNPs ahead of data and never paused), so the traffic manager
+ * queues and accounts it on that class (PFC, testbed/p4/v1model/traffic_manager.py).  A packet moves to
  * the next class where its path makes a down-up turn: table
  * MyIngress.priority_transition matches (ingress port, egress port, class),
  * as Tagger does, and rewrites DSCP and priority.
  *
  * Tables (controllers/fcplus/programmer.py fills them from topologies/fcplus/routing.py):
+ *   MyIngress.classify          dscp exact -> set_priority(dscp): hosts' DSCP to the first class
  *   MyIngress.host_route        dstAddr exact -> to_host(dmac, port): a host of this ToR
  *   MyIngress.path_count        (srcAddr, dstAddr) ternary /24 -> set_path_count(n)
  *   MyIngress.path_next         (srcAddr, dstAddr) ternary /24, path index exact -> set_port(port)
@@ -80,6 +83,13 @@ control MyIngress(inout headers_t hdr,
         hdr.ipv4.dscp = dscp;
     }
 
+    table classify {
+        key = { hdr.ipv4.dscp : exact; }
+        actions = { set_priority; NoAction; }
+        default_action = NoAction();
+        size = 64;
+    }
+
     table host_route {
         key = { hdr.ipv4.dstAddr : exact; }
         actions = { to_host; NoAction; }
@@ -125,6 +135,7 @@ control MyIngress(inout headers_t hdr,
             exit;
         }
         hdr.ipv4.ttl = hdr.ipv4.ttl - 1;
+        classify.apply();
         if (!host_route.apply().hit) {
             meta.fc.entropy = 0;
             if (hdr.bth.isValid()) {
