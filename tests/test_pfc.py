@@ -222,3 +222,21 @@ def test_pfc_cannot_change_with_packets_queued(clock):
     tm.enqueue(1, "b", 125, priority=3, ingress_port=2)
     with pytest.raises(ParameterError, match="pfc"):
         tm.set_pfc(None)
+
+
+# --- the host side ----------------------------------------------------------------------------
+
+def test_host_gate_follows_pause_and_resume_of_its_class_only():
+    from testbed.traffic.pause import DATA_PRIORITY, PauseGate
+
+    gate = PauseGate.__new__(PauseGate)      # the frame logic alone, without a socket
+    gate.priority, gate.paused_until, gate.pauses, gate.resumes = DATA_PRIORITY, 0, 0, 0
+    gate._quantum_ns = quantum_ns(None)
+    gate.receive(build_pause(bytes(6), [(DATA_PRIORITY + 1, MAX_QUANTA)]), 1000)
+    assert not gate.paused(1000)                                 # another class
+    gate.receive(build_pause(bytes(6), [(DATA_PRIORITY, 100)]), 1000)
+    assert gate.paused(1000) and gate.paused(1000 + 100 * 512 - 1) and not gate.paused(1000 + 100 * 512)
+    gate.receive(build_pause(bytes(6), [(DATA_PRIORITY, 0)]), 2000)
+    assert not gate.paused(2000) and (gate.pauses, gate.resumes) == (1, 1)
+    gate.receive(bytes(60), 3000)                                # not a PAUSE frame
+    assert not gate.paused(3000)

@@ -13,13 +13,15 @@ import ipaddress
 
 from testbed.topologies.base import leaf_prefix
 from testbed.topologies.fcplus.routing import priority_transition_table, routing_paths
+from testbed.traffic.pause import DATA_PRIORITY as DATA_CLASS
+from testbed.traffic.roce import DSCP_CONTROL, DSCP_DATA
 
-#: DSCP the hosts' RoCE data and control packets carry (traffic/roce.py), and the classes they start on
-DATA_CLASS = 1
+#: the class the hosts' RoCE control packets (ACKs, CNPs) go on: lossy, served first
 CONTROL_CLASS = 7
 
 
-def fcplus_entries(tor_graph, hosts, routing, k, n_lp=2, data_dscp=26, control_dscp=46, max_candidates=None):
+def fcplus_entries(tor_graph, hosts, routing, k, n_lp=2, data_dscp=DSCP_DATA, control_dscp=DSCP_CONTROL,
+                   max_candidates=None):
     """Entries of every ToR's tables.
 
     Args:
