@@ -75,12 +75,14 @@ class PauseGate:
         """True while the class is paused."""
         return (time.monotonic_ns() if now_ns is None else now_ns) < self.paused_until
 
-    def wait(self):
-        """Block while the class is paused; return True when it held the sender."""
+    def wait(self, deadline_ns=None):
+        """Block while the class is paused, at most until ``deadline_ns`` (wall clock); True when it held."""
         start = time.monotonic_ns()
         if start >= self.paused_until:
             return False
         while time.monotonic_ns() < self.paused_until:
+            if deadline_ns is not None and time.time_ns() >= deadline_ns:
+                break   # a sender paused for good (a deadlock) still ends on time
             time.sleep(_POLL_S)
         self.held_ns += time.monotonic_ns() - start
         return True

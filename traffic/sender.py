@@ -283,7 +283,7 @@ def transmit(sock, packets, factory, pacer=None, stats=None, deadline_ns=None, k
         queue_pair = spec.qp
         opcode = spec.opcode
         patcher = factory.patcher(transfer.dst.mac, transfer.dst.ip, queue_pair, spec.payload_length, opcode)
-        if gate is not None and gate.wait() and pacer is not None:
+        if gate is not None and gate.wait(deadline_ns) and pacer is not None:
             pacer.next_ns = time.perf_counter_ns()   # held by PFC, not behind its schedule
         if pacer is not None:
             pacer.wait(patcher.length)
