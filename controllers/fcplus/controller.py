@@ -76,22 +76,25 @@ class FCPlusController:
             self.entries_written += self._write(self.programmer.clients[tor], tables)
         self.mode_params_written = {name: _param(mode_params, name) for name in
                                     ("fcplus_k", "fcplus_n_lp", "pfc_lossless",
-                                     "port_rate_pps", "pfc_xoff_packets", "pfc_xon_packets",
+                                     "fabric_port_rate_pps", "host_port_rate_pps", "pfc_xoff_packets", "pfc_xon_packets",
                                      "pfc_headroom_packets", "pfc_buffer_packets")}
         self.notes.append(f"fcplus: routing {routing}, K={k}, N_lp={n_lp}, {len(paths)} ToR pairs")
 
     def _configure_queues(self, network, graph, mode_params):
-        """Every switch port: rate ``port_rate_pps`` (0: unlimited), 8 priorities; PFC on the lossless classes."""
-        rate = _param(mode_params, "port_rate_pps") or None
+        """Every switch port: its rate (0: unlimited), 8 priorities; PFC on the lossless classes."""
+        fabric_rate = _param(mode_params, "fabric_port_rate_pps") or None
+        host_rate = _param(mode_params, "host_port_rate_pps") or None
         lossless = _param(mode_params, "pfc_lossless")   # 0: PFC off, n: classes 1..n lossless
         description = network.describe()["switches"]
         for name, entry in sorted(description.items()):
             control = entry.get("control_path")
             if not control:
                 raise TestbedError(f"switch {name}: no control socket; PFC and port queues need the embedded target")
-            ports = sorted(port_toward(data, name) for _, _, data in graph.edges(name, data=True))
-            for port in ports:
-                configure(control, {"command": "queue", "port": port, "rate_pps": rate,
+            ports = sorted((port_toward(data, name), is_host(graph, other))
+                           for _, other, data in graph.edges(name, data=True))
+            for port, to_host in ports:
+                configure(control, {"command": "queue", "port": port,
+                                    "rate_pps": host_rate if to_host else fabric_rate,
                                     "depth_packets": _param(mode_params, "queue_depth_packets"), "priorities": 8})
             if lossless:
                 configure(control, {"command": "pfc", "lossless": list(range(1, lossless + 1)),

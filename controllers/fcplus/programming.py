@@ -4,15 +4,15 @@ For every ordered pair of ToRs, the routing's paths (topologies/fcplus/routing.p
 are numbered 0..n-1; every ToR on one of them gets ``path_count`` (source /24,
 destination /24) -> n, and ``path_next`` (source /24, destination /24, i) ->
 its out-port on path i.  The program hashes a flow's QP into i the same way
-at every hop, so a flow follows one path end to end.  Down-up turns move the
-packet to the next lossless class (``priority_transition``, from
+at every hop, so a flow follows one path end to end.  For routings on more
+than one lossless class, down-up turns move the packet to the next class (``priority_transition``, from
 :func:`~testbed.topologies.fcplus.routing.priority_transition_table`, keyed on
 the current class).
 """
 import ipaddress
 
 from testbed.topologies.base import leaf_prefix
-from testbed.topologies.fcplus.routing import priority_transition_table, routing_paths
+from testbed.topologies.fcplus.routing import priority_transition_table, routing_paths, routing_priorities
 from testbed.traffic.pause import DATA_PRIORITY as DATA_CLASS
 from testbed.traffic.roce import DSCP_CONTROL, DSCP_DATA
 
@@ -59,6 +59,8 @@ def fcplus_entries(tor_graph, hosts, routing, k, n_lp=2, data_dscp=DSCP_DATA, co
                 on_paths.add(u)
         for tor in sorted(on_paths):
             entries[tor]["path_count"].append((prefix[source], prefix[target], len(found)))
+    if routing_priorities(routing, n_lp) == 1:
+        return entries, paths   # one lossless class: KSP keeps it whatever its turns (and may deadlock)
     every_path = [path for found in paths.values() for path in found]
     for (tor, in_port, out_port, current), new in sorted(
             priority_transition_table(tor_graph, every_path, match_priority=True).items()):
