@@ -35,8 +35,9 @@ request is one JSON object, each answer one JSON object:
   priority flow control on (:class:`testbed.p4.v1model.pfc.PfcConfig`;
   omitted fields take its defaults); ``{"command": "pfc", "off": true}`` turns it off.
 * ``{"command": "pfc_status"}`` answers ``{"ok": true, "now_ns": ..., "pfc": {settings} or null,
-  "ports": {"1": {"pause_sent": [8 counts], "paused": [...], "queued": [...], ...}}}``
-  (:meth:`~testbed.p4.v1model.traffic_manager.TrafficManager.pfc_stats` of every port).
+  "ports": {"1": {"pause_sent": [8 counts], "paused": [...], "queued": [...], ...,
+  "queue": {...}, "pipeline_drops": n}}}`` (:meth:`~testbed.p4.v1model.traffic_manager.TrafficManager.pfc_stats`
+  of every port, with its queue's ``stats`` and the packets the program dropped that came in on it).
 
 A bad request is answered ``{"error": "FIELD: reason", "field": FIELD,
 "allowed": "..."}`` naming the field and its allowed values.

@@ -329,7 +329,8 @@ class SwitchDaemon:
         ports = {}
         if device is not None:
             for port in self.sockets:
-                ports[str(port)] = device.tm.pfc_stats(port, now)
+                ports[str(port)] = dict(device.tm.pfc_stats(port, now), queue=device.tm.stats(port),
+                                        pipeline_drops=device.port_stats(port)["drops"])
         return {"ok": True, "now_ns": now, "ports": ports,
                 "pfc": None if config is None else dict(vars(config), lossless=sorted(config.lossless))}
 

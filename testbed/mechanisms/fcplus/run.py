@@ -25,7 +25,9 @@ PFC_SCHEMA = {
     "hold_ms": int, "polls": int, "poll_errors": [str],
     "deadlocks": [{"members": [list], "since_s": NUMBER, "detected_s": NUMBER, "last_seen_s": NUMBER}],
     "ports": dict,      # {switch: {port: {counter: [8 values per class]}}}
-    "totals": dict,     # {counter: int} over every port and class
+    # {counter: int} over every port and class; dropped_headroom (lossless drops), queue_dropped (every
+    # traffic-manager drop, lossy classes too), pipeline_drops (packets the program dropped)
+    "totals": dict,
 }
 
 
@@ -102,13 +104,17 @@ class PauseRecorder:
     def section(self):
         """The ``pfc`` section."""
         t0_monotonic = (self._t0_ns or 0) - self._offset_ns
-        ports, totals = {}, dict.fromkeys(COUNTERS, 0)
+        ports, totals = {}, dict.fromkeys(COUNTERS + ("dropped_headroom", "queue_dropped", "pipeline_drops"), 0)
         for switch, by_port in sorted(self.last.items()):
             ports[switch] = {}
             for port, stats in sorted(by_port.items()):
                 ports[switch][str(port)] = {name: list(stats[name]) for name in COUNTERS}
                 for name in COUNTERS:
                     totals[name] += sum(stats[name])
+                ports[switch][str(port)]["dropped_headroom"] = stats["dropped_headroom"]
+                totals["dropped_headroom"] += stats["dropped_headroom"]
+                totals["queue_dropped"] += stats.get("queue", {}).get("dropped", 0)
+                totals["pipeline_drops"] += stats.get("pipeline_drops", 0)
         return {"hold_ms": self.hold_ms, "polls": self.polls, "poll_errors": list(self.errors),
                 "deadlocks": self.detector.report(t0_monotonic), "ports": ports, "totals": totals}
 
@@ -123,6 +129,11 @@ def _pause_frames(results):
     return section["totals"]["pause_sent"] if section else None
 
 
+def _lossless_drops(results):
+    section = results.get("pfc")
+    return section["totals"]["dropped_headroom"] if section else None
+
+
 class FCPlusHooks(RunHooks):
     """FC+'s measurements (see the module docstring)."""
 
@@ -130,6 +141,7 @@ class FCPlusHooks(RunHooks):
     initial_results = {"pfc": None}
     event_styles = {"deadlock": ("PFC deadlock detected", "tab:red", "--")}
     columns = (Column("deadlocks", "deadlocks", "{}", _deadlocks),
+               Column("lossless_drops", "lossless drops", "{}", _lossless_drops),
                Column("pause_frames", "pause frames", "{}", _pause_frames))
 
     def recorder(self, spec, fabric, readers):

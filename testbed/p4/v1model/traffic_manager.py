@@ -564,8 +564,10 @@ class TrafficManager:
             (packets waiting), ``dequeued`` (departures so far), ``held``
             (packets counted against the port as ingress) and ``holders`` (per
             priority, the sorted ``[ingress port, priority]`` pairs the waiting
-            packets are counted against: whose pause waits on this queue);
-            zeros (empty lists) for a port never used.
+            packets are counted against: whose pause waits on this queue),
+            and ``dropped_headroom`` (one number: lossless packets this port
+            dropped as egress because their ingress buffer was full); zeros
+            (empty lists) for a port never used.
         """
         with self._lock:
             now = self._clock_ns() if now_ns is None else now_ns
@@ -576,6 +578,7 @@ class TrafficManager:
                                                         "resume_received", "paused_ns", "paused",
                                                         "queued", "dequeued", "held")}
                 stats["holders"] = [[] for _ in range(PRIORITIES)]
+                stats["dropped_headroom"] = 0
                 return stats
             if state.count:
                 self._advance(port, state, now)
@@ -593,7 +596,8 @@ class TrafficManager:
                     "resume_received": list(state.resume_received), "paused_ns": paused_ns,
                     "paused": [int(state.paused_until[p] > now) for p in range(PRIORITIES)],
                     "queued": queued, "dequeued": list(state.dequeued_by_priority),
-                    "held": [self._held.get((port, p), 0) for p in range(PRIORITIES)], "holders": holders}
+                    "held": [self._held.get((port, p), 0) for p in range(PRIORITIES)], "holders": holders,
+                    "dropped_headroom": state.dropped_headroom}
 
     def ports(self) -> List[int]:
         """Return the ports that have queues (configured or used), sorted."""
