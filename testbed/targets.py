@@ -44,13 +44,22 @@ def bmv2_available():
     return shutil.which("simple_switch_grpc") is not None and shutil.which("p4c") is not None
 
 
-def embedded_only_needs(program=None, lossy_links=False):
+#: features of the embedded target's traffic manager a mode may need (:attr:`Mode.target_features
+#: <testbed.mechanisms.base.Mode>`), and what BMv2 lacks
+EMBEDDED_FEATURES = {
+    "pfc": "priority flow control (IEEE 802.1Qbb PAUSE frames and lossless queues), which BMv2's traffic "
+           "manager does not have",
+}
+
+
+def embedded_only_needs(program=None, lossy_links=False, features=()):
     """What a run needs that only the embedded target has, one sentence each (empty: BMv2 can run it).
 
     Args:
         program: the P4 program; its ``@embedded_only`` externs count (:mod:`testbed.p4.embedded_only`).
         lossy_links: the run makes links lossy; on a kernel without netem only the
             embedded switches' ports can drop frames.
+        features: names of :data:`EMBEDDED_FEATURES` the run uses.
 
     Raises:
         P4LoadError: the program does not parse (file:line).
@@ -64,6 +73,8 @@ def embedded_only_needs(program=None, lossy_links=False):
         if calls:
             listed = "; ".join(f"{name} ({feature})" for name, feature in calls.items())
             needs.append(f"{os.path.basename(program)} calls externs BMv2 does not have: {listed}")
+    for feature in features:
+        needs.append(f"the run needs {EMBEDDED_FEATURES[feature]}")
     if lossy_links and not netem_available():
         needs.append("lossy links need the netem qdisc, which this kernel lacks, or the embedded switches' ports")
     return needs

@@ -53,6 +53,7 @@ import time
 from testbed.traffic import qp as qp_module
 from testbed.traffic import roce
 from testbed.traffic.collectives import STEP_SHIFT
+from testbed.traffic.pause import PauseGate
 from testbed.traffic.receiver import Capture, RoceReceiver
 from testbed.traffic.sender import Endpoint, FrameFactory, Pacer, SendStats, Transfer, open_raw_socket, send_frame, \
     transmit
@@ -115,6 +116,7 @@ class Agent:
         self.control_qps = {}
         self.rr_next = {}
         self.sock = None
+        self.gate = None
         self.capture = None
         self.thread = None
         self.receiver = RoceReceiver(bin_ms=float(spec.get("bin_ms", 10.0)),
@@ -131,6 +133,7 @@ class Agent:
     def open(self):
         """Open the sockets and start the receiver thread."""
         self.sock, mac = open_raw_socket(self.spec["intf"])
+        self.gate = PauseGate(self.spec["intf"])   # the ToR's PFC PAUSE frames hold data sending
         self.data_frames = FrameFactory(mac, self.me.ip, roce.DSCP_DATA)
         self.control_frames = FrameFactory(mac, self.me.ip, roce.DSCP_CONTROL)
         # raw capture with a kernel filter on this job: other jobs may run in the same host
@@ -147,6 +150,8 @@ class Agent:
             self.capture.close()
         if self.sock is not None:
             self.sock.close()
+        if self.gate is not None:
+            self.gate.close()
 
     def _receive_loop(self):
         last_expire = time.monotonic()
@@ -303,7 +308,7 @@ class Agent:
         # no lock around the data path: packet-socket sends are atomic
         packets = qp_module.interleave(queues)
         if not self.retransmit:
-            transmit(self.sock, packets, self.data_frames, self.pacer, self.stats)
+            transmit(self.sock, packets, self.data_frames, self.pacer, self.stats, gate=self.gate)
             return
         # A NIC resends NAK'd or timed-out messages while it keeps sending new ones; a paced
         # step takes long (128 KiB at 4 Mbit/s: 0.26 s, and a rank whose input is ready runs its
@@ -313,7 +318,7 @@ class Agent:
             burst = list(itertools.islice(packets, RETRANSMIT_CHECK_PACKETS))
             if not burst:
                 break
-            transmit(self.sock, burst, self.data_frames, self.pacer, self.stats)
+            transmit(self.sock, burst, self.data_frames, self.pacer, self.stats, gate=self.gate)
             self._service_retransmissions()
         self._arm(messages, 0)
 
@@ -360,7 +365,7 @@ class Agent:
                 due.append((key, entry[0], entry[2]))
         for key, packets, retries in due:
             self.counters["retransmitted_packets"] += len(packets)
-            transmit(self.sock, packets, self.data_frames, self.pacer, self.stats)
+            transmit(self.sock, packets, self.data_frames, self.pacer, self.stats, gate=self.gate)
             self._arm([key], retries)
 
     def _event(self, kind, peer, qpn, first, value):

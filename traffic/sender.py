@@ -27,6 +27,7 @@ from testbed.errors import ParameterError
 from testbed.traffic import qp as qp_module
 from testbed.traffic import roce
 from testbed.traffic.json_report import emit_report
+from testbed.traffic.pause import PauseGate
 
 DEFAULT_BIN_MS = 10.0
 
@@ -263,7 +264,7 @@ def send_frame(sock, frame, retries=200):
     return False
 
 
-def transmit(sock, packets, factory, pacer=None, stats=None, deadline_ns=None, kind=roce.KIND_DATA):
+def transmit(sock, packets, factory, pacer=None, stats=None, deadline_ns=None, kind=roce.KIND_DATA, gate=None):
     """Send packet specs in order as frames.
 
     Args:
@@ -274,6 +275,8 @@ def transmit(sock, packets, factory, pacer=None, stats=None, deadline_ns=None, k
         stats: :class:`SendStats` to update (created if None).
         deadline_ns: stop once ``time.time_ns()`` passes this.
         kind: payload header kind.
+        gate: a :class:`~testbed.traffic.pause.PauseGate`: each frame waits while the ToR pauses
+            the sender's class (the pacer's schedule restarts after a pause), or None.
 
     Returns:
         SendStats
@@ -292,6 +295,8 @@ def transmit(sock, packets, factory, pacer=None, stats=None, deadline_ns=None, k
         queue_pair = spec.qp
         opcode = spec.opcode
         patcher = factory.patcher(transfer.dst.mac, transfer.dst.ip, queue_pair, spec.payload_length, opcode)
+        if gate is not None and gate.wait(deadline_ns) and pacer is not None:
+            pacer.next_ns = time.perf_counter_ns()   # held by PFC, not behind its schedule
         if pacer is not None:
             pacer.wait(patcher.length)
         now = time_ns()
@@ -352,6 +357,7 @@ class SenderConfig:
             (:data:`testbed.traffic.qp.UDP_SPORT_RULES`).
         start_at_ns: wall-clock time (ns since the epoch) of the first packet: the sender
             prepares (socket, QPs, frames), tells ``on_ready``, then waits for it; None: at once.
+        pfc: honour PFC PAUSE frames from the ToR for class :data:`testbed.traffic.pause.DATA_PRIORITY`.
     """
 
     intf: str
@@ -376,6 +382,7 @@ class SenderConfig:
     job: int = 0
     udp_sport: str = qp_module.UDP_SPORT_PER_QP
     start_at_ns: Optional[int] = None
+    pfc: bool = True
 
 
 def run_sender(config, on_ready=None, start_time=None):
@@ -405,7 +412,10 @@ def run_sender(config, on_ready=None, start_time=None):
     if config.udp_sport not in qp_module.UDP_SPORT_RULES:
         raise ParameterError("--udp-sport", config.udp_sport, ", ".join(qp_module.UDP_SPORT_RULES))
     sock, src_mac = open_raw_socket(config.intf)
+    gate = None
     try:
+        if config.pfc:
+            gate = PauseGate(config.intf)
         src_ip = config.src_ip or interface_ipv4(config.intf)
         src = Endpoint(config.src_rank, src_ip, src_mac)
         dst = Endpoint(config.dst_rank, config.dst_ip, config.dst_mac)
@@ -430,7 +440,8 @@ def run_sender(config, on_ready=None, start_time=None):
             transfer = Transfer(src, dst, queue_pairs, config.stream, [config.size] * count,
                                 config.qp_scaling, config.mtu, first_qp=rr_next)
             rr_next = (rr_next + count) % config.qps
-            transmit(sock, qp_module.interleave(transfer.packet_queues()), factory, pacer, stats, deadline)
+            transmit(sock, qp_module.interleave(transfer.packet_queues()), factory, pacer, stats, deadline,
+                     gate=gate)
             rounds += 1
             if deadline is None or time.time_ns() >= deadline:
                 break
@@ -444,8 +455,12 @@ def run_sender(config, on_ready=None, start_time=None):
                   "paced_frames": pacer.frames,
                   "late_frames": {str(limit): count for limit, count in zip(LATE_MS, pacer.late_frames)}}
         report.update(stats.as_dict())
+        if gate is not None:
+            report.update(gate.report())
         return report
     finally:
+        if gate is not None:
+            gate.close()
         sock.close()
 
 

@@ -173,6 +173,9 @@ class EmbeddedTarget:
         self.lock = threading.RLock()
         # the architecture's packet generator outlives pipelines, as on Tofino
         self.packet_generator = PacketGenerator(time.monotonic_ns)
+        # port queue and PFC settings outlive pipelines too: each new device gets them
+        self.queue_settings = {}   # port -> TrafficManager.set_queue keywords
+        self.pfc = None            # PfcConfig or None
         self._pending = collections.deque()
         self._packet_in_listeners = []
         self._digest_listeners = []
@@ -273,6 +276,9 @@ class EmbeddedTarget:
                 device = Device(program, state, cpu_port=self.cpu_port, seed=self.seed,
                                 on_digest=self._on_digest, on_log=self.on_log,
                                 packet_generator=self.packet_generator)
+                for port, settings in self.queue_settings.items():
+                    device.set_queue(port, **settings)
+                device.set_pfc(self.pfc)
             self.program = program
             self.state = state
             self.p4info = prepared["p4info"]
@@ -284,6 +290,28 @@ class EmbeddedTarget:
             self.device = TargetDevice(self, device) if device is not None else None
         for listener in list(self._pipeline_listeners):
             listener()
+
+    def set_queue(self, port, **settings):
+        """Configure ``port``'s egress queues (TrafficManager.set_queue keywords), now and for later pipelines.
+
+        Raises:
+            ParameterError: a bad setting (named).
+        """
+        with self.lock:
+            if self.device is not None:
+                self.device.set_queue(port, **settings)
+            self.queue_settings[port] = settings
+
+    def set_pfc(self, config):
+        """Turn PFC on with ``config`` (a PfcConfig; None: off), now and for later pipelines.
+
+        Raises:
+            ParameterError: packets are queued.
+        """
+        with self.lock:
+            if self.device is not None:
+                self.device.set_pfc(config)
+            self.pfc = config
 
     def set_pipeline(self, p4info, device_config, cookie=None):
         """Verify and commit a pipeline (SetForwardingPipelineConfig VERIFY_AND_COMMIT).

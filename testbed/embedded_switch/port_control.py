@@ -26,6 +26,18 @@ request is one JSON object, each answer one JSON object:
   (:mod:`testbed.p4.v1model.packet_generator`): the template enters the
   ingress pipeline on internal port ``port`` every ``period_us``;
   ``{"command": "pktgen", "app": 0, "stop": true}`` stops it.
+* ``{"command": "queue", "port": 1, "rate_pps": 500, "rate_bps": null,
+  "depth_packets": 64, "priorities": 8}`` configures port 1's egress queues
+  (:meth:`testbed.p4.v1model.traffic_manager.TrafficManager.set_queue`; omitted
+  fields take its defaults), for this and later pipelines.
+* ``{"command": "pfc", "lossless": [3], "buffer_packets": 256, "xoff_packets": 32,
+  "xon_packets": 16, "headroom_packets": 64, "pause_quanta": 65535}`` turns
+  priority flow control on (:class:`testbed.p4.v1model.pfc.PfcConfig`;
+  omitted fields take its defaults); ``{"command": "pfc", "off": true}`` turns it off.
+* ``{"command": "pfc_status"}`` answers ``{"ok": true, "now_ns": ..., "pfc": {settings} or null,
+  "ports": {"1": {"pause_sent": [8 counts], "paused": [...], "queued": [...], ...,
+  "queue": {...}, "pipeline_drops": n}}}`` (:meth:`~testbed.p4.v1model.traffic_manager.TrafficManager.pfc_stats`
+  of every port, with its queue's ``stats`` and the packets the program dropped that came in on it).
 
 A bad request is answered ``{"error": "FIELD: reason", "field": FIELD,
 "allowed": "..."}`` naming the field and its allowed values.
@@ -47,6 +59,9 @@ MAX_DELAY_MS = 10000.0
 MAX_MESSAGE = 65536
 REQUEST_FIELDS = ("port", "loss", "delay_ms")
 PKTGEN_FIELDS = ("command", "app", "port", "period_us", "template", "stop")
+QUEUE_FIELDS = ("command", "port", "rate_pps", "rate_bps", "depth_packets", "priorities")
+PFC_FIELDS = ("command", "off", "lossless", "buffer_packets", "xoff_packets", "xon_packets",
+              "headroom_packets", "pause_quanta")
 _CLIENT_NUMBERS = itertools.count()
 
 
@@ -93,10 +108,13 @@ def parse_request(data, ports):
     if "command" in message:
         if message["command"] == "pktgen":
             return _parse_pktgen(message)
-        if message["command"] != "status" or len(message) != 1:
+        if message["command"] in ("queue", "pfc"):
+            return _parse_settings(message, ports)
+        if message["command"] not in ("status", "pfc_status") or len(message) != 1:
             raise ControlRequestError("command", f"{message['command']!r} is not a command "
-                                      "(or it came with other fields)", "status (alone) or pktgen")
-        return {"command": "status"}
+                                      "(or it came with other fields)",
+                                      "status or pfc_status (alone), pktgen, queue, pfc")
+        return {"command": message["command"]}
     for field in message:
         if field not in REQUEST_FIELDS:
             raise ControlRequestError(field, "unknown field", "fields " + ", ".join(REQUEST_FIELDS))
@@ -135,6 +153,20 @@ def _parse_pktgen(message):
             "template": template}
 
 
+def _parse_settings(message, ports):
+    """``queue`` and ``pfc`` requests: the fields checked by name; their values are checked where used."""
+    allowed = QUEUE_FIELDS if message["command"] == "queue" else PFC_FIELDS
+    for field in message:
+        if field not in allowed:
+            raise ControlRequestError(field, "unknown field", "fields " + ", ".join(allowed))
+    if message["command"] == "queue":
+        port = message.get("port")
+        port_list = ", ".join(str(p) for p in sorted(ports))
+        if isinstance(port, bool) or not isinstance(port, int) or port not in ports:
+            raise ControlRequestError("port", f"{port!r} is not a data port of this switch", "one of " + port_list)
+    return dict(message)
+
+
 def set_packet_generator(control_path, app, port=None, period_us=None, template=None, stop=False, timeout=2.0):
     """Start, change or stop an application of a running embedded switch's packet generator.
 
@@ -158,6 +190,21 @@ def set_packet_generator(control_path, app, port=None, period_us=None, template=
         message["stop"] = True
     else:
         message.update(port=port, period_us=period_us, template=bytes(template).hex())
+    answer = request(control_path, message, timeout=timeout)
+    if "error" in answer:
+        field = answer.get("field", "message")
+        raise ParameterError(field, message.get(field), answer.get("allowed", "see the switch log"),
+                             f"switch control socket {control_path}")
+    return answer
+
+
+def configure(control_path, message, timeout=2.0):
+    """Send a ``queue`` or ``pfc`` request; return the answer.
+
+    Raises:
+        ParameterError: the switch refused a field (named, with the allowed values).
+        EmulationError: the switch could not be reached.
+    """
     answer = request(control_path, message, timeout=timeout)
     if "error" in answer:
         field = answer.get("field", "message")

@@ -36,8 +36,9 @@ import time
 
 from testbed.embedded_switch.p4runtime_target import EmbeddedTarget
 from testbed.embedded_switch.port_control import ControlRequestError, ControlSocket, parse_request
-from testbed.errors import TestbedError
+from testbed.errors import ParameterError, TestbedError
 from testbed.log_format import configure_process_logging
+from testbed.p4.v1model.pfc import PfcConfig
 from testbed.packet_sockets import (PACKET_IGNORE_OUTGOING, SOL_PACKET, ReceiveLag, SocketDrops, enable_timestamps,
                                     enable_vlan_tags, open_packet_socket, receive_frame, receive_stamped)
 from testbed.p4runtime.server import P4RuntimeServer
@@ -291,6 +292,8 @@ class SwitchDaemon:
                     "packet_generator": {str(app): state for app, state in generator.status().items()},
                     # CLOCK_MONOTONIC ns at which the pipeline's timestamps are 0 (None: no pipeline)
                     "clock_origin_ns": device.clock_origin_ns if device is not None else None}
+        if request["command"] in ("queue", "pfc", "pfc_status"):
+            return self.handle_pfc_control(request)
         if request["command"] == "pktgen":
             if request["stop"]:
                 generator.stop(request["app"])
@@ -300,6 +303,36 @@ class SwitchDaemon:
             return {"ok": True}
         self.set_impairment(request["port"], request["loss"], request["delay_ms"])
         return {"ok": True}
+
+    def handle_pfc_control(self, request):
+        """Answer a ``queue``, ``pfc`` or ``pfc_status`` request (see port_control)."""
+        settings = {k: v for k, v in request.items() if k not in ("command", "port", "off")}
+        try:
+            if request["command"] == "queue":
+                self.target.set_queue(request["port"], **settings)
+            elif request["command"] == "pfc":
+                self.target.set_pfc(None if request.get("off") else PfcConfig.checked(**settings))
+            else:
+                return self.pfc_status()
+        except ParameterError as error:
+            return {"error": str(error), "field": error.field, "allowed": error.allowed}
+        except TypeError as error:  # a missing required field
+            return {"error": str(error), "field": "lossless", "allowed": "a list of priorities in [0, 7]"}
+        self.target.wake()
+        return {"ok": True}
+
+    def pfc_status(self):
+        """The PFC settings and every port's PFC counters and pause state, at one instant."""
+        device = self.target.device
+        now = time.monotonic_ns()
+        config = self.target.pfc
+        ports = {}
+        if device is not None:
+            for port in self.sockets:
+                ports[str(port)] = dict(device.tm.pfc_stats(port, now), queue=device.tm.stats(port),
+                                        pipeline_drops=device.port_stats(port)["drops"])
+        return {"ok": True, "now_ns": now, "ports": ports,
+                "pfc": None if config is None else dict(vars(config), lossless=sorted(config.lossless))}
 
     def _poll_timeout_ms(self, device):
         """How long the loop may block: until the next departure or delayed frame, else for ever (None).

@@ -717,8 +717,10 @@ def resolve_spec_target(spec, target=None):
     """
     requested = target or spec.target
     lossy = any(failure.action == "lossy_link" for failure in spec.failures)
+    mode = mode_table.MODES.get(spec.mode) if spec.mode else None
+    features = mode.target_features if mode is not None else ()
     try:
-        return resolve_target(requested, embedded_only_needs(spec.program, lossy_links=lossy))
+        return resolve_target(requested, embedded_only_needs(spec.program, lossy_links=lossy, features=features))
     except ParameterError as error:
         raise SpecError("target", requested, f"cannot be {requested} for this spec: {error.reason or error.allowed}",
                         show_value=False) from None

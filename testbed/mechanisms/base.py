@@ -128,6 +128,8 @@ class Mode:
             own controller options come on top).
         node_programs: ``((role, program), ...)``: switch roles that run another program than
             ``program``.
+        target_features: features only the embedded target has that the mode needs
+            (names of :data:`testbed.targets.EMBEDDED_FEATURES`, e.g. ``"pfc"``): BMv2 is refused.
         default: the mode a spec runs when it names neither mode nor program (one mode has it).
     """
 
@@ -141,6 +143,7 @@ class Mode:
     detection_delay_ms: Optional[float] = None
     controller_options: tuple = field(default=())
     node_programs: tuple = field(default=())
+    target_features: tuple = field(default=())
     default: bool = False
 
 

@@ -180,7 +180,7 @@ def test_tail_drop_when_full_and_counted(clock):
     assert tm.depth(1) == 2
     assert tm.enqueue(1, "x", 100) == 2
     assert tm.stats(1) == {"enqueued": 5, "dequeued": 2, "dropped": 2, "dropped_full": 2,
-                           "dropped_priority": 0, "depth": 3, "max_depth": 3}
+                           "dropped_priority": 0, "dropped_headroom": 0, "depth": 3, "max_depth": 3}
     clock.now = t0 + 10 * MS
     assert items(tm.dequeue_ready()) == [0, 1, 2, 3, "x"]
     assert tm.stats(1)["dequeued"] == 5 and tm.stats(1)["depth"] == 0
@@ -300,7 +300,7 @@ def test_next_departure_tracks_the_schedule(clock):
 def test_stats_of_unused_port_are_zero(clock):
     tm = TrafficManager(clock)
     assert tm.stats(42) == {"enqueued": 0, "dequeued": 0, "dropped": 0, "dropped_full": 0,
-                            "dropped_priority": 0, "depth": 0, "max_depth": 0}
+                            "dropped_priority": 0, "dropped_headroom": 0, "depth": 0, "max_depth": 0}
     assert tm.depth(42) == 0
 
 

@@ -26,6 +26,15 @@ Target extensions: a program calling the embedded target's own externs
 them carried out at the end of ingress by :attr:`Device.dsf` (created on the
 first call); the frames it makes enter ingress again on its internal ports,
 in :meth:`Device.transmit_ready` (queued mode) or :meth:`Device.process`.
+
+Priority flow control (queued mode, when the traffic manager has PFC on, see
+:mod:`testbed.p4.v1model.traffic_manager`): a PFC PAUSE frame arriving on a
+port is consumed there (a MAC control frame never enters the parser) and
+pauses that port's egress queues; the PAUSE frames the traffic manager asks
+for leave on their port ahead of the queues, from the port's MAC address
+:func:`pause_source_mac`.  With PFC off, such frames go through the pipeline
+as on BMv2.  The program reads the PFC counters over P4Runtime when it
+declares them (:data:`PFC_COUNTERS`).
 """
 import random
 import threading
@@ -35,11 +44,35 @@ from collections import deque
 from testbed.p4.v1model import runtime as RT
 from testbed.p4.v1model.dsf.engine import DSFTrafficManager
 from testbed.p4.v1model.packet_generator import PacketGenerator
+from testbed.p4.v1model.pfc import PFC_ETHERTYPE, PRIORITIES, build_pause, parse_pause
 from testbed.p4.v1model.traffic_manager import DEFAULT_DEPTH_PACKETS, TrafficManager
 
 MAX_PASSES = 32  # resubmits + recirculations of one packet before it is dropped (loop guard)
 _MASK32 = (1 << 32) - 1
 _MASK48 = (1 << 48) - 1
+_PFC_ETHERTYPE_BYTES = PFC_ETHERTYPE.to_bytes(2, "big")
+
+#: Indexed counters a program may declare (``counter(N * 8, CounterType.packets_and_bytes)``,
+#: any control, matched by the name's last component) that the device keeps equal to the
+#: traffic manager's PFC counters of port ``index // 8``, priority ``index % 8``, within
+#: :data:`PFC_COUNTER_PERIOD_NS` (packets column; bytes column: the frames' bytes, or 0):
+#: PAUSE frames with quanta > 0 sent and received, resumes (quanta 0) sent, and the time
+#: the port's egress queue of that priority was paused, in microseconds.
+PFC_COUNTERS = {"pfc_pause_sent": "pause_sent", "pfc_pause_received": "pause_received",
+                "pfc_resume_sent": "resume_sent", "pfc_paused_us": "paused_ns"}
+PFC_COUNTER_PERIOD_NS = 10_000_000
+_PAUSE_FRAME_BYTES = 60
+# packets counted against their ingress port under PFC: the received ones and their multicast copies
+_INGRESS_ACCOUNTED = (RT.PKT_INSTANCE_TYPE_NORMAL, RT.PKT_INSTANCE_TYPE_REPLICATION)
+
+
+def pause_source_mac(port):
+    """The source MAC address of PAUSE frames the switch sends on ``port`` (locally administered).
+
+    >>> pause_source_mac(3).hex()
+    '02fc00000003'
+    """
+    return b"\x02\xfc" + port.to_bytes(4, "big")
 
 
 class _EgressJob:
@@ -110,6 +143,12 @@ class Device:
         self._preserve = namespace["preserve_fields"]
         self._start_ns = clock_ns()  # time zero of the pipeline's timestamps (as BMv2: since start)
         self.tm = TrafficManager(clock_ns=clock_ns)
+        self._pfc_counters = {}
+        for name, counter in state.counters.items():
+            column = PFC_COUNTERS.get(name.rsplit(".", 1)[-1])
+            if column is not None:
+                self._pfc_counters[column] = counter
+        self._pfc_counters_synced = 0
         self.packet_generator = packet_generator or PacketGenerator(clock_ns)
         self.dsf = None  # the DSF traffic manager, once the program calls its externs
         self._stats = {}
@@ -149,8 +188,19 @@ class Device:
             return outputs
 
     def receive(self, ingress_port, frame):
-        """Queued mode: run parser..ingress and enqueue the result on its egress queue(s)."""
+        """Queued mode: run parser..ingress and enqueue the result on its egress queue(s).
+
+        With PFC on, a PFC PAUSE frame is honoured by the port's egress queues instead.
+        """
         with self._lock:
+            if frame[12:14] == _PFC_ETHERTYPE_BYTES and self.tm.pfc is not None:
+                quanta = parse_pause(frame)
+                if quanta is not None:
+                    stats = self._port(ingress_port)
+                    stats.rx_packets += 1
+                    stats.rx_bytes += len(frame)
+                    self.tm.receive_pause(ingress_port, quanta)
+                    return
             if self.halted is not None:
                 self._port(ingress_port).drops += 1
                 return
@@ -187,11 +237,47 @@ class Device:
             while pending:
                 for job in self._run_ingress(pending.popleft(), pending):
                     self._enqueue(job)
+            if self.tm.pfc is not None:
+                self._send_pauses(outputs, now_ns)
             return outputs
+
+    def _send_pauses(self, outputs, now_ns):
+        """Put the PAUSE frames the traffic manager asks for first in ``outputs``; keep the counters."""
+        frames = self.tm.pause_frames(now_ns)
+        if frames:
+            pauses = [(port, build_pause(pause_source_mac(port), [(priority, quanta)]))
+                      for _ns, port, priority, quanta in frames]
+            for port, frame in pauses:
+                stats = self._port(port)
+                stats.tx_packets += 1
+                stats.tx_bytes += len(frame)
+            outputs[:0] = pauses
+        if self._pfc_counters:
+            now = self.clock_ns() if now_ns is None else now_ns
+            if frames or now - self._pfc_counters_synced >= PFC_COUNTER_PERIOD_NS:
+                self._pfc_counters_synced = now
+                self.sync_pfc_counters(now)
+
+    def sync_pfc_counters(self, now_ns=None):
+        """Copy the traffic manager's PFC counters into the program's :data:`PFC_COUNTERS`."""
+        for port in self.tm.ports():
+            stats = self.tm.pfc_stats(port, now_ns)
+            for column, counter in self._pfc_counters.items():
+                values = stats[column]
+                for priority in range(PRIORITIES):
+                    index = port * PRIORITIES + priority
+                    if index < counter.info.size:
+                        value = values[priority]
+                        if column == "paused_ns":
+                            counter.packets[index], counter.bytes[index] = value // 1000, 0
+                        else:
+                            counter.packets[index] = value
+                            counter.bytes[index] = value * _PAUSE_FRAME_BYTES
 
     def next_departure_ns(self):
         """When :meth:`transmit_ready` will next have work (None: queues empty and no generator frame due)."""
-        times = [t for t in (self.tm.next_departure_ns(), self.packet_generator.next_due_ns()) if t is not None]
+        times = [t for t in (self.tm.next_departure_ns(), self.packet_generator.next_due_ns(),
+                             self.tm.next_pause_ns() if self.tm.pfc is not None else None) if t is not None]
         if self.dsf is not None:
             due = self.dsf.next_event_ns()
             if due is not None:
@@ -221,6 +307,10 @@ class Device:
             self._deparser(P, out, hdr)
             return b"".join(out) + P.payload
         return self.dsf.handle(P.extern_requests, packet_bytes, P.payload, P.now_ns)
+
+    def set_pfc(self, config):
+        """Turn PFC on with a :class:`~testbed.p4.v1model.pfc.PfcConfig` (None: off); see TrafficManager.set_pfc."""
+        self.tm.set_pfc(config)
 
     def set_queue(self, port, rate_pps=None, rate_bps=None, depth_packets=DEFAULT_DEPTH_PACKETS, priorities=1):
         """Configure the egress queue of ``port`` (see TrafficManager.set_queue)."""
@@ -383,7 +473,8 @@ class Device:
         sm = job.sm
         port = sm.f_egress_port
         nbytes = sm.f_packet_length
-        depth = self.tm.enqueue(port, job, nbytes, sm.f_priority)
+        ingress = sm.f_ingress_port if sm.f_instance_type in _INGRESS_ACCOUNTED else None
+        depth = self.tm.enqueue(port, job, nbytes, sm.f_priority, ingress_port=ingress)
         if depth is None:
             self._port(port).drops += 1
 
