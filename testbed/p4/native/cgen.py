@@ -247,6 +247,8 @@ class CGenerator:
         out.line("size_t tb_packet_size(void) { return sizeof(tb_packet_t); }")
         out.line("tb_std_meta_t *tb_packet_std(tb_packet_t *pkt) { return &pkt->sm; }")
         out.line("void tb_packet_copy(tb_packet_t *dst, const tb_packet_t *src) { *dst = *src; }")
+        out.line("void tb_packet_copy_headers(tb_packet_t *dst, const tb_packet_t *src) { dst->hdr = src->hdr; "
+                 "dst->frame = src->frame; dst->len = src->len; dst->payload_off = src->payload_off; }")
         out.line("void tb_packet_reset(tb_pipeline_t *pl, tb_packet_t *pkt) { (void)pl; memset(pkt, 0, sizeof *pkt); "
                  "pkt->req.clone_session = pkt->req.clone_field_list = pkt->req.resubmit_field_list = "
                  "pkt->req.recirculate_field_list = pkt->req.truncate_length = -1; }")
@@ -280,7 +282,7 @@ class CGenerator:
         out.line("    return st < 0 ? -st : TB_OK;")
         out.line("}")
         out.line("int tb_egress(tb_pipeline_t *pl, tb_packet_t *pkt, uint64_t now_ns, tb_request_t *req) {")
-        out.line("    pkt->now_ns = now_ns; req_reset(pkt);")
+        out.line("    pkt->now_ns = now_ns; req_reset(pkt); pkt->req.truncate_length = -1;")
         out.line(f"    int st = {names['egress']}(pl, pkt, &pkt->hdr, &pkt->meta, &pkt->sm);")
         out.line("    req_out(pkt, req);")
         out.line("    return st < 0 ? -st : TB_OK;")
@@ -296,6 +298,7 @@ class CGenerator:
         out.line("    memcpy(out + off, pkt->frame + pkt->payload_off, rest);")
         out.line("    return (int)(off + rest);")
         out.line("}")
+        out.extend(_PROCESS)
 
     def table_nargs(self, table_info):
         counts = [len(self.info.actions[ref.name].params) for ref in table_info.action_refs
@@ -1327,6 +1330,39 @@ class CGenerator:
                 self._emit(self.field(code, type_, f.name), f.type, fn, node)
         else:
             raise self.error(node, f"emit of {type_.name_text()}")
+
+
+_PROCESS = Emitter()
+for _line in """\
+int tb_process(tb_pipeline_t *pl, tb_packet_t *pkt, const uint8_t *frame, uint32_t len, uint32_t port,
+               uint64_t now_ns, uint64_t timestamp_us, uint8_t *out, uint32_t cap, int32_t *out_len,
+               tb_request_t *req) {
+    tb_packet_reset(pl, pkt);
+    pkt->sm.ingress_port = port; pkt->sm.packet_length = len; pkt->sm.instance_type = TB_INSTANCE_NORMAL;
+    pkt->sm.ingress_global_timestamp = timestamp_us & UINT64_C(0xFFFFFFFFFFFF);
+    int st = tb_parse(pl, pkt, frame, len);
+    if (st) return TB_STAGE_PARSE | st;
+    st = tb_ingress(pl, pkt, now_ns, req);
+    if (st) return TB_STAGE_INGRESS | st;
+    if (req->clone_session >= 0 || req->resubmit_field_list >= 0 || pkt->sm.mcast_grp)
+        return TB_STAGE_INGRESS | TB_CONTINUE;
+    if (pkt->sm.egress_spec == TB_DROP_PORT) return TB_STAGE_INGRESS | TB_DROP;
+    int32_t truncate = req->truncate_length;
+    pkt->sm.egress_port = pkt->sm.egress_spec;
+    pkt->sm.egress_spec = 0;
+    pkt->sm.egress_global_timestamp = timestamp_us & UINT64_C(0xFFFFFFFFFFFF);
+    st = tb_egress(pl, pkt, now_ns, req);
+    if (st) return TB_STAGE_EGRESS | st;
+    if (req->truncate_length < 0) req->truncate_length = truncate;
+    if (req->clone_session >= 0 || req->recirculate_field_list >= 0) return TB_STAGE_EGRESS | TB_CONTINUE;
+    if (pkt->sm.egress_spec == TB_DROP_PORT) return TB_STAGE_EGRESS | TB_DROP;
+    int n = tb_deparse(pl, pkt, out, cap);
+    if (n < 0) return TB_STAGE_DEPARSE | -n;
+    if (req->truncate_length >= 0 && req->truncate_length < n) n = req->truncate_length;
+    *out_len = n;
+    return TB_OK;
+}""".splitlines():
+    _PROCESS.line(_line)
 
 
 def generate_c(program):
