@@ -1391,6 +1391,7 @@ def generate_c(program):
         "registers": [name for name, _, _ in generator.registers],
         "counters": [name for name, _ in generator.counters],
         "actions": dict(generator.actions),
+        "table_nargs": [generator.table_nargs(generator.info.tables[name]) for name in generator.tables],
         "field_lists": sorted(generator.field_lists),
     }
     return source, layout

@@ -49,6 +49,7 @@ from typing import List, Optional
 from testbed.p4.program import ActionCall, KeyMatch
 from testbed.p4.state.errors import StateError, check_uint
 from testbed.p4.state.validation import normalize_call
+from testbed.p4.state.watch import notifies
 
 
 @dataclass
@@ -181,6 +182,7 @@ class TableState:
         else:
             self._mode = "generic"
         self.lookup = getattr(self, "_lookup_" + self._mode)
+        self.watchers = []  # called after each write (testbed.p4.state.watch)
         self._initial_default = self._make_initial_default()
         self._install_initial()
 
@@ -212,6 +214,7 @@ class TableState:
             stored = self._insert(entry, check_const=False)
             stored.is_const = True
 
+    @notifies
     def reset(self):
         """Remove all entries, reinstall the program's entries and default action."""
         with self._lock:
@@ -357,6 +360,7 @@ class TableState:
 
     # --- writes ---------------------------------------------------------------
 
+    @notifies
     def insert(self, entry):
         """Add an entry.
 
@@ -408,6 +412,7 @@ class TableState:
             self._index(stored, parts)
             return stored
 
+    @notifies
     def modify(self, entry):
         """Change the action (and idle timeout / metadata) of an existing entry.
 
@@ -437,6 +442,7 @@ class TableState:
             stored._result = self._direct_result(stored)
             return stored
 
+    @notifies
     def delete(self, entry):
         """Remove the entry with the same match and priority (the action is ignored).
 
@@ -471,6 +477,7 @@ class TableState:
             for stored in [e for e in self._entries.values()]:
                 self.delete(stored)
 
+    @notifies
     def set_default(self, call):
         """Set the action run on a miss.
 
@@ -485,6 +492,7 @@ class TableState:
                                  f"{self._where}: the default action is const")
             self._set_default_call(self._check_call(call, "TABLE_ONLY", default=True))
 
+    @notifies
     def reset_default(self):
         """Go back to the program's default action.
 

@@ -86,6 +86,8 @@ class Device:
             In queued mode its frames enter ingress when due (:meth:`transmit_ready`).
     """
 
+    backend = "python"
+
     def __init__(self, program, state, cpu_port=None, seed=0, on_digest=None, on_log=None,
                  clock_ns=time.monotonic_ns, raise_errors=False, packet_generator=None):
         if program.compiled is None:

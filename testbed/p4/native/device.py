@@ -1,0 +1,311 @@
+"""The embedded v1model switch with the native backend: the same :class:`Device`, C pipeline stages.
+
+:class:`NativeDevice` keeps everything of :class:`~testbed.p4.v1model.device.Device` around the
+pipeline (ports, traffic manager, packet generator, PRE lookups, loop guards, the order of
+outputs) and replaces the pipeline stages: parse / ingress / egress / deparse run in the
+program's compiled C (:mod:`testbed.p4.native.build`), on packets held in native memory, with
+the tables, selectors, registers and counters in native memory (:mod:`testbed.p4.native.state`).
+:meth:`NativeDevice.process` runs a plain unicast packet through the whole pipeline in one C
+call (``tb_process``) and takes the general path for the rest.
+"""
+from collections import deque
+
+from testbed.p4.native.build import build
+from testbed.p4.native.state import NativeState
+from testbed.p4.v1model import runtime as RT
+from testbed.p4.v1model.device import MAX_PASSES, Device, _EgressJob
+
+_MASK32 = (1 << 32) - 1
+_MASK48 = (1 << 48) - 1
+_OUT_SPACE = 65536 + 8192  # largest frame plus every header a program may add
+
+# tb_pipeline.h
+TB_OK, TB_DROPPED, TB_HALT, TB_NEED_SPACE, TB_DROP, TB_CONTINUE = 0, 1, 2, 3, 4, 5
+STAGES = {0x10: "parser", 0x20: "ingress", 0x30: "egress", 0x40: "deparser"}
+_STD_FIELDS = ("ingress_port", "egress_spec", "egress_port", "instance_type", "packet_length", "enq_timestamp",
+               "enq_qdepth", "deq_timedelta", "deq_qdepth", "ingress_global_timestamp", "egress_global_timestamp",
+               "mcast_grp", "egress_rid", "checksum_error", "parser_error", "priority")
+
+
+class NativePacket:
+    """One packet's headers and metadata in native memory (a ``tb_packet_t``), with its frame kept alive."""
+
+    __slots__ = ("ptr", "sm", "frame", "_buffer")
+
+    def __init__(self, library):
+        self._buffer = library.ffi.new("char[]", library.packet_size)
+        self.ptr = library.ffi.cast("tb_packet_t *", self._buffer)
+        self.sm = library.lib.tb_packet_std(self.ptr)
+        self.frame = None
+
+
+class _StdView:
+    """``standard_metadata`` of a native packet with the attribute names of the Python target (``f_<name>``)."""
+
+    __slots__ = ("_sm",)
+
+    def __init__(self, sm):
+        object.__setattr__(self, "_sm", sm)
+
+    def __getattr__(self, name):
+        return getattr(self._sm, name[2:])
+
+    def __setattr__(self, name, value):
+        setattr(self._sm, name[2:], value)
+
+
+class NativeDevice(Device):
+    """A :class:`Device` whose pipeline stages run the program's generated C.
+
+    Args: as :class:`Device`.
+
+    Raises:
+        NativeBackendError: the program has a construct the C backend cannot compile (file:line),
+            or there is no C compiler / cffi.
+    """
+
+    backend = "native"
+
+    def __init__(self, program, state, **kwargs):
+        self.library = build(program)
+        super().__init__(program, state, **kwargs)
+        self.native = NativeState(self.library, state)
+        lib, ffi = self.library.lib, self.library.ffi
+        self._lib = lib
+        self._ffi = ffi
+        self._pl = self.native.pl
+        self._req = ffi.new("tb_request_t *")
+        self._out = ffi.new("uint8_t[]", _OUT_SPACE)
+        self._out_len = ffi.new("int32_t *")
+        self._scratch = NativePacket(self.library)
+
+    # ------------------------------------------------------------------ public API
+    def process(self, ingress_port, frame):
+        """As :meth:`Device.process`; a plain unicast packet takes one C call."""
+        with self._lock:
+            if self.native.dirty:
+                self.native.sync()
+            if self.halted is not None or self.dsf is not None:
+                return super().process(ingress_port, frame)
+            frame = bytes(frame)
+            stats = self._port(ingress_port)
+            stats.rx_packets += 1
+            stats.rx_bytes += len(frame)
+            now = self.clock_ns()
+            pkt = self._scratch
+            pkt.frame = frame
+            status = self._lib.tb_process(self._pl, pkt.ptr, frame, len(frame), ingress_port, now,
+                                          (now - self._start_ns) // 1000, self._out, _OUT_SPACE, self._out_len,
+                                          self._req)
+            if status == TB_OK:
+                port = pkt.sm.egress_port
+                data = self._ffi.buffer(self._out, self._out_len[0])[:]
+                stats = self._port(port)
+                stats.tx_packets += 1
+                stats.tx_bytes += len(data)
+                return [(port, data)]
+            self._scratch = NativePacket(self.library)  # the packet goes on: keep its state
+            stage, what = status & 0xF0, status & 0x0F
+            outputs = []
+            pending = deque()
+            if what == TB_DROP:
+                self._port(pkt.sm.egress_port if stage == 0x30 else ingress_port).drops += 1
+            elif what != TB_CONTINUE:
+                self._stage_failed(STAGES.get(stage, "pipeline"), pkt.sm.egress_port if stage >= 0x30
+                                   else ingress_port, what)
+            elif stage == 0x20:
+                egress_queue = deque(self._ingress_decisions(pkt, (ingress_port, frame, RT.PKT_INSTANCE_TYPE_NORMAL,
+                                                                   None, 0), self._copy_req(), pending))
+                while egress_queue and self.halted is None:
+                    self._run_egress(egress_queue.popleft(), outputs, pending, egress_queue, None)
+            else:
+                req = self._copy_req()
+                truncate = req.truncate_length if req.truncate_length >= 0 else None
+                job = _EgressJob(pkt, None, _StdView(pkt.sm), None, truncate, 0)
+                egress_queue = deque()
+                self._egress_decisions(job, req, outputs, pending, egress_queue)
+                while egress_queue and self.halted is None:
+                    self._run_egress(egress_queue.popleft(), outputs, pending, egress_queue, None)
+            while pending and self.halted is None:
+                egress_queue = deque(self._run_ingress(pending.popleft(), pending))
+                while egress_queue and self.halted is None:
+                    self._run_egress(egress_queue.popleft(), outputs, pending, egress_queue, None)
+            return outputs
+
+    def receive(self, ingress_port, frame):
+        """As :meth:`Device.receive` (with the native state brought up to date first)."""
+        with self._lock:
+            if self.native.dirty:
+                self.native.sync()
+            super().receive(ingress_port, frame)
+
+    def close(self):
+        """Stop following the switch state (the native memory is freed with this object)."""
+        self.native.close()
+
+    # ------------------------------------------------------------------ stages
+    def _copy_req(self):
+        copy = self._ffi.new("tb_request_t *")
+        copy[0] = self._req[0]
+        return copy
+
+    def _stage_failed(self, where, port, what):
+        if what == TB_HALT:
+            self._halt(where, port, "the program stopped the switch")
+        elif what == TB_NEED_SPACE:
+            self._internal_error(where, port, RuntimeError("deparsed frame larger than the output buffer"))
+        else:
+            self._log(f"{where} port {port}: packet dropped: assertion failed")
+            self._port(port).drops += 1
+
+    def _new_packet(self):
+        pkt = NativePacket(self.library)
+        self._lib.tb_packet_reset(self._pl, pkt.ptr)
+        return pkt
+
+    def _run_ingress(self, item, pending):
+        if self.native.dirty:
+            self.native.sync()
+        port, frame, instance_type, preserved, passes = item
+        now = self.clock_ns()
+        if instance_type == RT.PKT_INSTANCE_TYPE_NORMAL:
+            stats = self._port(port)
+            stats.rx_packets += 1
+            stats.rx_bytes += len(frame)
+        pkt = self._new_packet()
+        sm = pkt.sm
+        sm.ingress_port = port
+        sm.packet_length = len(frame)
+        sm.instance_type = instance_type
+        sm.ingress_global_timestamp = ((now - self._start_ns) // 1000) & _MASK48
+        frame = bytes(frame)
+        pkt.frame = frame
+        lib = self._lib
+        status = lib.tb_parse(self._pl, pkt.ptr, frame, len(frame))
+        if status == TB_OK:
+            if preserved is not None:
+                lib.tb_preserve_fields(preserved[1], preserved[0].ptr, pkt.ptr)
+            status = lib.tb_ingress(self._pl, pkt.ptr, now, self._req)
+        if status != TB_OK:
+            self._stage_failed("ingress", port, status)
+            return []
+        return self._ingress_decisions(pkt, item, self._copy_req(), pending)
+
+    def _ingress_decisions(self, pkt, item, req, pending):
+        """End of ingress as simple_switch does it (see :class:`Device`); return egress jobs."""
+        port, frame, _, _, passes = item
+        sm = pkt.sm
+        truncate = req.truncate_length if req.truncate_length >= 0 else None
+        jobs = []
+        if req.clone_session >= 0:
+            jobs.extend(self._native_i2e_clones(pkt, req, frame, port, passes))
+        if req.resubmit_field_list >= 0:
+            if passes + 1 >= MAX_PASSES:
+                self._log(f"ingress port {port}: resubmitted {MAX_PASSES} times, dropped")
+                return jobs
+            pending.append((port, frame, RT.PKT_INSTANCE_TYPE_RESUBMIT, (pkt, req.resubmit_field_list), passes + 1))
+            return jobs
+        group = sm.mcast_grp
+        if group:
+            replicas = self.state.multicast_groups.replicas(group)
+            if not replicas:
+                self._port(port).drops += 1
+            for egress_port, rid in replicas:
+                copy = NativePacket(self.library)
+                self._lib.tb_packet_copy(copy.ptr, pkt.ptr)
+                copy.frame = pkt.frame
+                copy.sm.egress_port = egress_port
+                copy.sm.egress_rid = rid
+                copy.sm.instance_type = RT.PKT_INSTANCE_TYPE_REPLICATION
+                jobs.append(_EgressJob(copy, None, _StdView(copy.sm), None, truncate, passes))
+            return jobs
+        if sm.egress_spec == RT.DROP_PORT:
+            self._port(port).drops += 1
+            return jobs
+        sm.egress_port = sm.egress_spec
+        jobs.append(_EgressJob(pkt, None, _StdView(sm), None, truncate, passes))
+        return jobs
+
+    def _native_i2e_clones(self, pkt, req, frame, port, passes):
+        session = self.state.clone_sessions.get(req.clone_session)
+        if session is None:
+            return []
+        jobs = []
+        for egress_port, rid in session.replicas:
+            clone = self._new_packet()
+            if req.clone_field_list >= 0:
+                self._lib.tb_preserve_fields(req.clone_field_list, pkt.ptr, clone.ptr)
+            clone.sm.packet_length = len(frame)
+            clone.sm.instance_type = RT.PKT_INSTANCE_TYPE_INGRESS_CLONE
+            clone.frame = frame
+            status = self._lib.tb_parse(self._pl, clone.ptr, frame, len(frame))
+            if status == TB_HALT:
+                self._halt("clone parser", port, "the program stopped the switch")
+                return []
+            if status != TB_OK:
+                self._stage_failed("clone parser", port, status)
+                continue
+            clone.sm.egress_port = egress_port
+            clone.sm.egress_rid = rid
+            jobs.append(_EgressJob(clone, None, _StdView(clone.sm), None, session.packet_length_bytes or None,
+                                   passes))
+        return jobs
+
+    def _run_egress(self, job, outputs, pending, egress_queue, deq_ns):
+        pkt = job.hdr
+        sm = pkt.sm
+        port = sm.egress_port
+        now = self.clock_ns() if deq_ns is None else deq_ns
+        sm.egress_spec = 0
+        sm.egress_global_timestamp = ((now - self._start_ns) // 1000) & _MASK48
+        status = self._lib.tb_egress(self._pl, pkt.ptr, now, self._req)
+        if status != TB_OK:
+            self._stage_failed("egress", port, status)
+            return
+        req = self._copy_req()
+        if req.truncate_length < 0:
+            req.truncate_length = -1 if job.truncate is None else job.truncate
+        self._egress_decisions(job, req, outputs, pending, egress_queue)
+
+    def _egress_decisions(self, job, req, outputs, pending, egress_queue):
+        """End of egress as simple_switch does it (see :class:`Device`)."""
+        pkt = job.hdr
+        sm = pkt.sm
+        port = sm.egress_port
+        truncate = req.truncate_length if req.truncate_length >= 0 else None
+        if req.clone_session >= 0:
+            session = self.state.clone_sessions.get(req.clone_session)
+            if session is not None:
+                for clone_port, rid in session.replicas:
+                    clone = self._new_packet()
+                    self._lib.tb_packet_copy_headers(clone.ptr, pkt.ptr)
+                    clone.frame = pkt.frame
+                    clone.sm.packet_length = sm.packet_length
+                    clone.sm.instance_type = RT.PKT_INSTANCE_TYPE_EGRESS_CLONE
+                    clone.sm.egress_port = clone_port
+                    clone.sm.egress_rid = rid
+                    if req.clone_field_list >= 0:
+                        self._lib.tb_preserve_fields(req.clone_field_list, pkt.ptr, clone.ptr)
+                    egress_queue.append(_EgressJob(clone, None, _StdView(clone.sm), None,
+                                                   session.packet_length_bytes or truncate, job.passes))
+        if sm.egress_spec == RT.DROP_PORT:
+            self._port(port).drops += 1
+            return
+        n = self._lib.tb_deparse(self._pl, pkt.ptr, self._out, _OUT_SPACE)
+        if n < 0:
+            self._stage_failed("deparser", port, -n)
+            return
+        data = self._ffi.buffer(self._out, n)[:]
+        if truncate is not None and truncate < len(data):
+            data = data[:truncate]
+        if req.recirculate_field_list >= 0:
+            if job.passes + 1 >= MAX_PASSES:
+                self._log(f"egress port {port}: recirculated {MAX_PASSES} times, dropped")
+                return
+            pending.append((sm.ingress_port, data, RT.PKT_INSTANCE_TYPE_RECIRC,
+                            (pkt, req.recirculate_field_list), job.passes + 1))
+            return
+        stats = self._port(port)
+        stats.tx_packets += 1
+        stats.tx_bytes += len(data)
+        outputs.append((port, data))

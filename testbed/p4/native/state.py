@@ -1,0 +1,227 @@
+"""The native copy of a switch's state, kept in step with its :class:`~testbed.p4.state.SwitchState`.
+
+The P4Runtime server, controllers and tests keep writing the Python state objects as before
+(one write path): each table and action profile tells its watchers (``watchers``, see
+:mod:`testbed.p4.state.watch`) and the changed ones are copied into native memory before
+the next packet (:meth:`NativeState.sync`).  Registers and counters live in native memory
+only: their Python objects' ``values`` / ``packets`` / ``bytes`` become :class:`NativeArray`
+views of it, so reads and writes through the server reach the cells the pipeline updates.
+"""
+import threading
+
+from testbed.errors import NativeBackendError
+
+
+class NativeArray:
+    """A fixed-size list of unsigned 64-bit ints in native memory (a cffi ``uint64_t *``).
+
+    Supports what the state objects do with their lists: ``len``, indexing, slices (read
+    and whole-slice assignment), iteration and comparison with a list.
+    """
+
+    __slots__ = ("_cells", "_n", "_owner")
+
+    def __init__(self, cells, n, owner):
+        self._cells = cells
+        self._n = n
+        self._owner = owner  # keeps the native state alive
+
+    def __len__(self):
+        return self._n
+
+    def _index(self, index):
+        if index < 0:
+            index += self._n
+        if not 0 <= index < self._n:
+            raise IndexError("native array index out of range")
+        return index
+
+    def __getitem__(self, index):
+        if isinstance(index, slice):
+            return [self._cells[i] for i in range(*index.indices(self._n))]
+        return self._cells[self._index(index)]
+
+    def __setitem__(self, index, value):
+        if isinstance(index, slice):
+            positions = range(*index.indices(self._n))
+            values = list(value)
+            if len(values) != len(positions):
+                raise ValueError("a native array cannot change its size")
+            for i, v in zip(positions, values):
+                self._cells[i] = v
+            return
+        self._cells[self._index(index)] = value
+
+    def __iter__(self):
+        return (self._cells[i] for i in range(self._n))
+
+    def __eq__(self, other):
+        return list(self) == list(other)
+
+    def __repr__(self):
+        return f"NativeArray({list(self)!r})"
+
+
+class NativeState:
+    """Native memory of one switch's tables, selectors, registers and counters.
+
+    Args:
+        library: the :class:`~testbed.p4.native.build.NativeLibrary` of the program.
+        state: the switch's SwitchState (its registers and counters are moved into native memory).
+
+    Raises:
+        NativeBackendError: out of native memory, or a value the native state cannot hold.
+    """
+
+    def __init__(self, library, state):
+        self.library = library
+        self.ffi = ffi = library.ffi
+        self.lib = lib = library.lib
+        self.state = state
+        layout = library.layout
+        pointer = lib.tb_pipeline_new()
+        if pointer == ffi.NULL:
+            raise NativeBackendError("native backend: out of memory for the switch state")
+        self.pl = ffi.gc(pointer, lib.tb_pipeline_free)
+        self.actions = layout["actions"]
+        self._dirty_tables = set()
+        self._dirty_profiles = set()
+        self._lock = threading.Lock()
+        self.tables = {name: (index, state.tables[name]) for index, name in enumerate(layout["tables"])}
+        self.profiles = {name: (index, state.action_profiles[name]) for index, name in enumerate(layout["profiles"])}
+        for index, name in enumerate(layout["registers"]):
+            register = state.registers[name]
+            cells = NativeArray(lib.tb_register_cells(self.pl, index), register.info.size, self)
+            cells[:] = list(register.values)
+            register.values = cells
+        for index, name in enumerate(layout["counters"]):
+            counter = state.counters[name]
+            packets = NativeArray(lib.tb_counter_cells(self.pl, index, 0), counter.info.size, self)
+            nbytes = NativeArray(lib.tb_counter_cells(self.pl, index, 1), counter.info.size, self)
+            packets[:] = list(counter.packets)
+            nbytes[:] = list(counter.bytes)
+            counter.packets, counter.bytes = packets, nbytes
+        for name, (_, table) in self.tables.items():
+            table.watchers.append(self._table_changed)
+            self._dirty_tables.add(name)
+        for name, (_, profile) in self.profiles.items():
+            profile.watchers.append(self._profile_changed)
+            self._dirty_profiles.add(name)
+        self.sync()
+
+    def close(self):
+        """Stop following the Python state."""
+        for _, table in self.tables.values():
+            if self._table_changed in table.watchers:
+                table.watchers.remove(self._table_changed)
+        for _, profile in self.profiles.values():
+            if self._profile_changed in profile.watchers:
+                profile.watchers.remove(self._profile_changed)
+
+    def _table_changed(self, table):
+        with self._lock:
+            self._dirty_tables.add(table.info.name)
+
+    def _profile_changed(self, profile):
+        with self._lock:
+            self._dirty_profiles.add(profile.info.name)
+
+    @property
+    def dirty(self):
+        """True when a table or profile changed since the last :meth:`sync`."""
+        return bool(self._dirty_tables or self._dirty_profiles)
+
+    def sync(self):
+        """Copy the tables and profiles that changed into native memory (call with packets stopped)."""
+        with self._lock:
+            tables, self._dirty_tables = self._dirty_tables, set()
+            profiles, self._dirty_profiles = self._dirty_profiles, set()
+        for name in profiles:
+            index, profile = self.profiles[name]
+            with profile.lock:
+                self._load_profile(index, profile)
+        for name in tables:
+            index, table = self.tables[name]
+            with table._lock:
+                self._load_table(index, table)
+
+    def _action(self, name):
+        return self.actions.get(name, -1)
+
+    @staticmethod
+    def _args(args, nargs, where):
+        values = [int(a) for a in args]
+        if any(v < 0 or v >> 64 for v in values):
+            raise NativeBackendError(f"native backend: {where}: an action argument wider than 64 bits")
+        return values + [0] * (nargs - len(values))
+
+    def _load_profile(self, index, profile):
+        ffi, lib = self.ffi, self.lib
+        members = sorted(profile.members(), key=lambda m: m.member_id)
+        groups = sorted(profile.groups(), key=lambda g: g.group_id)
+        nargs = max((len(m.args) for m in members), default=0)
+        where = f"action profile {profile.info.name}"
+        member_args = []
+        for member in members:
+            member_args += self._args(member.args, nargs, where)
+        selection = [mid for group in groups for mid in group.selection]
+        status = lib.tb_profile_load(
+            self.pl, index, len(members), ffi.new("uint64_t[]", [m.member_id for m in members] or [0]),
+            ffi.new("int32_t[]", [self._action(m.action) for m in members] or [0]),
+            ffi.new("uint64_t[]", member_args or [0]), nargs,
+            len(groups), ffi.new("uint64_t[]", [g.group_id for g in groups] or [0]),
+            ffi.new("uint32_t[]", [len(g.selection) for g in groups] or [0]),
+            ffi.new("uint64_t[]", selection or [0]))
+        if status:
+            raise NativeBackendError(f"native backend: {where}: loading into native memory failed ({status})")
+
+    def _load_table(self, index, table):
+        ffi, lib = self.ffi, self.lib
+        keys = table.info.match_keys
+        nkeys = len(keys)
+        where = f"table {table.info.name}"
+        nargs = self.library.layout["table_nargs"][index]
+        lpm_pos = table._kinds.index("lpm") if table._mode == "lpm" else None
+        prio, kind, action, ref, is_range, vals, masks, args = [], [], [], [], [], [], [], []
+        for entry in table.entries():
+            if table._mode == "lpm":
+                prio.append(entry.matches[lpm_pos].prefix_len)
+            elif table._mode == "generic":
+                prio.append(entry._prio)
+            else:
+                prio.append(0)
+            entry_masks = table._masks_of(entry)
+            if entry_masks is None:
+                is_range.append(1)
+                for low, high, mask in table._range_checks_of(entry):
+                    vals.append(low)
+                    masks.append(high if mask is None else mask)
+            else:
+                is_range.append(0)
+                for match, mask in zip(entry.matches, entry_masks):
+                    vals.append(match.value & mask)
+                    masks.append(mask)
+            if entry.action is not None:
+                kind.append(0)
+                action.append(self._action(entry.action.action))
+                ref.append(0)
+                args += self._args(entry.action.args, nargs, where)
+            else:
+                kind.append(1 if entry.member_id is not None else 2)
+                action.append(-1)
+                ref.append(entry.member_id if entry.member_id is not None else entry.group_id)
+                args += [0] * nargs
+        if any(v >> 64 for v in vals + masks):
+            raise NativeBackendError(f"native backend: {where}: a key wider than 64 bits")
+        range_key = [1 if k.match_type == "range" else 0 for k in keys]
+        status = lib.tb_table_load(
+            self.pl, index, len(prio), ffi.new("int32_t[]", prio or [0]), ffi.new("int32_t[]", kind or [0]),
+            ffi.new("int32_t[]", action or [0]), ffi.new("uint64_t[]", ref or [0]),
+            ffi.new("int32_t[]", is_range or [0]), ffi.new("uint64_t[]", vals or [0]),
+            ffi.new("uint64_t[]", masks or [0]), ffi.new("uint64_t[]", args or [0]),
+            ffi.new("uint8_t[]", range_key or [0]))
+        if status:
+            raise NativeBackendError(f"native backend: {where}: loading into native memory failed ({status})")
+        default = table.default_action
+        lib.tb_table_set_default(self.pl, index, self._action(default.action),
+                                 ffi.new("uint64_t[]", self._args(default.args, max(nargs, 1), where)))
