@@ -1,0 +1,193 @@
+"""Differential test of the native backend against the Python backend, in process (no Mininet).
+
+For every program of p4src/ and tests/p4/ that the native backend compiles, one seeded script
+of the BMv2 differential harness (:class:`diff_harness.ScriptBuilder`: table entries, action
+profile members and weighted groups, default actions, invalid writes, state changes between
+batches, at least :data:`FRAMES` frames of many kinds, PacketOuts) drives two devices of the
+same program, one per backend, with registers seeded at random and a clock that advances by a
+seeded random step per frame.  Every frame must give byte-identical outputs on the same ports in
+the same order, every write the same outcome, and after every batch every register and counter
+cell must be equal.  A program the native backend refuses is skipped with the construct and
+file:line it names (and that refusal is itself checked to name a location).
+
+``TESTBED_NATIVE_DIFF_FRAMES`` / ``TESTBED_NATIVE_DIFF_SEED`` change the frame count / seed;
+``TESTBED_NATIVE_SANITIZE=1`` builds the pipelines with ASan and UBSan (see
+test_native_sanitized_run, which runs this file so in a child process).
+"""
+import glob
+import os
+import random
+import struct
+import subprocess
+import sys
+
+import pytest
+
+from diff_harness import Batch, PacketOuts, ScriptBuilder, Write
+from testbed.errors import NativeBackendError, TestbedError
+from testbed.p4.loader import load_program
+from testbed.p4.native import make_device
+from testbed.p4.native.build import build, compiler, sanitizer_preload
+from testbed.p4.program import ActionCall, KeyMatch
+from testbed.p4.state import SwitchState, TableEntry
+from testbed.p4runtime.values import match_from_spec, parse_value
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+FRAMES = int(os.environ.get("TESTBED_NATIVE_DIFF_FRAMES", "10000"))
+SEED = int(os.environ.get("TESTBED_NATIVE_DIFF_SEED", "1"))
+CPU_PORT = 255
+PROGRAMS = sorted(os.path.relpath(p, REPO) for p in glob.glob(os.path.join(REPO, "p4src", "*.p4"))
+                  + glob.glob(os.path.join(REPO, "tests", "p4", "*.p4")))
+
+pytestmark = pytest.mark.skipif(compiler() is None, reason="no C compiler")
+
+
+class Twin:
+    """One device of a program with its state, and the writes of the harness's scripts applied to it."""
+
+    def __init__(self, program, backend, clock):
+        self.state = SwitchState(program.info)
+        self.info = program.info
+        self.device = make_device(program, self.state, backend=backend, cpu_port=CPU_PORT, seed=SEED,
+                                  clock_ns=clock, raise_errors=backend == "python")
+
+    def _call(self, action, params):
+        info = self.info.actions[action]
+        return ActionCall(action, tuple(parse_value(params[p.name], p.bitwidth, p.name) for p in info.params))
+
+    def _matches(self, table, match):
+        matches = []
+        for key in table.info.match_keys:
+            spec = match_from_spec(key.match_type, match.get(key.name), key.bitwidth, key.name)
+            kind = key.match_type
+            if spec is None:
+                matches.append(KeyMatch("lpm", 0, prefix_len=0) if kind == "lpm" else
+                               KeyMatch("range", 0, high=(1 << key.bitwidth) - 1) if kind == "range" else
+                               KeyMatch(kind, 0, mask=0 if kind == "ternary" else None))
+            elif kind == "lpm":
+                matches.append(KeyMatch("lpm", spec["value"], prefix_len=spec["prefix_len"]))
+            elif kind == "ternary":
+                matches.append(KeyMatch("ternary", spec["value"], mask=spec["mask"]))
+            elif kind == "range":
+                matches.append(KeyMatch("range", spec["low"], high=spec["high"]))
+            elif kind == "optional":
+                matches.append(KeyMatch("optional", spec["value"], mask=(1 << key.bitwidth) - 1))
+            else:
+                matches.append(KeyMatch("exact", spec["value"]))
+        return matches
+
+    def write(self, step):
+        """Apply one script write; return its outcome (None, or the error's class and status)."""
+        kw = dict(step.kwargs)
+        try:
+            method = step.method
+            if method.endswith("table_entry"):
+                table = self.state.tables[kw["table"]]
+                entry = TableEntry(self._matches(table, kw.get("match") or {}),
+                                   action=self._call(kw["action"], kw.get("params") or {}) if kw.get("action") else None,
+                                   member_id=kw.get("member_id"), group_id=kw.get("group_id"),
+                                   priority=kw.get("priority"))
+                getattr(table, method.split("_")[0])(entry)
+            elif method == "set_default_action":
+                self.state.tables[kw["table"]].set_default(self._call(kw["action"], kw.get("params") or {}))
+            else:
+                profile = self.state.action_profiles[kw["profile"]]
+                if method in ("insert_member", "modify_member"):
+                    getattr(profile, method)(kw["member_id"], self._call(kw["action"], kw.get("params") or {}))
+                elif method == "delete_member":
+                    profile.delete_member(kw["member_id"])
+                elif method in ("insert_group", "modify_group"):
+                    members = [m if isinstance(m, tuple) else (m, 1) for m in kw["members"]]
+                    getattr(profile, method)(kw["group_id"], members)
+                elif method == "delete_group":
+                    profile.delete_group(kw["group_id"])
+                else:
+                    raise AssertionError(f"unknown write {method}")
+        except (TestbedError, KeyError) as error:
+            return type(error).__name__, getattr(error, "code", None)
+        return None
+
+    def snapshot(self):
+        """Every register and counter cell, and the port statistics."""
+        cells = {name: list(r.values) for name, r in self.state.registers.items()}
+        cells.update({name: (list(c.packets), list(c.bytes)) for name, c in self.state.counters.items()})
+        ports = {port: self.device.port_stats(port) for port in (0, 1, 2, 3, 4, 7, CPU_PORT, 511)}
+        return cells, ports, self.device.errors, self.device.halted
+
+
+def _packet_out(metadata, payload):
+    return struct.pack("!H", (metadata["egress_port"] << 7) | metadata["_pad"]) + payload
+
+
+def run_differential(path, frames=FRAMES, seed=SEED):
+    """Run one program's script on both backends; return the number of frames compared."""
+    program = load_program(os.path.join(REPO, path))
+    script = ScriptBuilder(os.path.join(REPO, path), seed, frames=frames).build()
+    rng = random.Random(f"native-diff:{path}:{seed}")
+    now = [10 ** 9]
+    clock = lambda: now[0]  # noqa: E731 - the same time for both devices during a frame
+    python, native = Twin(program, "python", clock), Twin(program, "native", clock)
+    assert native.device.backend == "native"
+    for name, register in python.state.registers.items():
+        values = [rng.randrange(1 << register.info.bitwidth) for _ in range(register.info.size)]
+        for twin in (python, native):
+            for index, value in enumerate(values):
+                twin.state.registers[name].write(index, value)
+    compared = 0
+    for number, step in enumerate(script.steps):
+        if isinstance(step, Write):
+            assert python.write(step) == native.write(step), (path, number, step)
+            continue
+        if isinstance(step, Batch):
+            items = [(step.port, frame) for _, frame in step.frames]
+        else:
+            assert isinstance(step, PacketOuts)
+            items = [(CPU_PORT, _packet_out(metadata, payload)) for metadata, payload in step.packets]
+        for port, frame in items:
+            now[0] += rng.choice([0, 1000, 40_000, 3_000_000, rng.randrange(1 << 30)])
+            expected = python.device.process(port, frame)
+            got = native.device.process(port, frame)
+            assert got == expected, (path, number, port, frame.hex(), expected, got)
+            compared += 1
+        assert native.snapshot() == python.snapshot(), (path, number)
+    return compared
+
+
+@pytest.mark.parametrize("path", PROGRAMS)
+def test_native_backend_equals_python_backend(path):
+    try:
+        program = load_program(os.path.join(REPO, path))
+    except TestbedError as error:
+        pytest.skip(f"not a loadable program: {error}")
+    try:
+        build(program)
+    except NativeBackendError as error:
+        assert error.filename and error.line, error  # a refusal names the construct and file:line
+        pytest.skip(str(error))
+    assert run_differential(path) >= FRAMES
+
+
+def test_refusal_names_the_construct_and_location():
+    program = load_program(os.path.join(REPO, "tests", "p4", "source_routing.p4"))
+    with pytest.raises(NativeBackendError) as caught:
+        make_device(program, SwitchState(program.info), backend="native")
+    assert "source_routing.p4:" in str(caught.value) and "unsupported construct" in str(caught.value)
+    assert make_device(program, SwitchState(program.info), backend="auto", warn=lambda m: None).backend == "python"
+
+
+@pytest.mark.skipif(os.environ.get("TESTBED_NATIVE_SANITIZE") not in (None, "", "0"), reason="already sanitized")
+def test_native_sanitized_run():
+    """The differential test once more with pipelines built with -fsanitize=address,undefined: no report."""
+    preload = sanitizer_preload()
+    if preload is None:
+        pytest.skip("no libasan for the C compiler")
+    env = dict(os.environ, TESTBED_NATIVE_SANITIZE="1", LD_PRELOAD=preload,
+               ASAN_OPTIONS="detect_leaks=0:abort_on_error=0:halt_on_error=1",
+               UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1",
+               TESTBED_NATIVE_DIFF_FRAMES=os.environ.get("TESTBED_NATIVE_SANITIZE_FRAMES", "2000"))
+    result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-x",
+                             os.path.abspath(__file__), "-k", "equals_python"], cwd=REPO, env=env,
+                            capture_output=True, text=True, timeout=3000)
+    report = result.stdout + result.stderr
+    assert result.returncode == 0, report[-4000:]
+    assert "ERROR: AddressSanitizer" not in report and "runtime error:" not in report, report[-4000:]
