@@ -37,6 +37,7 @@ import time
 from testbed.embedded_switch.p4runtime_target import EmbeddedTarget
 from testbed.embedded_switch.port_control import ControlRequestError, ControlSocket, parse_request
 from testbed.errors import TestbedError
+from testbed.p4.native import BACKENDS, DEFAULT_BACKEND
 from testbed.log_format import configure_process_logging
 from testbed.packet_sockets import (PACKET_IGNORE_OUTGOING, SOL_PACKET, ReceiveLag, SocketDrops, enable_timestamps,
                                     enable_vlan_tags, open_packet_socket, receive_frame, receive_stamped)
@@ -409,6 +410,9 @@ def build_arg_parser():
     parser.add_argument("--cpu-port", type=int, default=None, help="port number of the CPU port")
     parser.add_argument("--program", help="P4 program to load at start (else wait for a controller)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the target's random() extern")
+    parser.add_argument("--backend", choices=BACKENDS, default=DEFAULT_BACKEND,
+                        help="pipeline backend: python (reference), native (generated C), "
+                             "auto (native, else python with a warning)")
     parser.add_argument("--pcap-dir", help="write per-port pcaps here")
     parser.add_argument("--ready-file", help="create this file once the P4Runtime server listens")
     parser.add_argument("--control-socket", metavar="PATH",
@@ -430,7 +434,7 @@ def main(argv=None):
     configure_process_logging()
     try:
         ports = parse_ports(args.port)
-        target = EmbeddedTarget(cpu_port=args.cpu_port, seed=args.seed)
+        target = EmbeddedTarget(cpu_port=args.cpu_port, seed=args.seed, backend=args.backend)
         if args.program:
             target.load_program_file(args.program)
         daemon = SwitchDaemon(target, ports, pcap_dir=args.pcap_dir, name=args.name, seed=args.seed,
