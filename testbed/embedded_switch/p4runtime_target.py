@@ -24,7 +24,7 @@ from testbed.errors import NativeBackendError, P4LoadError, TestbedError
 from testbed.p4.device_config import DeviceConfigError, device_config_for, parse_device_config
 from testbed.p4.loader import load_program, load_program_from_sources
 from testbed.p4.state import SwitchState
-from testbed.p4.native import DEFAULT_BACKEND, check_backend, make_device
+from testbed.p4.native import DEFAULT_BACKEND, check_backend, default_backend, make_device
 from testbed.p4.native.build import build as build_native
 from testbed.p4.v1model.packet_generator import PacketGenerator
 from testbed.p4runtime import limits
@@ -144,7 +144,8 @@ class EmbeddedTarget:
         cpu_port: the CPU port number (PacketIn/PacketOut), or None for no CPU port.
         seed: seed of the device's ``random`` extern.
         on_log: callable(str) for the device's ``log_msg`` output, or None.
-        backend: the device's backend, ``python``, ``native`` or ``auto`` (:mod:`testbed.p4.native`).
+        backend: the device's backend, ``python``, ``native`` or ``auto`` (:mod:`testbed.p4.native`);
+            None: ``$TESTBED_BACKEND`` or python.
 
     Attributes:
         program: the loaded program, or None before the first pipeline.
@@ -161,7 +162,7 @@ class EmbeddedTarget:
 
     def __init__(self, cpu_port=None, seed=0, on_log=None, backend=DEFAULT_BACKEND):
         self.cpu_port = cpu_port
-        self.backend = check_backend(backend)
+        self.backend = default_backend() if backend is None else check_backend(backend)
         self.seed = seed
         self.on_log = on_log
         self.program = None

@@ -6,12 +6,27 @@
 * ``native``: :class:`~testbed.p4.native.device.NativeDevice` (generated C, built with gcc
   and loaded through cffi); a program it cannot compile is an error (file:line);
 * ``auto``: native when it can, else Python with one warning line.
+
+The default is ``python`` unless the environment variable ``TESTBED_BACKEND`` names another
+(so a whole test run can use the native backend).
 """
+import os
+
 from testbed.errors import NativeBackendError, ParameterError
 
-#: the backends a switch accepts, the default first
+#: the backends a switch accepts
 BACKENDS = ("python", "native", "auto")
-DEFAULT_BACKEND = "python"
+DEFAULT_BACKEND = None  # :func:`default_backend`
+BACKEND_ENV = "TESTBED_BACKEND"
+
+
+def default_backend():
+    """``$TESTBED_BACKEND`` if set, else ``python``.
+
+    Raises:
+        ParameterError: the variable names no backend.
+    """
+    return check_backend(os.environ.get(BACKEND_ENV) or "python", BACKEND_ENV)
 
 
 def check_backend(backend, field="backend"):
@@ -34,7 +49,7 @@ def make_device(program, state, backend=DEFAULT_BACKEND, warn=None, **kwargs):
     Args:
         program: a LoadedProgram.
         state: its SwitchState.
-        backend: ``python``, ``native`` or ``auto``.
+        backend: ``python``, ``native`` or ``auto``; None: :func:`default_backend`.
         warn: callable(str) for the fallback warning of ``auto`` (default: print to stderr).
         **kwargs: the :class:`~testbed.p4.v1model.device.Device` arguments.
 
@@ -47,7 +62,7 @@ def make_device(program, state, backend=DEFAULT_BACKEND, warn=None, **kwargs):
     """
     from testbed.p4.v1model.device import Device
 
-    check_backend(backend)
+    backend = default_backend() if backend is None else check_backend(backend)
     if backend == "python":
         return Device(program, state, **kwargs)
     from testbed.p4.native.device import NativeDevice
