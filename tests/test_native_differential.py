@@ -167,12 +167,39 @@ def test_native_backend_equals_python_backend(path):
     assert run_differential(path) >= FRAMES
 
 
+REFUSED_SOURCE = """#include <core.p4>
+#include <v1model.p4>
+header eth_t { bit<48> dst; bit<48> src; bit<16> type; }
+struct headers_t { eth_t eth; }
+struct meta_t { }
+struct learn_t { bit<48> src; }
+parser P(packet_in pkt, out headers_t hdr, inout meta_t meta, inout standard_metadata_t sm) {
+    state start { pkt.extract(hdr.eth); transition accept; }
+}
+control V(inout headers_t hdr, inout meta_t meta) { apply { } }
+control I(inout headers_t hdr, inout meta_t meta, inout standard_metadata_t sm) {
+    apply {
+        digest<learn_t>(1, { hdr.eth.src });
+    }
+}
+control E(inout headers_t hdr, inout meta_t meta, inout standard_metadata_t sm) { apply { } }
+control C(inout headers_t hdr, inout meta_t meta) { apply { } }
+control D(packet_out pkt, in headers_t hdr) { apply { pkt.emit(hdr.eth); } }
+V1Switch(P(), V(), I(), E(), C(), D()) main;
+"""
+
+
 def test_refusal_names_the_construct_and_location():
-    program = load_program(os.path.join(REPO, "tests", "p4", "source_routing.p4"))
+    from testbed.p4.loader import load_program_from_sources
+
+    program = load_program_from_sources("refused.p4", {"refused.p4": REFUSED_SOURCE})
     with pytest.raises(NativeBackendError) as caught:
         make_device(program, SwitchState(program.info), backend="native")
-    assert "source_routing.p4:" in str(caught.value) and "unsupported construct" in str(caught.value)
-    assert make_device(program, SwitchState(program.info), backend="auto", warn=lambda m: None).backend == "python"
+    assert "refused.p4:13:" in str(caught.value) and "unsupported construct: extern function digest" in \
+        str(caught.value)
+    warnings = []
+    device = make_device(program, SwitchState(program.info), backend="auto", warn=warnings.append)
+    assert device.backend == "python" and len(warnings) == 1 and "refused.p4:13" in warnings[0]
 
 
 @pytest.mark.skipif(os.environ.get("TESTBED_NATIVE_SANITIZE") not in (None, "", "0"), reason="already sanitized")

@@ -50,6 +50,7 @@ void tb_pipeline_free(tb_pipeline_t *pl);
 size_t tb_packet_size(void);
 void tb_packet_reset(tb_pipeline_t *pl, tb_packet_t *pkt);
 tb_std_meta_t *tb_packet_std(tb_packet_t *pkt);
+const char *tb_packet_failure(const tb_packet_t *pkt);
 void tb_packet_copy(tb_packet_t *dst, const tb_packet_t *src);
 void tb_packet_copy_headers(tb_packet_t *dst, const tb_packet_t *src);
 void tb_preserve_fields(int index, const tb_packet_t *src, tb_packet_t *dst);

@@ -17,21 +17,22 @@ the construct and its file:line (see :data:`UNSUPPORTED` for the list).
 from testbed.errors import NativeBackendError, P4LoadError
 from testbed.p4.compiler.calls import lvalue_path, paths_overlap
 from testbed.p4.compiler.pycode import FOLDABLE, Emitter
+from testbed.p4.compiler.statements import COMPOUND_OPERATORS
 from testbed.p4.frontend import types as T
-from testbed.p4.frontend.ast import walk_statements
+from testbed.p4.frontend.ast import Node, walk_statements
 from testbed.p4.frontend.checker import Symbol, convert_int
 from testbed.p4.v1model import hashes
 
 #: Constructs the C backend refuses (the Python backend runs them).
 UNSUPPORTED = ("int<W> (signed) values", "values wider than 64 bits outside extract/emit/copy/compare/hash",
-               "header stacks", "header unions", "varbit fields", "loops", "functions", "sub-parsers",
+               "header stacks of header unions", "header unions", "varbit fields", "loops", "functions", "sub-parsers",
                "actions with directional parameters", "digest", "log_msg", "random", "meters",
                "direct counters and meters", "idle timeout", "the embedded target's own externs (DSF)",
                "hash algorithm random", "tuples")
 
 ALGORITHM_IDS = {name: index for index, name in enumerate(hashes.ALGORITHMS)}
 STD_TYPE = "standard_metadata_t"
-COMPOSITE = (T.HeaderType, T.StructType)
+COMPOSITE = (T.HeaderType, T.StructType, T.StackType)
 
 
 def cnum(value):
@@ -97,6 +98,9 @@ class CGenerator:
     # ------------------------------------------------------------------ types
     def ctype(self, type_, node=None):
         """The C type of a value or variable of ``type_``."""
+        if isinstance(type_, T.StackType) and isinstance(type_.element, T.HeaderType) and \
+                not isinstance(type_.element, T.UnionType):
+            return self._stack_type(type_, node)
         if isinstance(type_, (T.UnionType, T.StackType, T.VarbitType, T.TupleType)):
             raise self.error(node if node is not None else 0, f"{type_.name_text()} ({type(type_).__name__})")
         if isinstance(type_, T.StructType) and type_.name == STD_TYPE:
@@ -119,6 +123,14 @@ class CGenerator:
         if isinstance(type_, (T.BoolType, T.ErrorType, T.EnumType, T.InfIntType)):
             return
         raise self.error(node if node is not None else 0, f"value of type {type_.name_text()}")
+
+    def _stack_type(self, type_, node):
+        element = self.ctype(type_.element, node)
+        name = f"K_{element}_{type_.size}"
+        if name not in self.type_names.values():
+            self.type_names[("stack", element, type_.size)] = name
+            self.types.line(f"typedef struct {name} {{ uint32_t next_index; {element} items[{type_.size}]; }} {name};")
+        return name
 
     def _struct_type(self, type_, node):
         name = self.type_names.get(id(type_))
@@ -201,7 +213,7 @@ class CGenerator:
         out.extend(self.types)
         out.line("struct tb_packet {")
         out.line("    tb_std_meta_t sm; tb_request_t req; uint64_t now_ns;")
-        out.line("    const uint8_t *frame; uint32_t len; uint32_t payload_off;")
+        out.line("    const uint8_t *frame; uint32_t len; uint32_t payload_off; const char *fail;")
         out.line(f"    {hdr_c} hdr; {meta_c} meta;")
         out.line("};")
         out.line("typedef tb_packet_t P_t;")
@@ -246,6 +258,7 @@ class CGenerator:
         out.line("void tb_pipeline_free(tb_pipeline_t *pl) { tb_state_free(pl); }")
         out.line("size_t tb_packet_size(void) { return sizeof(tb_packet_t); }")
         out.line("tb_std_meta_t *tb_packet_std(tb_packet_t *pkt) { return &pkt->sm; }")
+        out.line("const char *tb_packet_failure(const tb_packet_t *pkt) { return pkt->fail ? pkt->fail : \"\"; }")
         out.line("void tb_packet_copy(tb_packet_t *dst, const tb_packet_t *src) { *dst = *src; }")
         out.line("void tb_packet_copy_headers(tb_packet_t *dst, const tb_packet_t *src) { dst->hdr = src->hdr; "
                  "dst->frame = src->frame; dst->len = src->len; dst->payload_off = src->payload_off; }")
@@ -539,7 +552,12 @@ class CGenerator:
         elif kind == "assign":
             self.assignment(node, scope, fn)
         elif kind == "compound_assign":
-            raise self.error(node, "compound assignment")
+            target_type = self.model.type_of(node.target, scope)
+            if not isinstance(target_type, T.BitType) or self.has_index(node.target):
+                raise self.error(node, f"{node.op} on this target")
+            operation = Node("binop", node.loc, op=COMPOUND_OPERATORS[node.op], left=node.target, right=node.value)
+            self.model.type_of(operation, scope)
+            self.store(node.target, self.expr(operation, scope, fn, want=target_type), scope, fn)
         elif kind == "call_statement":
             self.call_statement(node.call, scope, fn)
         elif kind == "if":
@@ -568,6 +586,15 @@ class CGenerator:
                 fn.out.line(fn.return_code)
         else:
             raise self.error(node, f"statement {kind}")
+
+    @staticmethod
+    def has_index(node):
+        """True if an l-value path has a stack index or next/last (evaluated once per use here)."""
+        while node.kind in ("member", "slice", "index"):
+            if node.kind == "index" or (node.kind == "member" and node.member in ("next", "last")):
+                return True
+            node = node.expr
+        return False
 
     def switch(self, node, scope, fn):
         out = fn.out
@@ -699,14 +726,40 @@ class CGenerator:
             return code
         if kind == "member":
             base_type = node.expr.type or self.model.type_of(node.expr, scope)
-            if isinstance(base_type, (T.StackType, T.UnionType)):
-                raise self.error(node, "header stacks and unions")
+            if isinstance(base_type, T.UnionType):
+                raise self.error(node, "header unions")
+            if isinstance(base_type, T.StackType):
+                base = self.lvalue(node.expr, scope, fn)
+                if node.member == "next":
+                    return self._stack_item(base, f"{base}.next_index", base_type, fn)
+                if node.member == "last":
+                    return self._stack_item(base, f"({base}.next_index - 1)", base_type, fn)
+                raise self.error(node, f"stack member {node.member} as an l-value")
             if not isinstance(base_type, COMPOSITE):
                 raise self.error(node, f"member of {base_type.name_text()}")
             return self.field(self.lvalue(node.expr, scope, fn), base_type, node.member)
         if kind == "index":
-            raise self.error(node, "header stacks")
+            base_type = node.expr.type or self.model.type_of(node.expr, scope)
+            if not isinstance(base_type, T.StackType):
+                raise self.error(node, f"index of {base_type.name_text()}")
+            base = self.lvalue(node.expr, scope, fn)
+            folded = self.model.try_const(node.index, scope)
+            if folded is not None:
+                index = int(folded[0])
+                if not 0 <= index < base_type.size:
+                    raise self.error(node, f"header stack index {index} out of bounds (size {base_type.size})")
+                return f"{base}.items[{index}]"
+            self.model.type_of(node.index, scope)
+            return self._stack_item(base, self.expr(node.index, scope, fn), base_type, fn)
         raise self.error(node, f"l-value of kind {kind}")
+
+    def _stack_item(self, base, index_code, stack_type, fn):
+        """A stack element at a run-time index: out of range stops the switch, as simple_switch does."""
+        temp = fn.temp("si")
+        fn.out.line(f"uint64_t {temp} = (uint64_t)({index_code});")
+        fn.out.line(f"if ({temp} >= {stack_type.size}) {{ pkt->fail = \"header stack index out of range\"; "
+                    f"return -TB_HALT; }}")
+        return f"{base}.items[{temp}]"
 
     def wide_code(self, node, scope, fn):
         """Byte array code of a field wider than 64 bits (only header fields and paths to them)."""
@@ -768,6 +821,16 @@ class CGenerator:
                 if node.member == "miss":
                     return f"(!{hit})"
                 return action
+            if isinstance(base_type, T.StackType):
+                base = self.lvalue(node.expr, scope, fn)
+                if node.member == "lastIndex":
+                    return f"((uint64_t)({base}.next_index - 1) & 4294967295u)"
+                if node.member == "nextIndex":
+                    return f"((uint64_t){base}.next_index)"
+                if node.member == "size":
+                    return str(base_type.size)
+            return self.lvalue(node, scope, fn)
+        if kind == "index":
             return self.lvalue(node, scope, fn)
         if kind == "slice":
             base = self.expr(node.expr, scope, fn)
@@ -971,6 +1034,26 @@ class CGenerator:
                 elif method != "isValid":
                     raise self.error(call, f"header method {method}")
                 return
+            if isinstance(base_type, T.StackType) and method in ("push_front", "pop_front"):
+                count = model.const_value(call.args[0], scope)
+                if isinstance(count, bool) or not isinstance(count, int) or count < 0:
+                    raise self.error(call, f"{method} without a non-negative constant count")
+                stack = self.lvalue(base, scope, fn)
+                size = base_type.size
+                count = min(count, size)
+                if count:
+                    items = f"{stack}.items"
+                    if method == "push_front":
+                        fn.out.line(f"memmove(&{items}[{count}], &{items}[0], {size - count} * sizeof {items}[0]);")
+                        fn.out.line(f"memset(&{items}[0], 0, {count} * sizeof {items}[0]);")
+                        fn.out.line(f"{stack}.next_index = {stack}.next_index + {count} < {size} ? "
+                                    f"{stack}.next_index + {count} : {size};")
+                    else:
+                        fn.out.line(f"memmove(&{items}[0], &{items}[{count}], {size - count} * sizeof {items}[0]);")
+                        fn.out.line(f"memset(&{items}[{size - count}], 0, {count} * sizeof {items}[0]);")
+                        fn.out.line(f"{stack}.next_index = {stack}.next_index > {count} ? "
+                                    f"{stack}.next_index - {count} : 0;")
+                return
             if isinstance(base_type, T.ExternType):
                 self.extern_method(base, base_type, method, call, scope, fn)
                 return
@@ -1134,6 +1217,8 @@ class CGenerator:
         items = []
         for f in type_.fields:
             code = self.field(base, type_, f.name)
+            if isinstance(f.type, T.StackType):
+                raise self.error(node, "a header stack in a field list")
             if isinstance(f.type, COMPOSITE):
                 items.extend(self._composite_items(code, f.type, node))
             elif self.is_wide(f.type):
@@ -1227,7 +1312,9 @@ class CGenerator:
         elif name == "truncate":
             out.line(f"pkt->req.truncate_length = (int32_t){self.expr(args[0], scope, fn, want=T.BitType(32))};")
         elif name in ("assert", "assume"):
-            out.line(f"if (!{self.expr(args[0], scope, fn)}) return -TB_DROPPED;")
+            filename, line = self.model.location(call)
+            message = f"{name} failed at {filename}:{line}".replace("\\", "/").replace('"', "'")
+            out.line(f"if (!{self.expr(args[0], scope, fn)}) {{ pkt->fail = \"{message}\"; return -TB_DROPPED; }}")
         elif name == "verify":
             if fn.kind != "parser":
                 raise self.error(call, "verify outside a parser")
@@ -1248,7 +1335,17 @@ class CGenerator:
                 type_ = self.model.type_of(args[0], scope)
                 if not isinstance(type_, T.HeaderType):
                     raise self.error(call, "extract of a non-header")
-                target = self.lvalue(args[0], scope, fn)
+                target_node = args[0]
+                stack = None
+                if target_node.kind == "member" and target_node.member == "next" and \
+                        isinstance(target_node.expr.type, T.StackType):
+                    stack_type = target_node.expr.type
+                    stack = self.lvalue(target_node.expr, scope, fn)
+                    out.line(f"if ({stack}.next_index >= {stack_type.size}) {{ "
+                             f"err = {self.model.errors['StackOutOfBounds']}; goto P_done; }}")
+                    target = f"{stack}.items[{stack}.next_index]"
+                else:
+                    target = self.lvalue(target_node, scope, fn)
                 size = type_.byte_size
                 out.line(f"if (off + {size} > n) {{ err = TB_PACKET_TOO_SHORT; goto P_done; }}")
                 for f in type_.fields:
@@ -1258,6 +1355,8 @@ class CGenerator:
                     else:
                         out.line(f"{code} = tb_get_bits(buf + off, {f.offset}, {T.field_width(f.type)});")
                 out.line(f"{target}.valid = 1;")
+                if stack is not None:
+                    out.line(f"{stack}.next_index++;")
                 out.line(f"off += {size};")
                 return
             if method == "advance":
@@ -1328,6 +1427,9 @@ class CGenerator:
         elif isinstance(type_, T.StructType) and not isinstance(type_, T.UnionType):
             for f in type_.fields:
                 self._emit(self.field(code, type_, f.name), f.type, fn, node)
+        elif isinstance(type_, T.StackType):
+            for index in range(type_.size):
+                self._emit(f"{code}.items[{index}]", type_.element, fn, node)
         else:
             raise self.error(node, f"emit of {type_.name_text()}")
 

@@ -21,7 +21,7 @@ _OUT_SPACE = 65536 + 8192  # largest frame plus every header a program may add
 
 # tb_pipeline.h
 TB_OK, TB_DROPPED, TB_HALT, TB_NEED_SPACE, TB_DROP, TB_CONTINUE = 0, 1, 2, 3, 4, 5
-STAGES = {0x10: "parser", 0x20: "ingress", 0x30: "egress", 0x40: "deparser"}
+STAGES = {0x10: "ingress", 0x20: "ingress", 0x30: "egress", 0x40: "deparser"}
 _STD_FIELDS = ("ingress_port", "egress_spec", "egress_port", "instance_type", "packet_length", "enq_timestamp",
                "enq_qdepth", "deq_timedelta", "deq_qdepth", "ingress_global_timestamp", "egress_global_timestamp",
                "mcast_grp", "egress_rid", "checksum_error", "parser_error", "priority")
@@ -112,7 +112,7 @@ class NativeDevice(Device):
                 self._port(pkt.sm.egress_port if stage == 0x30 else ingress_port).drops += 1
             elif what != TB_CONTINUE:
                 self._stage_failed(STAGES.get(stage, "pipeline"), pkt.sm.egress_port if stage >= 0x30
-                                   else ingress_port, what)
+                                   else ingress_port, what, pkt)
             elif stage == 0x20:
                 egress_queue = deque(self._ingress_decisions(pkt, (ingress_port, frame, RT.PKT_INSTANCE_TYPE_NORMAL,
                                                                    None, 0), self._copy_req(), pending))
@@ -149,13 +149,14 @@ class NativeDevice(Device):
         copy[0] = self._req[0]
         return copy
 
-    def _stage_failed(self, where, port, what):
+    def _stage_failed(self, where, port, what, pkt):
+        reason = self._ffi.string(self._lib.tb_packet_failure(pkt.ptr)).decode()
         if what == TB_HALT:
-            self._halt(where, port, "the program stopped the switch")
+            self._halt(where, port, f"{reason}: simple_switch stops with std::out_of_range")
         elif what == TB_NEED_SPACE:
             self._internal_error(where, port, RuntimeError("deparsed frame larger than the output buffer"))
         else:
-            self._log(f"{where} port {port}: packet dropped: assertion failed")
+            self._log(f"{where} port {port}: packet dropped: {reason}")
             self._port(port).drops += 1
 
     def _new_packet(self):
@@ -187,7 +188,7 @@ class NativeDevice(Device):
                 lib.tb_preserve_fields(preserved[1], preserved[0].ptr, pkt.ptr)
             status = lib.tb_ingress(self._pl, pkt.ptr, now, self._req)
         if status != TB_OK:
-            self._stage_failed("ingress", port, status)
+            self._stage_failed("ingress", port, status, pkt)
             return []
         return self._ingress_decisions(pkt, item, self._copy_req(), pending)
 
@@ -240,10 +241,10 @@ class NativeDevice(Device):
             clone.frame = frame
             status = self._lib.tb_parse(self._pl, clone.ptr, frame, len(frame))
             if status == TB_HALT:
-                self._halt("clone parser", port, "the program stopped the switch")
+                self._stage_failed("clone parser", port, status, clone)
                 return []
             if status != TB_OK:
-                self._stage_failed("clone parser", port, status)
+                self._stage_failed("clone parser", port, status, clone)
                 continue
             clone.sm.egress_port = egress_port
             clone.sm.egress_rid = rid
@@ -260,7 +261,7 @@ class NativeDevice(Device):
         sm.egress_global_timestamp = ((now - self._start_ns) // 1000) & _MASK48
         status = self._lib.tb_egress(self._pl, pkt.ptr, now, self._req)
         if status != TB_OK:
-            self._stage_failed("egress", port, status)
+            self._stage_failed("egress", port, status, pkt)
             return
         req = self._copy_req()
         if req.truncate_length < 0:
@@ -293,7 +294,7 @@ class NativeDevice(Device):
             return
         n = self._lib.tb_deparse(self._pl, pkt.ptr, self._out, _OUT_SPACE)
         if n < 0:
-            self._stage_failed("deparser", port, -n)
+            self._stage_failed("deparser", port, -n, pkt)
             return
         data = self._ffi.buffer(self._out, n)[:]
         if truncate is not None and truncate < len(data):

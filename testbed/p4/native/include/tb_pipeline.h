@@ -99,6 +99,8 @@ tb_std_meta_t *tb_packet_std(tb_packet_t *pkt);
 void tb_packet_copy(tb_packet_t *dst, const tb_packet_t *src);
 /* headers and frame of src, nothing else (E2E clones: dst was reset first) */
 void tb_packet_copy_headers(tb_packet_t *dst, const tb_packet_t *src);
+/* why the last stage returned TB_DROPPED / TB_HALT ("assert failed at file:line"), or "" */
+const char *tb_packet_failure(const tb_packet_t *pkt);
 /* copy the user metadata fields of @field_list(index) from src to dst */
 void tb_preserve_fields(int index, const tb_packet_t *src, tb_packet_t *dst);
 int tb_parse(tb_pipeline_t *pl, tb_packet_t *pkt, const uint8_t *frame, uint32_t len);
