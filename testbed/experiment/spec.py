@@ -6,6 +6,8 @@ A spec (every field but ``name`` and ``seed`` has a default)::
     seed: 7                             # required; every random choice derives from it
     topology: {kind: clos, params: {leaves: 2, spines: 2, hosts_per_leaf: 2}, shape_links: false}
     target: auto                        # auto | embedded | bmv2
+    backend: python                     # python | native | auto: the embedded switches' pipeline
+                                        # (default $TESTBED_BACKEND or python; testbed.p4.native)
     mode: ecmp                          # a mode of a mechanism (testbed.modes.MODES: ecmp, eecmp, spray,
                                         # flowlet, pinning, f10, fattree-local, portland, dsf ...) or
                                         # program: PATH
@@ -85,6 +87,7 @@ from testbed.emulation.netem import netem_available
 from testbed.errors import ParameterError, SpecError, short_repr
 from testbed.experiment.failure_traces import FailureProcess, LogNormal, lognormal_trace
 from testbed.experiment.spec_yaml import read_spec_yaml
+from testbed.p4.native import BACKENDS, default_backend
 from testbed.targets import TARGETS, embedded_only_needs, resolve_target
 
 STREAM_PATTERN = "stream"
@@ -100,7 +103,7 @@ DEFAULT_SIZE_BYTES = 64 * 1024
 DEFAULT_MTU = 1024
 DEFAULT_TAIL_S = 1.0
 
-_TOP_FIELDS = ("name", "seed", "topology", "target", "program", "mode", "mode_params", "controller",
+_TOP_FIELDS = ("name", "seed", "topology", "target", "backend", "program", "mode", "mode_params", "controller",
                "traffic", "failures", "failure_trace", "duration_s", "metrics", "out_dir")
 _TRAFFIC_FIELDS = ("pattern", "hosts", "size_bytes", "qps", "qp_scaling", "udp_sport", "rate_mbps", "start_s",
                    "duration_s", "mtu")
@@ -225,6 +228,7 @@ class ExperimentSpec:
         name, seed: as given.
         topology: :class:`TopologySpec`.
         target: ``auto``, ``embedded`` or ``bmv2``.
+        backend: the embedded switches' pipeline backend, ``python``, ``native`` or ``auto``.
         mode: the load-balancing mode (None when ``program`` was given).
         program: absolute path of the P4 program to run.
         mode_params: run-time parameters (:data:`testbed.modes.PARAMETERS`), checked.
@@ -244,6 +248,7 @@ class ExperimentSpec:
     seed: int
     topology: TopologySpec
     target: str = "auto"
+    backend: str = "python"
     mode: Optional[str] = None
     program: str = ""
     mode_params: dict = field(default_factory=dict)
@@ -705,6 +710,7 @@ def parse_spec(data, source=None, check_machine=True):
     seed = _number(data["seed"], "seed", minimum=0, maximum=MAX_SEED, integer=True)
     topology, topo = _parse_topology(data)
     target = _choice(data.get("target", "auto"), TARGETS, "target")
+    backend = _choice(data.get("backend") or default_backend(), BACKENDS, "backend")
     mode, program, mode_params, seeded_params = _parse_program(data, seed)
     all_hosts = list(topo.hosts())
     switches = list(topo.switches())
@@ -736,7 +742,8 @@ def parse_spec(data, source=None, check_machine=True):
         _choice(metric, METRICS, f"metrics[{index}]")
     out_dir = data.get("out_dir", os.path.join("results", name))
     _string(out_dir, "out_dir")
-    spec = ExperimentSpec(name=name, seed=seed, topology=topology, target=target, mode=mode, program=program,
+    spec = ExperimentSpec(name=name, seed=seed, topology=topology, target=target, backend=backend, mode=mode,
+                          program=program,
                           mode_params=mode_params, seeded_params=seeded_params, controller=controller,
                           traffic=traffic,
                           failures=failures, failure_trace=failure_trace, duration_s=duration,
