@@ -341,6 +341,8 @@ class SwitchDaemon:
             if device is not frozen_for:
                 _freeze_long_lived()
                 frozen_for = device
+                if device is not None:
+                    self.log.info("pipeline on backend %s", device.backend)
             for fd, _event in events:
                 if fd == wakeup_fd:
                     self.target.clear_wakeup()
