@@ -111,6 +111,8 @@ class Twin:
         """Every register and counter cell, and the port statistics."""
         cells = {name: list(r.values) for name, r in self.state.registers.items()}
         cells.update({name: (list(c.packets), list(c.bytes)) for name, c in self.state.counters.items()})
+        cells.update({name: [(e.counter_packets, e.counter_bytes) for e in c.table.entries()]
+                      for name, c in self.state.direct_counters.items()})
         ports = {port: self.device.port_stats(port) for port in (0, 1, 2, 3, 4, 7, CPU_PORT, 511)}
         return cells, ports, self.device.errors, self.device.halted
 

@@ -27,7 +27,7 @@ from testbed.p4.v1model import hashes
 UNSUPPORTED = ("int<W> (signed) values", "values wider than 64 bits outside extract/emit/copy/compare/hash",
                "header stacks of header unions", "header unions", "varbit fields", "loops", "functions", "sub-parsers",
                "actions with directional parameters", "digest", "log_msg", "random", "meters",
-               "direct counters and meters", "idle timeout", "the embedded target's own externs (DSF)",
+               "direct meters", "idle timeout", "the embedded target's own externs (DSF)",
                "hash algorithm random", "tuples")
 
 ALGORITHM_IDS = {name: index for index, name in enumerate(hashes.ALGORITHMS)}
@@ -200,8 +200,6 @@ class CGenerator:
             self.counters.append((name, ctr.size))
         if self.info.meters or self.info.direct_meters:
             raise self.error(parser.decl, "meters")
-        if self.info.direct_counters:
-            raise self.error(parser.decl, "direct counters")
         body = Emitter()
         parser_fn = self._gen_parser(parser, body)
         names = {}
@@ -1153,8 +1151,8 @@ class CGenerator:
         """Emit the lookup and the action dispatch; return (hit code, action id code)."""
         if fn.kind != "control":
             raise self.error(node, "table applied outside a control")
-        if table.direct_counter is not None or table.direct_meter is not None:
-            raise self.error(node, f"table {table.name} with direct counter or meter")
+        if table.direct_meter is not None:
+            raise self.error(node, f"table {table.name} with a direct meter")
         if table.idle_timeout:
             raise self.error(node, f"table {table.name} with idle timeout")
         out = fn.out
@@ -1183,6 +1181,9 @@ class CGenerator:
         result = fn.temp("r")
         out.line(f"tb_result_t {result};")
         out.line(f"tb_table_lookup(&pl->tables[{index}], {karr}, {selector}, &{result});")
+        if table.direct_counter is not None:
+            out.line(f"if ({result}.hit && {result}.entry) {{ {result}.entry->counter_packets += 1; "
+                     f"{result}.entry->counter_bytes += pkt->sm.packet_length; }}")
         first = True
         for ref in table.action_refs:
             if ref.args:
@@ -1405,7 +1406,7 @@ class CGenerator:
                 out.line(f"if ({temp} < {size}) pl->registers[{index}].v[{temp}] = ({value}) & "
                          f"{cnum(element.mask if isinstance(element, T.BitType) else 1)};")
         elif extern == "direct_counter" and method == "count":
-            raise self.error(call, "direct counters")
+            pass  # counted on the table's hit
         else:
             raise self.error(call, f"{extern}.{method}")
 

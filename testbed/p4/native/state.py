@@ -85,8 +85,11 @@ class NativeState:
         self.pl = ffi.gc(pointer, lib.tb_pipeline_free)
         self.actions = layout["actions"]
         self._dirty_tables = set()
+        self._loaded = {}  # table name -> the entries in native load order (direct counters)
+        self._written = {}  # table name -> ids of entries whose direct counts the control plane set (None: all)
         self._dirty_profiles = set()
         self._lock = threading.Lock()
+        self._native_lock = threading.RLock()  # tables being replaced in native memory
         self.tables = {name: (index, state.tables[name]) for index, name in enumerate(layout["tables"])}
         self.profiles = {name: (index, state.action_profiles[name]) for index, name in enumerate(layout["profiles"])}
         for index, name in enumerate(layout["registers"]):
@@ -103,6 +106,9 @@ class NativeState:
             counter.packets, counter.bytes = packets, nbytes
         for name, (_, table) in self.tables.items():
             table.watchers.append(self._table_changed)
+            if table.direct_counter is not None:
+                table.refreshers.append(self._refresh_counts)
+                table.direct_counter.watchers.append(self._counts_written)
             self._dirty_tables.add(name)
         for name, (_, profile) in self.profiles.items():
             profile.watchers.append(self._profile_changed)
@@ -114,6 +120,10 @@ class NativeState:
         for _, table in self.tables.values():
             if self._table_changed in table.watchers:
                 table.watchers.remove(self._table_changed)
+            if self._refresh_counts in table.refreshers:
+                table.refreshers.remove(self._refresh_counts)
+            if table.direct_counter is not None and self._counts_written in table.direct_counter.watchers:
+                table.direct_counter.watchers.remove(self._counts_written)
         for _, profile in self.profiles.values():
             if self._profile_changed in profile.watchers:
                 profile.watchers.remove(self._profile_changed)
@@ -125,6 +135,34 @@ class NativeState:
     def _profile_changed(self, profile):
         with self._lock:
             self._dirty_profiles.add(profile.info.name)
+
+    def _counts_written(self, counter, entry):
+        with self._lock:
+            name = counter.table.info.name
+            written = self._written.setdefault(name, set())
+            if entry is None or written is None:
+                self._written[name] = None
+            else:
+                written.add(id(entry))
+            self._dirty_tables.add(name)
+
+    def _refresh_counts(self, table):
+        """Copy the direct counts the pipeline made into the Python entries (before they are read)."""
+        name = table.info.name
+        loaded = self._loaded.get(name)
+        if not loaded:
+            return
+        ffi = self.ffi
+        n = len(loaded)
+        packets, nbytes = ffi.new("uint64_t[]", n), ffi.new("uint64_t[]", n)
+        with self._native_lock:
+            self.lib.tb_table_counts(self.pl, self.tables[name][0], n, packets, nbytes, 0)
+        written = self._written.get(name, set())
+        for index, entry in enumerate(loaded):
+            if written is None or id(entry) in written:
+                continue
+            entry.counter_packets = packets[index]
+            entry.counter_bytes = nbytes[index]
 
     @property
     def dirty(self):
@@ -142,7 +180,10 @@ class NativeState:
                 self._load_profile(index, profile)
         for name in tables:
             index, table = self.tables[name]
-            with table._lock:
+            with table._lock, self._native_lock:
+                self._refresh_counts(table)
+                with self._lock:
+                    self._written.pop(name, None)
                 self._load_table(index, table)
 
     def _action(self, name):
@@ -183,7 +224,7 @@ class NativeState:
         nargs = self.library.layout["table_nargs"][index]
         lpm_pos = table._kinds.index("lpm") if table._mode == "lpm" else None
         prio, kind, action, ref, is_range, vals, masks, args = [], [], [], [], [], [], [], []
-        for entry in table.entries():
+        for entry in table._entries.values():
             if table._mode == "lpm":
                 prio.append(entry.matches[lpm_pos].prefix_len)
             elif table._mode == "generic":
@@ -214,6 +255,7 @@ class NativeState:
         if any(v >> 64 for v in vals + masks):
             raise NativeBackendError(f"native backend: {where}: a key wider than 64 bits")
         range_key = [1 if k.match_type == "range" else 0 for k in keys]
+        entries = list(table._entries.values())
         status = lib.tb_table_load(
             self.pl, index, len(prio), ffi.new("int32_t[]", prio or [0]), ffi.new("int32_t[]", kind or [0]),
             ffi.new("int32_t[]", action or [0]), ffi.new("uint64_t[]", ref or [0]),
@@ -222,6 +264,11 @@ class NativeState:
             ffi.new("uint8_t[]", range_key or [0]))
         if status:
             raise NativeBackendError(f"native backend: {where}: loading into native memory failed ({status})")
+        if table.direct_counter is not None:
+            self._loaded[table.info.name] = entries
+            lib.tb_table_counts(self.pl, index, len(entries),
+                                ffi.new("uint64_t[]", [e.counter_packets for e in entries] or [0]),
+                                ffi.new("uint64_t[]", [e.counter_bytes for e in entries] or [0]), 1)
         default = table.default_action
         lib.tb_table_set_default(self.pl, index, self._action(default.action),
                                  ffi.new("uint64_t[]", self._args(default.args, max(nargs, 1), where)))

@@ -154,6 +154,7 @@ class _DirectResource:
     def __init__(self, info, table):
         self.info = info
         self.table = table
+        self.watchers = []  # called with (self, entry or None for all) after a control-plane write
 
 
 class DirectCounterState(_DirectResource):
@@ -189,12 +190,16 @@ class DirectCounterState(_DirectResource):
         _check_counts(packets, nbytes, f"direct counter {self.info.name}")
         stored.counter_packets = packets
         stored.counter_bytes = nbytes
+        for watcher in self.watchers:
+            watcher(self, stored)
 
     def reset(self):
         """Zero the counts of every entry."""
         for entry in self.table.entries():
             entry.counter_packets = 0
             entry.counter_bytes = 0
+        for watcher in self.watchers:
+            watcher(self, None)
 
 
 @dataclass(frozen=True)

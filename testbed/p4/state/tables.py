@@ -183,6 +183,7 @@ class TableState:
             self._mode = "generic"
         self.lookup = getattr(self, "_lookup_" + self._mode)
         self.watchers = []  # called after each write (testbed.p4.state.watch)
+        self.refreshers = []  # called before entries are read: a native copy updates their direct counters
         self._initial_default = self._make_initial_default()
         self._install_initial()
 
@@ -513,7 +514,12 @@ class TableState:
 
     def entries(self):
         """All entries in insertion order (const entries first)."""
+        self._refresh()
         return list(self._entries.values())
+
+    def _refresh(self):
+        for refresher in self.refreshers:
+            refresher(self)
 
     def __len__(self):
         return len(self._entries)
@@ -526,6 +532,7 @@ class TableState:
         """
         _, parts = self._normalize_matches(matches)
         priority = self._check_priority(priority)
+        self._refresh()
         return self._entries.get(self._canonical_key(parts, priority))
 
     def _find_checked(self, matches, priority):
@@ -543,6 +550,7 @@ class TableState:
             StateError: NOT_FOUND when the table holds no such entry.
         """
         if isinstance(entry, TableEntry) and entry._seq:
+            self._refresh()
             key_entry = self._entries.get(self._key_of(entry))
             if key_entry is entry:
                 return entry

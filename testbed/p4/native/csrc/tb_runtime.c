@@ -340,6 +340,15 @@ void tb_state_free(tb_pipeline_t *pl) {
 }
 
 uint64_t *tb_register_cells(tb_pipeline_t *pl, uint32_t index) { return pl->registers[index].v; }
+
+void tb_table_counts(tb_pipeline_t *pl, uint32_t table, uint32_t n, uint64_t *packets, uint64_t *bytes,
+                     int write) {
+    tb_table_t *t = &pl->tables[table];
+    for (uint32_t i = 0; i < t->n && i < n; i++) {
+        if (write) { t->entries[i].counter_packets = packets[i]; t->entries[i].counter_bytes = bytes[i]; }
+        else { packets[i] = t->entries[i].counter_packets; bytes[i] = t->entries[i].counter_bytes; }
+    }
+}
 uint64_t *tb_counter_cells(tb_pipeline_t *pl, uint32_t index, int bytes) {
     return bytes ? pl->counter_bytes[index].v : pl->counter_packets[index].v;
 }

@@ -138,6 +138,9 @@ int tb_profile_load(tb_pipeline_t *pl, uint32_t profile, uint32_t nmembers, cons
                     uint32_t ngroups, const uint64_t *group_ids, const uint32_t *group_sizes,
                     const uint64_t *selection_ids);
 uint64_t *tb_register_cells(tb_pipeline_t *pl, uint32_t index);
+/* direct counters of a table's entries (load order): read into / write from the arrays */
+void tb_table_counts(tb_pipeline_t *pl, uint32_t table, uint32_t n, uint64_t *packets, uint64_t *bytes,
+                     int write);
 uint64_t *tb_counter_cells(tb_pipeline_t *pl, uint32_t index, int bytes);
 
 #endif /* TB_RUNTIME_H */
