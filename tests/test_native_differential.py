@@ -220,3 +220,105 @@ def test_native_sanitized_run():
     report = result.stdout + result.stderr
     assert result.returncode == 0, report[-4000:]
     assert "ERROR: AddressSanitizer" not in report and "runtime error:" not in report, report[-4000:]
+
+
+METER_SOURCE = """#include <core.p4>
+#include <v1model.p4>
+header eth_t { bit<48> dst; bit<48> src; bit<16> type; }
+header data_t { bit<8> a; bit<8> b; bit<16> c; bit<32> d; }
+struct headers_t { eth_t eth; data_t data; }
+struct meta_t { bit<2> color; bit<2> dcolor; bit<32> seen; }
+parser P(packet_in pkt, out headers_t hdr, inout meta_t meta, inout standard_metadata_t sm) {
+    state start { pkt.extract(hdr.eth); transition select(hdr.eth.type) { 0x88b5: data; default: accept; } }
+    state data { pkt.extract(hdr.data); transition accept; }
+}
+control V(inout headers_t hdr, inout meta_t meta) { apply { } }
+control I(inout headers_t hdr, inout meta_t meta, inout standard_metadata_t sm) {
+    meter(8, MeterType.bytes) m;
+    direct_meter<bit<2>>(MeterType.packets) dm;
+    direct_counter(CounterType.packets_and_bytes) dc;
+    register<bit<32>>(16) seen;
+    action fwd(bit<9> port) { sm.egress_spec = port; dm.read(meta.dcolor); dc.count(); }
+    action drop() { mark_to_drop(sm); dc.count(); }
+    table t {
+        key = { hdr.data.a: ternary; hdr.data.c: range; }
+        actions = { fwd; drop; }
+        meters = dm;
+        counters = dc;
+        default_action = drop();
+    }
+    apply {
+        if (!hdr.data.isValid()) { mark_to_drop(sm); exit; }
+        m.execute_meter((bit<32>)hdr.data.b, meta.color);
+        t.apply();
+        seen.read(meta.seen, (bit<32>)hdr.data.b);
+        seen.write((bit<32>)hdr.data.b, meta.seen + (bit<32>)meta.color + 1);
+        hdr.data.b = (bit<8>)meta.color;
+        hdr.data.c = (bit<16>)meta.dcolor;
+        hdr.data.d = meta.seen;
+    }
+}
+control E(inout headers_t hdr, inout meta_t meta, inout standard_metadata_t sm) { apply { } }
+control C(inout headers_t hdr, inout meta_t meta) { apply { } }
+control D(packet_out pkt, in headers_t hdr) { apply { pkt.emit(hdr.eth); pkt.emit(hdr.data); } }
+V1Switch(P(), V(), I(), E(), C(), D()) main;
+"""
+
+
+def test_meters_direct_counters_and_meters_equal():
+    """Indexed and direct meters, direct counters and ternary/range priorities under seeded writes and time."""
+    from testbed.p4.loader import load_program_from_sources
+
+    program = load_program_from_sources("meters.p4", {"meters.p4": METER_SOURCE})
+    rng = random.Random(f"native-meters:{SEED}")
+    now = [0]
+    twins = [Twin(program, backend, lambda: now[0]) for backend in ("python", "native")]
+    entries = []
+
+    def on_both(action):
+        outcomes = []
+        for twin in twins:
+            try:
+                outcomes.append((action(twin), None))
+            except TestbedError as error:
+                outcomes.append((None, type(error).__name__))
+        assert outcomes[0][1] == outcomes[1][1], outcomes
+        return outcomes
+
+    for step in range(FRAMES):
+        if rng.random() < 0.02:
+            index, rates = rng.randrange(8), sorted(rng.randrange(1, 20000) for _ in range(2))
+            bursts = (rng.randrange(0, 3000), rng.randrange(0, 3000))
+            if rng.random() < 0.9:
+                on_both(lambda twin: twin.state.meters["I.m"].set_config(index, rates[0], bursts[0], rates[1],
+                                                                         bursts[1]))
+            else:
+                on_both(lambda twin: twin.state.meters["I.m"].reset_config(index))
+        if rng.random() < 0.02:
+            low = rng.randrange(1 << 16)
+            match = [KeyMatch("ternary", rng.randrange(256) & (mask := rng.choice([0, 0xF0, 0xFF])), mask=mask),
+                     KeyMatch("range", low, high=min(low + rng.randrange(1 << 15), (1 << 16) - 1))]
+            call = ActionCall("I.fwd", (rng.randrange(1, 5),)) if rng.random() < 0.8 else ActionCall("I.drop", ())
+            priority = rng.randrange(1, 6)
+            entry = TableEntry(match, call, priority=priority)
+            on_both(lambda twin: twin.state.tables["I.t"].insert(entry))
+            entries.append(entry)
+        if entries and rng.random() < 0.01:
+            entry = rng.choice(entries)
+            rates = sorted(rng.randrange(1, 50) for _ in range(2))
+            on_both(lambda twin: twin.state.direct_meters["I.dm"].set_config(entry, rates[0], 2, rates[1], 3))
+        if entries and rng.random() < 0.005:
+            entry = rng.choice(entries)
+            on_both(lambda twin: twin.state.direct_counters["I.dc"].write(entry, 7, 700))
+        if entries and rng.random() < 0.005:
+            entry = entries.pop(rng.randrange(len(entries)))
+            on_both(lambda twin: twin.state.tables["I.t"].delete(entry))
+        now[0] += rng.choice([0, 1000, 50_000, 2_000_000, rng.randrange(1 << 32)])
+        frame = (bytes(6) + bytes(6) + (b"\x88\xb5" if rng.random() < 0.95 else b"\x08\x00")
+                 + struct.pack("!BBHI", rng.randrange(256), rng.randrange(8), rng.randrange(1 << 16), 0)
+                 + bytes(rng.randrange(0, 200)))
+        expected = twins[0].device.process(1, frame)
+        assert twins[1].device.process(1, frame) == expected, (step, frame.hex())
+        if step % 500 == 0:
+            assert twins[1].snapshot() == twins[0].snapshot(), step
+    assert twins[1].snapshot() == twins[0].snapshot()

@@ -26,8 +26,8 @@ from testbed.p4.v1model import hashes
 #: Constructs the C backend refuses (the Python backend runs them).
 UNSUPPORTED = ("int<W> (signed) values", "values wider than 64 bits outside extract/emit/copy/compare/hash",
                "header stacks of header unions", "header unions", "varbit fields", "loops", "functions", "sub-parsers",
-               "actions with directional parameters", "digest", "log_msg", "random", "meters",
-               "direct meters", "idle timeout", "the embedded target's own externs (DSF)",
+               "actions with directional parameters", "digest", "log_msg", "random",
+               "idle timeout", "the embedded target's own externs (DSF)",
                "hash algorithm random", "tuples")
 
 ALGORITHM_IDS = {name: index for index, name in enumerate(hashes.ALGORITHMS)}
@@ -77,6 +77,8 @@ class CGenerator:
         self.register_index = {}
         self.counters = []      # (name, size)
         self.counter_index = {}
+        self.meters = []        # (name, size, unit)
+        self.meter_index = {}
         self.actions = {"NoAction": 0}
         self.field_lists = {}
 
@@ -198,8 +200,9 @@ class CGenerator:
         for name, ctr in self.info.counters.items():
             self.counter_index[name] = len(self.counters)
             self.counters.append((name, ctr.size))
-        if self.info.meters or self.info.direct_meters:
-            raise self.error(parser.decl, "meters")
+        for name, meter in self.info.meters.items():
+            self.meter_index[name] = len(self.meters)
+            self.meters.append((name, meter.size, meter.unit))
         body = Emitter()
         parser_fn = self._gen_parser(parser, body)
         names = {}
@@ -211,7 +214,7 @@ class CGenerator:
         out.extend(self.types)
         out.line("struct tb_packet {")
         out.line("    tb_std_meta_t sm; tb_request_t req; uint64_t now_ns;")
-        out.line("    const uint8_t *frame; uint32_t len; uint32_t payload_off; const char *fail;")
+        out.line("    const uint8_t *frame; uint32_t len; uint32_t payload_off; const char *fail; uint64_t meter_color;")
         out.line(f"    {hdr_c} hdr; {meta_c} meta;")
         out.line("};")
         out.line("typedef tb_packet_t P_t;")
@@ -250,9 +253,11 @@ class CGenerator:
         out.line(f"static const int32_t TPROFILE[] = {arr('int32_t', profile)};")
         out.line(f"static const uint64_t REGSIZE[] = {arr('uint64_t', [r[1] for r in self.registers])};")
         out.line(f"static const uint64_t CTRSIZE[] = {arr('uint64_t', [c[1] for c in self.counters])};")
+        out.line(f"static const uint64_t METERSIZE[] = {arr('uint64_t', [m[1] for m in self.meters])};")
         out.line("uint32_t tb_abi_version(void) { return TB_PIPELINE_ABI_VERSION; }")
         out.line(f"tb_pipeline_t *tb_pipeline_new(void) {{ return tb_state_new({nt}, NKEYS, NARGS, "
-                 f"{len(self.profiles)}, TPROFILE, {len(self.registers)}, REGSIZE, {len(self.counters)}, CTRSIZE); }}")
+                 f"{len(self.profiles)}, TPROFILE, {len(self.registers)}, REGSIZE, {len(self.counters)}, CTRSIZE, "
+                 f"{len(self.meters)}, METERSIZE); }}")
         out.line("void tb_pipeline_free(tb_pipeline_t *pl) { tb_state_free(pl); }")
         out.line("size_t tb_packet_size(void) { return sizeof(tb_packet_t); }")
         out.line("tb_std_meta_t *tb_packet_std(tb_packet_t *pkt) { return &pkt->sm; }")
@@ -263,7 +268,7 @@ class CGenerator:
         out.line("void tb_packet_reset(tb_pipeline_t *pl, tb_packet_t *pkt) { (void)pl; memset(pkt, 0, sizeof *pkt); "
                  "pkt->req.clone_session = pkt->req.clone_field_list = pkt->req.resubmit_field_list = "
                  "pkt->req.recirculate_field_list = pkt->req.truncate_length = -1; }")
-        out.line("static void req_reset(tb_packet_t *pkt) { pkt->req.clone_session = pkt->req.clone_field_list = "
+        out.line("static void req_reset(tb_packet_t *pkt) { pkt->meter_color = 0; pkt->req.clone_session = pkt->req.clone_field_list = "
                  "pkt->req.resubmit_field_list = pkt->req.recirculate_field_list = -1; }")
         out.line("static void req_out(tb_packet_t *pkt, tb_request_t *req) { pkt->req.egress_spec = pkt->sm.egress_spec; "
                  "pkt->req.mcast_grp = pkt->sm.mcast_grp; pkt->req.priority = pkt->sm.priority; "
@@ -1151,8 +1156,6 @@ class CGenerator:
         """Emit the lookup and the action dispatch; return (hit code, action id code)."""
         if fn.kind != "control":
             raise self.error(node, "table applied outside a control")
-        if table.direct_meter is not None:
-            raise self.error(node, f"table {table.name} with a direct meter")
         if table.idle_timeout:
             raise self.error(node, f"table {table.name} with idle timeout")
         out = fn.out
@@ -1184,6 +1187,11 @@ class CGenerator:
         if table.direct_counter is not None:
             out.line(f"if ({result}.hit && {result}.entry) {{ {result}.entry->counter_packets += 1; "
                      f"{result}.entry->counter_bytes += pkt->sm.packet_length; }}")
+        if table.direct_meter is not None:
+            unit = self.info.direct_meters[table.direct_meter.qualified].unit
+            need = "pkt->sm.packet_length" if unit == "BYTES" else "1"
+            out.line(f"if ({result}.hit) pkt->meter_color = {result}.entry ? "
+                     f"tb_meter_cell_execute(&{result}.entry->meter, {need}, pkt->now_ns) : 0;")
         first = True
         for ref in table.action_refs:
             if ref.args:
@@ -1405,6 +1413,19 @@ class CGenerator:
                 value = self.expr(args[1], scope, fn, want=element)
                 out.line(f"if ({temp} < {size}) pl->registers[{index}].v[{temp}] = ({value}) & "
                          f"{cnum(element.mask if isinstance(element, T.BitType) else 1)};")
+        elif extern == "meter" and method == "execute_meter":
+            index = self.meter_index[symbol.qualified]
+            unit = self.meters[index][2]
+            need = "pkt->sm.packet_length" if unit == "BYTES" else "1"
+            result_type = self.model.type_of(args[1], scope)
+            self.check_scalar(result_type, call)
+            self.store(args[1], f"(tb_meter_execute(&pl->meters[{index}], {self.expr(args[0], scope, fn)}, {need}, "
+                                f"pkt->now_ns) & {cnum(result_type.mask) if isinstance(result_type, T.BitType) else 3})",
+                       scope, fn)
+        elif extern == "direct_meter" and method == "read":
+            result_type = self.model.type_of(args[0], scope)
+            self.check_scalar(result_type, call)
+            self.store(args[0], "pkt->meter_color", scope, fn)
         elif extern == "direct_counter" and method == "count":
             pass  # counted on the table's hit
         else:
@@ -1493,6 +1514,7 @@ def generate_c(program):
         "profiles": list(generator.profiles),
         "registers": [name for name, _, _ in generator.registers],
         "counters": [name for name, _ in generator.counters],
+        "meters": [name for name, _, _ in generator.meters],
         "actions": dict(generator.actions),
         "table_nargs": [generator.table_nargs(generator.info.tables[name]) for name in generator.tables],
         "field_lists": sorted(generator.field_lists),

@@ -86,6 +86,7 @@ class NativeState:
         self.actions = layout["actions"]
         self._dirty_tables = set()
         self._loaded = {}  # table name -> the entries in native load order (direct counters)
+        self._meter_entries = {}  # table name -> the direct meter cells (TrTcmMeter or None) in load order
         self._written = {}  # table name -> ids of entries whose direct counts the control plane set (None: all)
         self._dirty_profiles = set()
         self._lock = threading.Lock()
@@ -104,11 +105,18 @@ class NativeState:
             packets[:] = list(counter.packets)
             nbytes[:] = list(counter.bytes)
             counter.packets, counter.bytes = packets, nbytes
+        self.meters = {name: (index, state.meters[name]) for index, name in enumerate(layout["meters"])}
+        self._meter_cells = {name: [None] * meter.info.size for name, (_, meter) in self.meters.items()}
+        self._dirty_meters = set(self.meters)
+        for _, meter in self.meters.values():
+            meter.watchers.append(self._meter_changed)
         for name, (_, table) in self.tables.items():
             table.watchers.append(self._table_changed)
             if table.direct_counter is not None:
                 table.refreshers.append(self._refresh_counts)
                 table.direct_counter.watchers.append(self._counts_written)
+            if table.direct_meter is not None:
+                table.direct_meter.watchers.append(self._direct_meters_written)
             self._dirty_tables.add(name)
         for name, (_, profile) in self.profiles.items():
             profile.watchers.append(self._profile_changed)
@@ -124,6 +132,11 @@ class NativeState:
                 table.refreshers.remove(self._refresh_counts)
             if table.direct_counter is not None and self._counts_written in table.direct_counter.watchers:
                 table.direct_counter.watchers.remove(self._counts_written)
+            if table.direct_meter is not None and self._direct_meters_written in table.direct_meter.watchers:
+                table.direct_meter.watchers.remove(self._direct_meters_written)
+        for _, meter in self.meters.values():
+            if self._meter_changed in meter.watchers:
+                meter.watchers.remove(self._meter_changed)
         for _, profile in self.profiles.values():
             if self._profile_changed in profile.watchers:
                 profile.watchers.remove(self._profile_changed)
@@ -135,6 +148,14 @@ class NativeState:
     def _profile_changed(self, profile):
         with self._lock:
             self._dirty_profiles.add(profile.info.name)
+
+    def _meter_changed(self, meter):
+        with self._lock:
+            self._dirty_meters.add(meter.info.name)
+
+    def _direct_meters_written(self, meter, entry):
+        with self._lock:
+            self._dirty_tables.add(meter.table.info.name)
 
     def _counts_written(self, counter, entry):
         with self._lock:
@@ -167,13 +188,28 @@ class NativeState:
     @property
     def dirty(self):
         """True when a table or profile changed since the last :meth:`sync`."""
-        return bool(self._dirty_tables or self._dirty_profiles)
+        return bool(self._dirty_tables or self._dirty_profiles or self._dirty_meters)
 
     def sync(self):
         """Copy the tables and profiles that changed into native memory (call with packets stopped)."""
         with self._lock:
             tables, self._dirty_tables = self._dirty_tables, set()
             profiles, self._dirty_profiles = self._dirty_profiles, set()
+            meters, self._dirty_meters = self._dirty_meters, set()
+        for name in meters:
+            index, meter = self.meters[name]
+            loaded = self._meter_cells[name]
+            for cell_index in range(meter.info.size):
+                cell = meter.cell(cell_index)
+                if cell is loaded[cell_index]:
+                    continue  # unchanged: the native cell keeps its buckets
+                loaded[cell_index] = cell
+                if cell is None:
+                    self.lib.tb_meter_set(self.pl, index, cell_index, 0, 0, 0, 0, 0)
+                else:
+                    config = cell.config
+                    self.lib.tb_meter_set(self.pl, index, cell_index, 1, config.cir, config.cburst, config.pir,
+                                          config.pburst)
         for name in profiles:
             index, profile = self.profiles[name]
             with profile.lock:
@@ -185,6 +221,35 @@ class NativeState:
                 with self._lock:
                     self._written.pop(name, None)
                 self._load_table(index, table)
+
+    def _kept_direct_meters(self, index, table):
+        """{id(meter cell): (cell, its 9 native values)} of the table's entries as loaded now."""
+        previous = self._meter_entries.get(table.info.name, [])
+        kept = {}
+        if previous:
+            cells = self.ffi.new("uint64_t[]", 9 * len(previous))
+            self.lib.tb_table_meters(self.pl, index, len(previous), cells, 0)
+            for position, cell in enumerate(previous):
+                if cell is not None:
+                    kept[id(cell)] = (cell, list(cells[9 * position:9 * position + 9]))
+        return kept
+
+    def _load_direct_meters(self, index, table, entries, kept):
+        """Give the entries their meter cells: kept buckets for a cell they had, full buckets for a new one."""
+        ffi, lib = self.ffi, self.lib
+        name = table.info.name
+        values = []
+        for entry in entries:
+            cell = entry.meter
+            if cell is None:
+                values += [0] * 9
+            elif id(cell) in kept and kept[id(cell)][0] is cell:
+                values += kept[id(cell)][1]
+            else:
+                config = cell.config
+                values += [1, config.cir, config.cburst, config.pir, config.pburst, config.pburst, config.cburst, 0, 0]
+        lib.tb_table_meters(self.pl, index, len(entries), ffi.new("uint64_t[]", values or [0]), 1)
+        self._meter_entries[name] = [entry.meter for entry in entries]
 
     def _action(self, name):
         return self.actions.get(name, -1)
@@ -256,6 +321,7 @@ class NativeState:
             raise NativeBackendError(f"native backend: {where}: a key wider than 64 bits")
         range_key = [1 if k.match_type == "range" else 0 for k in keys]
         entries = list(table._entries.values())
+        kept = self._kept_direct_meters(index, table) if table.direct_meter is not None else None
         status = lib.tb_table_load(
             self.pl, index, len(prio), ffi.new("int32_t[]", prio or [0]), ffi.new("int32_t[]", kind or [0]),
             ffi.new("int32_t[]", action or [0]), ffi.new("uint64_t[]", ref or [0]),
@@ -264,6 +330,8 @@ class NativeState:
             ffi.new("uint8_t[]", range_key or [0]))
         if status:
             raise NativeBackendError(f"native backend: {where}: loading into native memory failed ({status})")
+        if table.direct_meter is not None:
+            self._load_direct_meters(index, table, entries, kept)
         if table.direct_counter is not None:
             self._loaded[table.info.name] = entries
             lib.tb_table_counts(self.pl, index, len(entries),

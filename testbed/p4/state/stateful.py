@@ -29,6 +29,7 @@ import threading
 from dataclasses import dataclass
 
 from testbed.p4.state.errors import StateError, check_uint
+from testbed.p4.state.watch import notifies
 
 GREEN, YELLOW, RED = 0, 1, 2
 
@@ -287,7 +288,13 @@ class MeterState:
         self._where = f"meter {info.name}"
         self._packets = info.unit == "PACKETS"
         self._cells = [None] * info.size
+        self.watchers = []  # called after each write (testbed.p4.state.watch)
 
+    def cell(self, index):
+        """The :class:`TrTcmMeter` at ``index`` (None: unconfigured)."""
+        return self._cells[index]
+
+    @notifies
     def set_config(self, index, cir, cburst, pir, pburst):
         """Configure the cell at ``index``; its buckets start full.
 
@@ -308,6 +315,7 @@ class MeterState:
         cell = self._cells[index]
         return None if cell is None else cell.config
 
+    @notifies
     def reset_config(self, index):
         """Unconfigure a cell (it then marks every packet GREEN).
 
@@ -329,6 +337,7 @@ class MeterState:
             return GREEN
         return cell.execute(nbytes, now_ns)
 
+    @notifies
     def reset(self):
         """Unconfigure every cell."""
         self._cells = [None] * self.info.size
@@ -356,6 +365,7 @@ class DirectMeterState(_DirectResource):
         stored = self.table.stored_entry(entry)
         config = _check_meter_config(cir, cburst, pir, pburst, self._where)
         stored.meter = TrTcmMeter(config, self._packets)
+        self._written(stored)
 
     def get_config(self, entry):
         """The entry's :class:`MeterConfig`, or None when unconfigured.
@@ -372,7 +382,9 @@ class DirectMeterState(_DirectResource):
         Raises:
             StateError: NOT_FOUND.
         """
-        self.table.stored_entry(entry).meter = None
+        stored = self.table.stored_entry(entry)
+        stored.meter = None
+        self._written(stored)
 
     @staticmethod
     def execute(entry, nbytes, now_ns):
@@ -386,3 +398,8 @@ class DirectMeterState(_DirectResource):
         """Unconfigure the meters of every entry."""
         for entry in self.table.entries():
             entry.meter = None
+        self._written(None)
+
+    def _written(self, entry):
+        for watcher in self.watchers:
+            watcher(self, entry)

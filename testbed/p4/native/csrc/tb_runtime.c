@@ -293,7 +293,8 @@ int tb_profile_load(tb_pipeline_t *pl, uint32_t profile, uint32_t nmembers, cons
 tb_pipeline_t *tb_state_new(uint32_t ntables, const uint32_t *nkeys, const uint32_t *nargs,
                             uint32_t nprofiles, const int32_t *table_profile,
                             uint32_t nregisters, const uint64_t *register_sizes,
-                            uint32_t ncounters, const uint64_t *counter_sizes) {
+                            uint32_t ncounters, const uint64_t *counter_sizes,
+                            uint32_t nmeters, const uint64_t *meter_sizes) {
     tb_pipeline_t *pl = calloc(1, sizeof *pl);
     if (!pl) return NULL;
     pl->ntables = ntables; pl->nprofiles = nprofiles; pl->nregisters = nregisters; pl->ncounters = ncounters;
@@ -302,6 +303,14 @@ tb_pipeline_t *tb_state_new(uint32_t ntables, const uint32_t *nkeys, const uint3
     pl->registers = calloc(nregisters ? nregisters : 1, sizeof(tb_array_t));
     pl->counter_packets = calloc(ncounters ? ncounters : 1, sizeof(tb_array_t));
     pl->counter_bytes = calloc(ncounters ? ncounters : 1, sizeof(tb_array_t));
+    pl->nmeters = nmeters;
+    pl->meters = calloc(nmeters ? nmeters : 1, sizeof(tb_meters_t));
+    if (!pl->meters) { tb_state_free(pl); return NULL; }
+    for (uint32_t i = 0; i < nmeters; i++) {
+        pl->meters[i].n = meter_sizes[i];
+        pl->meters[i].cells = calloc(meter_sizes[i] ? meter_sizes[i] : 1, sizeof(tb_meter_cell_t));
+        if (!pl->meters[i].cells) { tb_state_free(pl); return NULL; }
+    }
     if (!pl->tables || !pl->profiles || !pl->registers || !pl->counter_packets || !pl->counter_bytes) {
         tb_state_free(pl); return NULL;
     }
@@ -335,11 +344,30 @@ void tb_state_free(tb_pipeline_t *pl) {
     for (uint32_t i = 0; pl->counter_packets && i < pl->ncounters; i++) {
         free(pl->counter_packets[i].v); free(pl->counter_bytes[i].v);
     }
+    for (uint32_t i = 0; pl->meters && i < pl->nmeters; i++) free(pl->meters[i].cells);
+    free(pl->meters);
     free(pl->tables); free(pl->profiles); free(pl->registers); free(pl->counter_packets); free(pl->counter_bytes);
     free(pl);
 }
 
 uint64_t *tb_register_cells(tb_pipeline_t *pl, uint32_t index) { return pl->registers[index].v; }
+
+void tb_meter_set(tb_pipeline_t *pl, uint32_t meter, uint64_t index, int configured, uint64_t cir, uint64_t cburst,
+                  uint64_t pir, uint64_t pburst) {
+    tb_meter_cell_t *c = &pl->meters[meter].cells[index];
+    memset(c, 0, sizeof *c);
+    if (!configured) return;
+    c->configured = 1; c->cir = cir; c->cburst = cburst; c->pir = pir; c->pburst = pburst;
+    c->p_tokens = pburst; c->c_tokens = cburst;
+}
+
+void tb_table_meters(tb_pipeline_t *pl, uint32_t table, uint32_t n, uint64_t *cells, int write) {
+    tb_table_t *t = &pl->tables[table];
+    for (uint32_t i = 0; i < t->n && i < n; i++) {
+        if (write) memcpy(&t->entries[i].meter, cells + 9 * (size_t)i, sizeof(tb_meter_cell_t));
+        else memcpy(cells + 9 * (size_t)i, &t->entries[i].meter, sizeof(tb_meter_cell_t));
+    }
+}
 
 void tb_table_counts(tb_pipeline_t *pl, uint32_t table, uint32_t n, uint64_t *packets, uint64_t *bytes,
                      int write) {

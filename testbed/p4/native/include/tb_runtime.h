@@ -51,6 +51,40 @@ static inline uint64_t tb_hash_ext(uint64_t raw, uint64_t base, uint64_t max, un
     return ((raw % mod) + base) & tb_mask(w);
 }
 
+/* one two-rate three-colour marker cell (RFC 2698, colour-blind), as testbed/p4/state/stateful.py */
+typedef struct tb_meter_cell {
+    uint64_t configured, cir, cburst, pir, pburst, p_tokens, c_tokens, p_last, c_last;
+} tb_meter_cell_t;
+typedef struct tb_meters { uint64_t n; tb_meter_cell_t *cells; } tb_meters_t;
+
+/* GREEN 0, YELLOW 1, RED 2; an unconfigured cell: GREEN */
+static inline uint64_t tb_meter_cell_execute(tb_meter_cell_t *c, uint64_t need, uint64_t now_ns) {
+    if (!c->configured) return 0;
+    unsigned __int128 micros = now_ns / 1000;
+    uint64_t since = (uint64_t)(micros * c->pir / 1000000u);
+    if (since > c->p_last) {
+        unsigned __int128 t = (unsigned __int128)c->p_tokens + since - c->p_last;
+        c->p_tokens = t < c->pburst ? (uint64_t)t : c->pburst;
+        c->p_last = since;
+    }
+    if (c->p_tokens < need) return 2;
+    c->p_tokens -= need;
+    since = (uint64_t)(micros * c->cir / 1000000u);
+    if (since > c->c_last) {
+        unsigned __int128 t = (unsigned __int128)c->c_tokens + since - c->c_last;
+        c->c_tokens = t < c->cburst ? (uint64_t)t : c->cburst;
+        c->c_last = since;
+    }
+    if (c->c_tokens < need) return 1;
+    c->c_tokens -= need;
+    return 0;
+}
+
+/* an index past the end: GREEN */
+static inline uint64_t tb_meter_execute(tb_meters_t *m, uint64_t index, uint64_t need, uint64_t now_ns) {
+    return index < m->n ? tb_meter_cell_execute(&m->cells[index], need, now_ns) : 0;
+}
+
 /* ---- tables ------------------------------------------------------------------- */
 typedef struct tb_entry {
     int32_t prio;            /* rank: larger wins, then smaller seq */
@@ -59,6 +93,7 @@ typedef struct tb_entry {
     int32_t action;          /* direct: action id */
     uint64_t ref;            /* member or group id */
     uint64_t counter_packets, counter_bytes;  /* direct counter */
+    tb_meter_cell_t meter;   /* direct meter */
     uint64_t *vals;          /* nkeys values (range: low) */
     uint64_t *masks;         /* nkeys masks (range entries: high, with is_range) */
     uint64_t *args;
@@ -108,23 +143,30 @@ struct tb_profile {
 
 typedef struct tb_array { uint64_t n; uint64_t *v; } tb_array_t;
 
+
+
 void tb_table_lookup(tb_table_t *t, const uint64_t *key, uint64_t selector_hash, tb_result_t *r);
 
 /* ---- the state of one switch (layout shared with the generated code) -------------- */
 struct tb_pipeline {
-    uint32_t ntables, nprofiles, nregisters, ncounters;
+    uint32_t ntables, nprofiles, nregisters, ncounters, nmeters;
     tb_table_t *tables;
     tb_profile_t *profiles;
     tb_array_t *registers;
     tb_array_t *counter_packets;
     tb_array_t *counter_bytes;
+    tb_meters_t *meters;
 };
 
 /* control plane (called from Python through cffi) */
 tb_pipeline_t *tb_state_new(uint32_t ntables, const uint32_t *nkeys, const uint32_t *nargs,
                             uint32_t nprofiles, const int32_t *table_profile,
                             uint32_t nregisters, const uint64_t *register_sizes,
-                            uint32_t ncounters, const uint64_t *counter_sizes);
+                            uint32_t ncounters, const uint64_t *counter_sizes,
+                            uint32_t nmeters, const uint64_t *meter_sizes);
+/* (re)configure one meter cell, its buckets full (configured 0: unconfigured) */
+void tb_meter_set(tb_pipeline_t *pl, uint32_t meter, uint64_t index, int configured, uint64_t cir, uint64_t cburst,
+                  uint64_t pir, uint64_t pburst);
 void tb_state_free(tb_pipeline_t *pl);
 /* replace a table's entries: n entries, each nkeys vals, nkeys masks (or highs), nargs args */
 int tb_table_load(tb_pipeline_t *pl, uint32_t table, uint32_t n, const int32_t *prio, const int32_t *kind,
@@ -139,6 +181,8 @@ int tb_profile_load(tb_pipeline_t *pl, uint32_t profile, uint32_t nmembers, cons
                     const uint64_t *selection_ids);
 uint64_t *tb_register_cells(tb_pipeline_t *pl, uint32_t index);
 /* direct counters of a table's entries (load order): read into / write from the arrays */
+/* direct meter cells of a table's entries (load order), 9 values each as tb_meter_cell_t: read / write */
+void tb_table_meters(tb_pipeline_t *pl, uint32_t table, uint32_t n, uint64_t *cells, int write);
 void tb_table_counts(tb_pipeline_t *pl, uint32_t table, uint32_t n, uint64_t *packets, uint64_t *bytes,
                      int write);
 uint64_t *tb_counter_cells(tb_pipeline_t *pl, uint32_t index, int bytes);
