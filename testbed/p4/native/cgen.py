@@ -24,7 +24,7 @@ from testbed.p4.frontend.checker import Symbol, convert_int
 from testbed.p4.v1model import hashes
 
 #: Constructs the C backend refuses (the Python backend runs them).
-UNSUPPORTED = ("int<W> (signed) values", "values wider than 64 bits outside extract/emit/copy/compare/hash",
+UNSUPPORTED = ("division and modulo of int<W> values", "values wider than 64 bits outside extract/emit/copy/compare/hash",
                "header stacks of header unions", "header unions", "varbit fields", "loops", "functions", "sub-parsers",
                "actions with directional parameters", "digest", "log_msg", "random",
                "idle timeout", "the embedded target's own externs (DSF)",
@@ -114,8 +114,6 @@ class CGenerator:
 
     def check_scalar(self, type_, node):
         if isinstance(type_, T.BitType):
-            if type_.signed:
-                raise self.error(node if node is not None else 0, f"signed type {type_.name_text()}")
             if type_.width > 64:
                 raise self.error(node if node is not None else 0, f"{type_.name_text()} value (wider than 64 bits)")
             return
@@ -150,7 +148,7 @@ class CGenerator:
             members.append("uint8_t valid;")
         for f in type_.fields:
             ft = f.type
-            if isinstance(type_, T.HeaderType) and isinstance(ft, T.BitType) and ft.width > 64 and not ft.signed:
+            if isinstance(type_, T.HeaderType) and isinstance(ft, T.BitType) and ft.width > 64:
                 if ft.width % 8 or f.offset % 8:
                     raise self.error(node if node is not None else 0,
                                      f"field {type_.name}.{f.name} wider than 64 bits and not byte aligned")
@@ -668,7 +666,7 @@ class CGenerator:
             lo += base.lo_value
             base = base.expr
         base_type = base.type or self.model.type_of(base, scope)
-        if not isinstance(base_type, T.BitType) or base_type.signed or base_type.width > 64:
+        if not isinstance(base_type, T.BitType) or base_type.width > 64:
             raise self.error(target, "slice of this type")
         code = self.lvalue(base, scope, fn)
         mask = ((1 << width) - 1) << lo
@@ -786,8 +784,8 @@ class CGenerator:
                     return "1" if value else "0"
                 if isinstance(target, (T.BitType, T.EnumType)):
                     value = convert_int(value, target)
-                if isinstance(target, T.BitType) and target.width <= 64 and not target.signed:
-                    value &= target.mask
+                if isinstance(target, T.BitType) and target.width <= 64:
+                    value &= target.mask  # int<W>: the two's complement pattern
                 if value < 0 or value >> 64:
                     raise self.error(node, "constant outside 0..2**64-1")
                 return cnum(value)
@@ -890,7 +888,7 @@ class CGenerator:
 
     def _lookahead(self, node, fn):
         type_ = node.type
-        if fn.kind != "parser" or not isinstance(type_, T.BitType) or type_.width > 64 or type_.signed:
+        if fn.kind != "parser" or not isinstance(type_, T.BitType) or type_.width > 64:
             raise self.error(node, f"lookahead<{type_.name_text()}>")
         nbytes = (type_.width + 7) // 8
         temp = fn.temp("la")
@@ -920,6 +918,8 @@ class CGenerator:
                 return inner
             if not isinstance(source, T.BitType):
                 raise self.error(node, f"cast from {source.name_text()}")
+            if source.signed and source.width < target.width:
+                return f"((uint64_t)tb_sext({inner}, {source.width}) & {cnum(target.mask)})"
             if source.width > target.width:
                 return f"({inner} & {cnum(target.mask)})"
             return inner
@@ -958,6 +958,9 @@ class CGenerator:
             operand_type = left_type if not isinstance(left_type, T.InfIntType) else right_type
             left, right = self._operands(node.left, node.right, scope, fn, want=operand_type)
             symbol = {"eq": "==", "ne": "!=", "lt": "<", "gt": ">", "le": "<=", "ge": ">="}[op]
+            if op not in ("eq", "ne") and isinstance(operand_type, T.BitType) and operand_type.signed:
+                width = operand_type.width
+                return f"(tb_sext({left}, {width}) {symbol} tb_sext({right}, {width}))"
             return f"({left} {symbol} {right})"
         if isinstance(type_, T.InfIntType):
             raise self.error(node, "arithmetic on width-less integers at run time")
@@ -972,6 +975,9 @@ class CGenerator:
                 fn.out.line(f"uint64_t {temp} = {left};")
                 left = temp
             amount = self.model.try_const(node.right, scope)
+            if op == "shr" and type_.signed:
+                count = cnum(int(amount[0])) if amount is not None else self.expr(node.right, scope, fn)
+                return f"tb_sshr({left}, {count}, {type_.width})"
             if amount is not None:
                 count = int(amount[0])
                 if op == "shr":
@@ -990,10 +996,17 @@ class CGenerator:
         if op in ("add", "sub", "mul"):
             symbol = {"add": "+", "sub": "-", "mul": "*"}[op]
             return f"(({left} {symbol} {right}) & {mask})"
+        signed = isinstance(type_, T.BitType) and type_.signed
+        if op in ("div", "mod") and signed:
+            raise self.error(node, f"{op} of {type_.name_text()} values")
         if op == "div":
             return f"tb_udiv({left}, {right})"
         if op == "mod":
             return f"tb_umod({left}, {right})"
+        if op in ("sadd", "ssub") and signed:
+            symbol = "+" if op == "sadd" else "-"
+            return (f"tb_ssat((__int128)tb_sext({left}, {type_.width}) {symbol} (__int128)tb_sext({right}, "
+                    f"{type_.width}), {type_.width})")
         if op == "sadd":
             return f"tb_sadd({left}, {right}, {mask})"
         if op == "ssub":

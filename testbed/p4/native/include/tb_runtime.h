@@ -35,6 +35,16 @@ static inline void tb_put_bits(uint8_t *p, unsigned bit, unsigned w, uint64_t v)
     for (unsigned i = last + 1; i-- > first;) { p[i] |= (uint8_t)x; x >>= 8; }
 }
 
+/* int<w> values are kept as their w-bit two's complement pattern */
+static inline int64_t tb_sext(uint64_t v, unsigned w) { return w >= 64 ? (int64_t)v : (int64_t)(v << (64 - w)) >> (64 - w); }
+static inline uint64_t tb_sshr(uint64_t v, uint64_t n, unsigned w) {
+    int64_t s = tb_sext(v, w);
+    return (uint64_t)(n >= 64 ? (s < 0 ? -1 : 0) : s >> n) & tb_mask(w);
+}
+static inline uint64_t tb_ssat(__int128 r, unsigned w) {
+    __int128 high = ((__int128)1 << (w - 1)) - 1, low = -((__int128)1 << (w - 1));
+    return (uint64_t)(r > high ? high : r < low ? low : r) & tb_mask(w);
+}
 static inline uint64_t tb_shl(uint64_t v, uint64_t n, unsigned w) { return n >= w ? 0 : (v << n) & tb_mask(w); }
 static inline uint64_t tb_shr(uint64_t v, uint64_t n) { return n >= 64 ? 0 : v >> n; }
 static inline uint64_t tb_udiv(uint64_t a, uint64_t b) { return b ? a / b : 0; }
