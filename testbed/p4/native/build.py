@@ -51,6 +51,8 @@ size_t tb_packet_size(void);
 void tb_packet_reset(tb_pipeline_t *pl, tb_packet_t *pkt);
 tb_std_meta_t *tb_packet_std(tb_packet_t *pkt);
 const char *tb_packet_failure(const tb_packet_t *pkt);
+int tb_packet_extern_requests(const tb_packet_t *pkt, int32_t *ids, uint64_t *args, uint32_t max);
+uint32_t tb_packet_payload_offset(const tb_packet_t *pkt);
 void tb_packet_copy(tb_packet_t *dst, const tb_packet_t *src);
 void tb_packet_copy_headers(tb_packet_t *dst, const tb_packet_t *src);
 void tb_preserve_fields(int index, const tb_packet_t *src, tb_packet_t *dst);

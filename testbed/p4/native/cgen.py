@@ -19,7 +19,8 @@ from testbed.p4.compiler.calls import lvalue_path, paths_overlap
 from testbed.p4.compiler.pycode import FOLDABLE, Emitter
 from testbed.p4.compiler.statements import COMPOUND_OPERATORS
 from testbed.p4.frontend import types as T
-from testbed.p4.frontend.ast import Node, walk_statements
+from testbed.p4.compiler.target_externs import EMBEDDED_ONLY, TARGET_EXTERNS
+from testbed.p4.frontend.ast import Node, has_annotation, walk_statements
 from testbed.p4.frontend.checker import Symbol, convert_int
 from testbed.p4.v1model import hashes
 
@@ -27,7 +28,7 @@ from testbed.p4.v1model import hashes
 UNSUPPORTED = ("division and modulo of int<W> values", "values wider than 64 bits outside extract/emit/copy/compare/hash",
                "header stacks of header unions", "header unions", "varbit fields", "loops", "functions", "sub-parsers",
                "actions with directional parameters", "digest", "log_msg", "random",
-               "idle timeout", "the embedded target's own externs (DSF)",
+               "idle timeout",
                "hash algorithm random", "tuples")
 
 ALGORITHM_IDS = {name: index for index, name in enumerate(hashes.ALGORITHMS)}
@@ -213,6 +214,8 @@ class CGenerator:
         out.line("struct tb_packet {")
         out.line("    tb_std_meta_t sm; tb_request_t req; uint64_t now_ns;")
         out.line("    const uint8_t *frame; uint32_t len; uint32_t payload_off; const char *fail; uint64_t meter_color;")
+        out.line("    uint32_t nreq; int32_t req_ids[TB_MAX_EXTERN_REQUESTS];")
+        out.line("    uint64_t req_args[TB_MAX_EXTERN_REQUESTS][TB_MAX_EXTERN_ARGS];")
         out.line(f"    {hdr_c} hdr; {meta_c} meta;")
         out.line("};")
         out.line("typedef tb_packet_t P_t;")
@@ -259,6 +262,11 @@ class CGenerator:
         out.line("void tb_pipeline_free(tb_pipeline_t *pl) { tb_state_free(pl); }")
         out.line("size_t tb_packet_size(void) { return sizeof(tb_packet_t); }")
         out.line("tb_std_meta_t *tb_packet_std(tb_packet_t *pkt) { return &pkt->sm; }")
+        out.line("int tb_packet_extern_requests(const tb_packet_t *pkt, int32_t *ids, uint64_t *args, uint32_t max) { "
+                 "uint32_t n = pkt->nreq < max ? pkt->nreq : max; for (uint32_t i = 0; i < n; i++) { "
+                 "ids[i] = pkt->req_ids[i]; memcpy(args + i * TB_MAX_EXTERN_ARGS, pkt->req_args[i], "
+                 "sizeof pkt->req_args[i]); } return (int)n; }")
+        out.line("uint32_t tb_packet_payload_offset(const tb_packet_t *pkt) { return pkt->payload_off; }")
         out.line("const char *tb_packet_failure(const tb_packet_t *pkt) { return pkt->fail ? pkt->fail : \"\"; }")
         out.line("void tb_packet_copy(tb_packet_t *dst, const tb_packet_t *src) { *dst = *src; }")
         out.line("void tb_packet_copy_headers(tb_packet_t *dst, const tb_packet_t *src) { dst->hdr = src->hdr; "
@@ -266,7 +274,7 @@ class CGenerator:
         out.line("void tb_packet_reset(tb_pipeline_t *pl, tb_packet_t *pkt) { (void)pl; memset(pkt, 0, sizeof *pkt); "
                  "pkt->req.clone_session = pkt->req.clone_field_list = pkt->req.resubmit_field_list = "
                  "pkt->req.recirculate_field_list = pkt->req.truncate_length = -1; }")
-        out.line("static void req_reset(tb_packet_t *pkt) { pkt->meter_color = 0; pkt->req.clone_session = pkt->req.clone_field_list = "
+        out.line("static void req_reset(tb_packet_t *pkt) { pkt->meter_color = 0; pkt->nreq = 0; pkt->req.clone_session = pkt->req.clone_field_list = "
                  "pkt->req.resubmit_field_list = pkt->req.recirculate_field_list = -1; }")
         out.line("static void req_out(tb_packet_t *pkt, tb_request_t *req) { pkt->req.egress_spec = pkt->sm.egress_spec; "
                  "pkt->req.mcast_grp = pkt->sm.mcast_grp; pkt->req.priority = pkt->sm.priority; "
@@ -1337,6 +1345,8 @@ class CGenerator:
             filename, line = self.model.location(call)
             message = f"{name} failed at {filename}:{line}".replace("\\", "/").replace('"', "'")
             out.line(f"if (!{self.expr(args[0], scope, fn)}) {{ pkt->fail = \"{message}\"; return -TB_DROPPED; }}")
+        elif name in TARGET_EXTERNS:
+            self._target_extern(name, call, scope, fn)
         elif name == "verify":
             if fn.kind != "parser":
                 raise self.error(call, "verify outside a parser")
@@ -1344,6 +1354,39 @@ class CGenerator:
                      f"goto P_done; }}")
         else:
             raise self.error(call, f"extern function {name}")
+
+    def _target_extern(self, name, call, scope, fn):
+        """A call of the embedded target's own externs: a request the device carries out after ingress."""
+        symbol = scope.lookup(name)
+        decl = symbol.decl
+        expected = TARGET_EXTERNS[name]
+        if not has_annotation(decl.annotations, EMBEDDED_ONLY):
+            raise self.error(call, f"extern {name} not declared @{EMBEDDED_ONLY}")
+        if tuple(param.name for param in decl.params) != expected or len(call.args) != len(expected):
+            raise self.error(call, f"extern {name} with parameters other than the target's")
+        if not self._inside_ingress(fn.control):
+            raise self.error(call, f"{name} outside the ingress control")
+        values = []
+        for arg, param in zip(call.args, decl.params):
+            param_type = self.model.resolve_type(param.type_ref)
+            values.append(self.expr(arg, scope, fn, want=param_type))
+        ident = list(TARGET_EXTERNS).index(name)
+        out = fn.out
+        out.line("if (pkt->nreq >= TB_MAX_EXTERN_REQUESTS) { pkt->fail = \"too many target extern calls\"; "
+                 "return -TB_DROPPED; }")
+        out.line(f"pkt->req_ids[pkt->nreq] = {ident};")
+        for index, value in enumerate(values):
+            out.line(f"pkt->req_args[pkt->nreq][{index}] = {value};")
+        out.line("pkt->nreq++;")
+
+    def _inside_ingress(self, control):
+        pending = [self.pipeline.controls["ingress"]]
+        while pending:
+            candidate = pending.pop()
+            if candidate is control:
+                return True
+            pending.extend(candidate.subcontrols.values())
+        return False
 
     def extern_method(self, base, base_type, method, call, scope, fn):
         out = fn.out
@@ -1481,7 +1524,7 @@ int tb_process(tb_pipeline_t *pl, tb_packet_t *pkt, const uint8_t *frame, uint32
     if (st) return TB_STAGE_PARSE | st;
     st = tb_ingress(pl, pkt, now_ns, req);
     if (st) return TB_STAGE_INGRESS | st;
-    if (req->clone_session >= 0 || req->resubmit_field_list >= 0 || pkt->sm.mcast_grp)
+    if (req->clone_session >= 0 || req->resubmit_field_list >= 0 || pkt->sm.mcast_grp || pkt->nreq)
         return TB_STAGE_INGRESS | TB_CONTINUE;
     if (pkt->sm.egress_spec == TB_DROP_PORT) return TB_STAGE_INGRESS | TB_DROP;
     int32_t truncate = req->truncate_length;
@@ -1528,6 +1571,7 @@ def generate_c(program):
         "registers": [name for name, _, _ in generator.registers],
         "counters": [name for name, _ in generator.counters],
         "meters": [name for name, _, _ in generator.meters],
+        "target_externs": list(TARGET_EXTERNS),
         "actions": dict(generator.actions),
         "table_nargs": [generator.table_nargs(generator.info.tables[name]) for name in generator.tables],
         "field_lists": sorted(generator.field_lists),

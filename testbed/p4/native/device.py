@@ -10,14 +10,18 @@ call (``tb_process``) and takes the general path for the rest.
 """
 from collections import deque
 
+from testbed.p4.compiler.target_externs import TARGET_EXTERNS
 from testbed.p4.native.build import build
 from testbed.p4.native.state import NativeState
 from testbed.p4.v1model import runtime as RT
 from testbed.p4.v1model.device import MAX_PASSES, Device, _EgressJob
+from testbed.p4.v1model.dsf.engine import DSFTrafficManager
 
 _MASK32 = (1 << 32) - 1
 _MASK48 = (1 << 48) - 1
 _OUT_SPACE = 65536 + 8192  # largest frame plus every header a program may add
+_MAX_REQUESTS = 8  # TB_MAX_EXTERN_REQUESTS
+_MAX_EXTERN_ARGS = 12  # TB_MAX_EXTERN_ARGS
 
 # tb_pipeline.h
 TB_OK, TB_DROPPED, TB_HALT, TB_NEED_SPACE, TB_DROP, TB_CONTINUE = 0, 1, 2, 3, 4, 5
@@ -78,6 +82,10 @@ class NativeDevice(Device):
         self._out = ffi.new("uint8_t[]", _OUT_SPACE)
         self._out_len = ffi.new("int32_t *")
         self._scratch = NativePacket(self.library)
+        self._extern_names = self.library.layout["target_externs"]
+        self._request_nargs = [len(TARGET_EXTERNS[name]) for name in self._extern_names]
+        self._request_ids = ffi.new("int32_t[]", _MAX_REQUESTS)
+        self._request_args = ffi.new("uint64_t[]", _MAX_REQUESTS * _MAX_EXTERN_ARGS)
 
     # ------------------------------------------------------------------ public API
     def process(self, ingress_port, frame):
@@ -85,7 +93,7 @@ class NativeDevice(Device):
         with self._lock:
             if self.native.dirty:
                 self.native.sync()
-            if self.halted is not None or self.dsf is not None:
+            if self.halted is not None:
                 return super().process(ingress_port, frame)
             frame = bytes(frame)
             stats = self._port(ingress_port)
@@ -108,28 +116,21 @@ class NativeDevice(Device):
             stage, what = status & 0xF0, status & 0x0F
             outputs = []
             pending = deque()
+            egress_queue = deque()
             if what == TB_DROP:
                 self._port(pkt.sm.egress_port if stage == 0x30 else ingress_port).drops += 1
             elif what != TB_CONTINUE:
                 self._stage_failed(STAGES.get(stage, "pipeline"), pkt.sm.egress_port if stage >= 0x30
                                    else ingress_port, what, pkt)
             elif stage == 0x20:
-                egress_queue = deque(self._ingress_decisions(pkt, (ingress_port, frame, RT.PKT_INSTANCE_TYPE_NORMAL,
-                                                                   None, 0), self._copy_req(), pending))
-                while egress_queue and self.halted is None:
-                    self._run_egress(egress_queue.popleft(), outputs, pending, egress_queue, None)
+                egress_queue.extend(self._ingress_decisions(
+                    pkt, (ingress_port, frame, RT.PKT_INSTANCE_TYPE_NORMAL, None, 0), self._copy_req(), pending, now))
             else:
                 req = self._copy_req()
                 truncate = req.truncate_length if req.truncate_length >= 0 else None
                 job = _EgressJob(pkt, None, _StdView(pkt.sm), None, truncate, 0)
-                egress_queue = deque()
                 self._egress_decisions(job, req, outputs, pending, egress_queue)
-                while egress_queue and self.halted is None:
-                    self._run_egress(egress_queue.popleft(), outputs, pending, egress_queue, None)
-            while pending and self.halted is None:
-                egress_queue = deque(self._run_ingress(pending.popleft(), pending))
-                while egress_queue and self.halted is None:
-                    self._run_egress(egress_queue.popleft(), outputs, pending, egress_queue, None)
+            self._drain(pending, outputs, egress_queue)
             return outputs
 
     def receive(self, ingress_port, frame):
@@ -190,12 +191,20 @@ class NativeDevice(Device):
         if status != TB_OK:
             self._stage_failed("ingress", port, status, pkt)
             return []
-        return self._ingress_decisions(pkt, item, self._copy_req(), pending)
+        return self._ingress_decisions(pkt, item, self._copy_req(), pending, now)
 
-    def _ingress_decisions(self, pkt, item, req, pending):
+    def _ingress_decisions(self, pkt, item, req, pending, now):
         """End of ingress as simple_switch does it (see :class:`Device`); return egress jobs."""
         port, frame, _, _, passes = item
         sm = pkt.sm
+        requests = self._extern_requests(pkt)
+        if requests:
+            try:
+                if self._native_extension_takes(pkt, requests, now):
+                    return []
+            except Exception as error:  # a fault of the extension must not stop the switch
+                self._internal_error("target extension", port, error)
+                return []
         truncate = req.truncate_length if req.truncate_length >= 0 else None
         jobs = []
         if req.clone_session >= 0:
@@ -226,6 +235,30 @@ class NativeDevice(Device):
         sm.egress_port = sm.egress_spec
         jobs.append(_EgressJob(pkt, None, _StdView(sm), None, truncate, passes))
         return jobs
+
+    def _extern_requests(self, pkt):
+        """The packet's calls of the target's own externs: ``((name, args), ...)`` in call order."""
+        count = self._lib.tb_packet_extern_requests(pkt.ptr, self._request_ids, self._request_args, _MAX_REQUESTS)
+        requests = []
+        for i in range(count):
+            ident = self._request_ids[i]
+            start = i * _MAX_EXTERN_ARGS
+            requests.append((self._extern_names[ident],
+                             tuple(self._request_args[start:start + self._request_nargs[ident]])))
+        return tuple(requests)
+
+    def _native_extension_takes(self, pkt, requests, now):
+        """Hand the requests to the DSF traffic manager, as :meth:`Device._extension_takes` does."""
+        if self.dsf is None:
+            self.dsf = DSFTrafficManager(self.state, self.on_log)
+
+        def packet_bytes():
+            n = self._lib.tb_deparse(self._pl, pkt.ptr, self._out, _OUT_SPACE)
+            if n < 0:
+                raise RuntimeError(f"deparser failed ({-n})")
+            return self._ffi.buffer(self._out, n)[:]
+        payload = pkt.frame[self._lib.tb_packet_payload_offset(pkt.ptr):]
+        return self.dsf.handle(requests, packet_bytes, payload, now)
 
     def _native_i2e_clones(self, pkt, req, frame, port, passes):
         session = self.state.clone_sessions.get(req.clone_session)
