@@ -747,6 +747,9 @@ class CGenerator:
             if not isinstance(base_type, COMPOSITE):
                 raise self.error(node, f"member of {base_type.name_text()}")
             return self.field(self.lvalue(node.expr, scope, fn), base_type, node.member)
+        if kind == "call" and node.func.kind == "member" and node.func.member == "lookahead" and \
+                isinstance(node.type or self.model.type_of(node, scope), T.HeaderType):
+            return self._lookahead(node, fn)
         if kind == "index":
             base_type = node.expr.type or self.model.type_of(node.expr, scope)
             if not isinstance(base_type, T.StackType):
@@ -896,6 +899,12 @@ class CGenerator:
 
     def _lookahead(self, node, fn):
         type_ = node.type
+        if fn.kind == "parser" and isinstance(type_, T.HeaderType):
+            temp = fn.temp("la")
+            fn.out.line(f"if (off + {type_.byte_size} > n) {{ err = TB_PACKET_TOO_SHORT; goto P_done; }}")
+            fn.out.line(f"{self.ctype(type_, node)} {temp}; memset(&{temp}, 0, sizeof {temp});")
+            self._extract_fields(temp, type_, fn.out)
+            return temp
         if fn.kind != "parser" or not isinstance(type_, T.BitType) or type_.width > 64:
             raise self.error(node, f"lookahead<{type_.name_text()}>")
         nbytes = (type_.width + 7) // 8
@@ -1413,13 +1422,7 @@ class CGenerator:
                     target = self.lvalue(target_node, scope, fn)
                 size = type_.byte_size
                 out.line(f"if (off + {size} > n) {{ err = TB_PACKET_TOO_SHORT; goto P_done; }}")
-                for f in type_.fields:
-                    code = self.field(target, type_, f.name)
-                    if self.is_wide(f.type):
-                        out.line(f"memcpy({code}, buf + off + {f.offset // 8}, {f.type.width // 8});")
-                    else:
-                        out.line(f"{code} = tb_get_bits(buf + off, {f.offset}, {T.field_width(f.type)});")
-                out.line(f"{target}.valid = 1;")
+                self._extract_fields(target, type_, out)
                 if stack is not None:
                     out.line(f"{stack}.next_index++;")
                 out.line(f"off += {size};")
@@ -1486,6 +1489,16 @@ class CGenerator:
             pass  # counted on the table's hit
         else:
             raise self.error(call, f"{extern}.{method}")
+
+    def _extract_fields(self, target, type_, out):
+        """Fill header ``target`` from the bytes at ``buf + off`` and make it valid."""
+        for f in type_.fields:
+            code = self.field(target, type_, f.name)
+            if self.is_wide(f.type):
+                out.line(f"memcpy({code}, buf + off + {f.offset // 8}, {f.type.width // 8});")
+            else:
+                out.line(f"{code} = tb_get_bits(buf + off, {f.offset}, {T.field_width(f.type)});")
+        out.line(f"{target}.valid = 1;")
 
     def _emit(self, code, type_, fn, node):
         out = fn.out
