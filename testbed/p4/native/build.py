@@ -53,6 +53,7 @@ tb_std_meta_t *tb_packet_std(tb_packet_t *pkt);
 const char *tb_packet_failure(const tb_packet_t *pkt);
 int tb_packet_extern_requests(const tb_packet_t *pkt, int32_t *ids, uint64_t *args, uint32_t max);
 uint32_t tb_packet_payload_offset(const tb_packet_t *pkt);
+int tb_packet_events(const tb_packet_t *pkt, int32_t *sites, uint64_t *values, uint32_t max);
 void tb_packet_copy(tb_packet_t *dst, const tb_packet_t *src);
 void tb_packet_copy_headers(tb_packet_t *dst, const tb_packet_t *src);
 void tb_preserve_fields(int index, const tb_packet_t *src, tb_packet_t *dst);

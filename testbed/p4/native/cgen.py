@@ -27,7 +27,7 @@ from testbed.p4.v1model import hashes
 #: Constructs the C backend refuses (the Python backend runs them).
 UNSUPPORTED = ("division and modulo of int<W> values", "values wider than 64 bits outside extract/emit/copy/compare/hash",
                "header stacks of header unions", "header unions", "varbit fields", "loops", "functions", "sub-parsers",
-               "actions with directional parameters", "digest", "log_msg", "random",
+               "actions with directional parameters", "random",
                "idle timeout",
                "hash algorithm random", "tuples")
 
@@ -81,6 +81,7 @@ class CGenerator:
         self.meters = []        # (name, size, unit)
         self.meter_index = {}
         self.actions = {"NoAction": 0}
+        self.events = []  # digest and log_msg call sites: dicts of the layout
         self.field_lists = {}
 
     # ------------------------------------------------------------------ errors and names
@@ -215,6 +216,7 @@ class CGenerator:
         out.line("    tb_std_meta_t sm; tb_request_t req; uint64_t now_ns;")
         out.line("    const uint8_t *frame; uint32_t len; uint32_t payload_off; const char *fail; uint64_t meter_color;")
         out.line("    uint32_t nreq; int32_t req_ids[TB_MAX_EXTERN_REQUESTS];")
+        out.line("    uint32_t nev; int32_t ev_sites[TB_MAX_EVENTS]; uint64_t ev_values[TB_MAX_EVENTS][TB_MAX_EVENT_VALUES];")
         out.line("    uint64_t req_args[TB_MAX_EXTERN_REQUESTS][TB_MAX_EXTERN_ARGS];")
         out.line(f"    {hdr_c} hdr; {meta_c} meta;")
         out.line("};")
@@ -266,6 +268,10 @@ class CGenerator:
                  "uint32_t n = pkt->nreq < max ? pkt->nreq : max; for (uint32_t i = 0; i < n; i++) { "
                  "ids[i] = pkt->req_ids[i]; memcpy(args + i * TB_MAX_EXTERN_ARGS, pkt->req_args[i], "
                  "sizeof pkt->req_args[i]); } return (int)n; }")
+        out.line("int tb_packet_events(const tb_packet_t *pkt, int32_t *sites, uint64_t *values, uint32_t max) { "
+                 "uint32_t n = pkt->nev < max ? pkt->nev : max; for (uint32_t i = 0; i < n; i++) { "
+                 "sites[i] = pkt->ev_sites[i]; memcpy(values + i * TB_MAX_EVENT_VALUES, pkt->ev_values[i], "
+                 "sizeof pkt->ev_values[i]); } return (int)n; }")
         out.line("uint32_t tb_packet_payload_offset(const tb_packet_t *pkt) { return pkt->payload_off; }")
         out.line("const char *tb_packet_failure(const tb_packet_t *pkt) { return pkt->fail ? pkt->fail : \"\"; }")
         out.line("void tb_packet_copy(tb_packet_t *dst, const tb_packet_t *src) { *dst = *src; }")
@@ -291,7 +297,7 @@ class CGenerator:
         out.line("    }")
         out.line("}")
         out.line("int tb_parse(tb_pipeline_t *pl, tb_packet_t *pkt, const uint8_t *frame, uint32_t len) {")
-        out.line("    pkt->frame = frame; pkt->len = len;")
+        out.line("    pkt->frame = frame; pkt->len = len; pkt->nev = 0;")
         out.line(f"    int st = {parser_fn}(pl, pkt, frame, len, &pkt->hdr, &pkt->meta, &pkt->sm);")
         out.line("    return st < 0 ? -st : TB_OK;")
         out.line("}")
@@ -304,12 +310,13 @@ class CGenerator:
         out.line("    return st < 0 ? -st : TB_OK;")
         out.line("}")
         out.line("int tb_egress(tb_pipeline_t *pl, tb_packet_t *pkt, uint64_t now_ns, tb_request_t *req) {")
-        out.line("    pkt->now_ns = now_ns; req_reset(pkt); pkt->req.truncate_length = -1;")
+        out.line("    pkt->now_ns = now_ns; req_reset(pkt); pkt->req.truncate_length = -1; pkt->nev = 0;")
         out.line(f"    int st = {names['egress']}(pl, pkt, &pkt->hdr, &pkt->meta, &pkt->sm);")
         out.line("    req_out(pkt, req);")
         out.line("    return st < 0 ? -st : TB_OK;")
         out.line("}")
         out.line("int tb_deparse(tb_pipeline_t *pl, tb_packet_t *pkt, uint8_t *out, uint32_t cap) {")
+        out.line("    pkt->nev = 0;")
         out.line(f"    int st = {names['compute_checksum']}(pl, pkt, &pkt->hdr, &pkt->meta);")
         out.line("    if (st < 0) return st;")
         out.line("    uint32_t off = 0;")
@@ -1354,6 +1361,38 @@ class CGenerator:
             filename, line = self.model.location(call)
             message = f"{name} failed at {filename}:{line}".replace("\\", "/").replace('"', "'")
             out.line(f"if (!{self.expr(args[0], scope, fn)}) {{ pkt->fail = \"{message}\"; return -TB_DROPPED; }}")
+        elif name == "digest":
+            digest_type = getattr(call, "digest_type", None)
+            if digest_type is None:
+                raise self.error(call, "digest of data without a named struct type")
+            data = args[1]
+            if data.kind == "list":
+                if len(data.items) != len(digest_type.fields):
+                    raise self.error(data, f"digest {digest_type.name} with the wrong number of values")
+                values = [self.expr(item, scope, fn, want=f.type) for item, f in zip(data.items, digest_type.fields)]
+            else:
+                base = self.lvalue(data, scope, fn)
+                values = [self.field(base, digest_type, f.name) for f in digest_type.fields]
+                for f in digest_type.fields:
+                    self.check_scalar(f.type, data)
+            self._event(call, {"kind": "digest", "name": digest_type.name, "count": len(values)}, values, fn)
+        elif name == "log_msg":
+            if not args or args[0].kind != "string":
+                raise self.error(call, "log_msg without a string literal first")
+            items = []
+            if len(args) > 1:
+                items = args[1].items if args[1].kind == "list" else [args[1]]
+            values, kinds = [], []
+            for item in items:
+                item_type = self.model.type_of(item, scope)
+                values.append(self.expr(item, scope, fn))
+                if isinstance(item_type, T.BoolType):
+                    kinds.append(["bool", 1])
+                elif isinstance(item_type, T.BitType) and item_type.signed:
+                    kinds.append(["int", item_type.width])
+                else:
+                    kinds.append(["bit", 64])
+            self._event(call, {"kind": "log", "message": args[0].value, "values": kinds}, values, fn)
         elif name in TARGET_EXTERNS:
             self._target_extern(name, call, scope, fn)
         elif name == "verify":
@@ -1363,6 +1402,20 @@ class CGenerator:
                      f"goto P_done; }}")
         else:
             raise self.error(call, f"extern function {name}")
+
+    def _event(self, call, site, values, fn):
+        """Record a digest or log_msg call in the packet (the device delivers it after the stage)."""
+        if len(values) > 16:
+            raise self.error(call, f"{site['kind']} with more than 16 values")
+        ident = len(self.events)
+        self.events.append(site)
+        out = fn.out
+        out.line("if (pkt->nev < TB_MAX_EVENTS) {")
+        out.line(f"pkt->ev_sites[pkt->nev] = {ident};")
+        for index, value in enumerate(values):
+            out.line(f"pkt->ev_values[pkt->nev][{index}] = {value};")
+        out.line("pkt->nev++;")
+        out.line("}")
 
     def _target_extern(self, name, call, scope, fn):
         """A call of the embedded target's own externs: a request the device carries out after ingress."""
@@ -1537,7 +1590,7 @@ int tb_process(tb_pipeline_t *pl, tb_packet_t *pkt, const uint8_t *frame, uint32
     if (st) return TB_STAGE_PARSE | st;
     st = tb_ingress(pl, pkt, now_ns, req);
     if (st) return TB_STAGE_INGRESS | st;
-    if (req->clone_session >= 0 || req->resubmit_field_list >= 0 || pkt->sm.mcast_grp || pkt->nreq)
+    if (req->clone_session >= 0 || req->resubmit_field_list >= 0 || pkt->sm.mcast_grp || pkt->nreq || pkt->nev)
         return TB_STAGE_INGRESS | TB_CONTINUE;
     if (pkt->sm.egress_spec == TB_DROP_PORT) return TB_STAGE_INGRESS | TB_DROP;
     int32_t truncate = req->truncate_length;
@@ -1547,10 +1600,11 @@ int tb_process(tb_pipeline_t *pl, tb_packet_t *pkt, const uint8_t *frame, uint32
     st = tb_egress(pl, pkt, now_ns, req);
     if (st) return TB_STAGE_EGRESS | st;
     if (req->truncate_length < 0) req->truncate_length = truncate;
-    if (req->clone_session >= 0 || req->recirculate_field_list >= 0) return TB_STAGE_EGRESS | TB_CONTINUE;
+    if (req->clone_session >= 0 || req->recirculate_field_list >= 0 || pkt->nev) return TB_STAGE_EGRESS | TB_CONTINUE;
     if (pkt->sm.egress_spec == TB_DROP_PORT) return TB_STAGE_EGRESS | TB_DROP;
     int n = tb_deparse(pl, pkt, out, cap);
     if (n < 0) return TB_STAGE_DEPARSE | -n;
+    if (pkt->nev) return TB_STAGE_DEPARSE | TB_CONTINUE;  /* log_msg in computeChecksum / deparser */
     if (req->truncate_length >= 0 && req->truncate_length < n) n = req->truncate_length;
     *out_len = n;
     return TB_OK;
@@ -1585,6 +1639,7 @@ def generate_c(program):
         "counters": [name for name, _ in generator.counters],
         "meters": [name for name, _, _ in generator.meters],
         "target_externs": list(TARGET_EXTERNS),
+        "events": list(generator.events),
         "actions": dict(generator.actions),
         "table_nargs": [generator.table_nargs(generator.info.tables[name]) for name in generator.tables],
         "field_lists": sorted(generator.field_lists),

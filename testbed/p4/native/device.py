@@ -22,6 +22,8 @@ _MASK48 = (1 << 48) - 1
 _OUT_SPACE = 65536 + 8192  # largest frame plus every header a program may add
 _MAX_REQUESTS = 8  # TB_MAX_EXTERN_REQUESTS
 _MAX_EXTERN_ARGS = 12  # TB_MAX_EXTERN_ARGS
+_MAX_EVENTS = 16  # TB_MAX_EVENTS
+_MAX_EVENT_VALUES = 16  # TB_MAX_EVENT_VALUES
 
 # tb_pipeline.h
 TB_OK, TB_DROPPED, TB_HALT, TB_NEED_SPACE, TB_DROP, TB_CONTINUE = 0, 1, 2, 3, 4, 5
@@ -86,6 +88,9 @@ class NativeDevice(Device):
         self._request_nargs = [len(TARGET_EXTERNS[name]) for name in self._extern_names]
         self._request_ids = ffi.new("int32_t[]", _MAX_REQUESTS)
         self._request_args = ffi.new("uint64_t[]", _MAX_REQUESTS * _MAX_EXTERN_ARGS)
+        self._event_sites = ffi.new("int32_t[]", _MAX_EVENTS)
+        self._event_values = ffi.new("uint64_t[]", _MAX_EVENTS * _MAX_EVENT_VALUES)
+        self._sites = self.library.layout["events"]
 
     # ------------------------------------------------------------------ public API
     def process(self, ingress_port, frame):
@@ -122,10 +127,19 @@ class NativeDevice(Device):
             elif what != TB_CONTINUE:
                 self._stage_failed(STAGES.get(stage, "pipeline"), pkt.sm.egress_port if stage >= 0x30
                                    else ingress_port, what, pkt)
+            elif stage == 0x40:
+                self._events(pkt)  # log_msg lines of computeChecksum / the deparser: the frame is out
+                data = self._ffi.buffer(self._out, self._out_len[0])[:]
+                port = pkt.sm.egress_port
+                stats = self._port(port)
+                stats.tx_packets += 1
+                stats.tx_bytes += len(data)
+                outputs.append((port, data))
             elif stage == 0x20:
                 egress_queue.extend(self._ingress_decisions(
                     pkt, (ingress_port, frame, RT.PKT_INSTANCE_TYPE_NORMAL, None, 0), self._copy_req(), pending, now))
             else:
+                self._events(pkt)
                 req = self._copy_req()
                 truncate = req.truncate_length if req.truncate_length >= 0 else None
                 job = _EgressJob(pkt, None, _StdView(pkt.sm), None, truncate, 0)
@@ -150,7 +164,30 @@ class NativeDevice(Device):
         copy[0] = self._req[0]
         return copy
 
+    def _events(self, pkt):
+        """Deliver the log_msg lines of the last stage(s); return their digests ``[(name, values)]``."""
+        if not self._sites:
+            return []
+        count = self._lib.tb_packet_events(pkt.ptr, self._event_sites, self._event_values, _MAX_EVENTS)
+        digests = []
+        for i in range(count):
+            site = self._sites[self._event_sites[i]]
+            start = i * _MAX_EVENT_VALUES
+            if site["kind"] == "digest":
+                digests.append((site["name"], tuple(self._event_values[start:start + site["count"]])))
+            elif self.on_log is not None:
+                values = []
+                for (kind, width), value in zip(site["values"], self._event_values[start:start + len(site["values"])]):
+                    if kind == "bool":
+                        value = bool(value)
+                    elif kind == "int" and value >> (width - 1):
+                        value -= 1 << width
+                    values.append(value)
+                self.on_log(RT.format_log_message(site["message"], tuple(values)))
+        return digests
+
     def _stage_failed(self, where, port, what, pkt):
+        self._events(pkt)
         reason = self._ffi.string(self._lib.tb_packet_failure(pkt.ptr)).decode()
         if what == TB_HALT:
             self._halt(where, port, f"{reason}: simple_switch stops with std::out_of_range")
@@ -197,6 +234,7 @@ class NativeDevice(Device):
         """End of ingress as simple_switch does it (see :class:`Device`); return egress jobs."""
         port, frame, _, _, passes = item
         sm = pkt.sm
+        digests = self._events(pkt)
         requests = self._extern_requests(pkt)
         if requests:
             try:
@@ -209,6 +247,9 @@ class NativeDevice(Device):
         jobs = []
         if req.clone_session >= 0:
             jobs.extend(self._native_i2e_clones(pkt, req, frame, port, passes))
+        for name, values in digests:
+            if self.on_digest is not None:
+                self.on_digest(name, values)
         if req.resubmit_field_list >= 0:
             if passes + 1 >= MAX_PASSES:
                 self._log(f"ingress port {port}: resubmitted {MAX_PASSES} times, dropped")
@@ -296,6 +337,7 @@ class NativeDevice(Device):
         if status != TB_OK:
             self._stage_failed("egress", port, status, pkt)
             return
+        self._events(pkt)
         req = self._copy_req()
         if req.truncate_length < 0:
             req.truncate_length = -1 if job.truncate is None else job.truncate
@@ -329,6 +371,7 @@ class NativeDevice(Device):
         if n < 0:
             self._stage_failed("deparser", port, -n, pkt)
             return
+        self._events(pkt)
         data = self._ffi.buffer(self._out, n)[:]
         if truncate is not None and truncate < len(data):
             data = data[:truncate]

@@ -107,6 +107,12 @@ const char *tb_packet_failure(const tb_packet_t *pkt);
 #define TB_MAX_EXTERN_REQUESTS 8
 #define TB_MAX_EXTERN_ARGS 12
 int tb_packet_extern_requests(const tb_packet_t *pkt, int32_t *ids, uint64_t *args, uint32_t max);
+/* what the last stage(s) reported besides the packet: digests and log_msg calls, in call order
+ * (parse + ingress together, egress, deparse each start a new list): site ids (the program's
+ * layout "events": a digest or a log_msg call) and TB_MAX_EVENT_VALUES values each */
+#define TB_MAX_EVENTS 16
+#define TB_MAX_EVENT_VALUES 16
+int tb_packet_events(const tb_packet_t *pkt, int32_t *sites, uint64_t *values, uint32_t max);
 /* where the unparsed payload starts in the frame */
 uint32_t tb_packet_payload_offset(const tb_packet_t *pkt);
 /* copy the user metadata fields of @field_list(index) from src to dst */
@@ -121,7 +127,7 @@ int tb_deparse(tb_pipeline_t *pl, tb_packet_t *pkt, uint8_t *out, uint32_t cap);
 
 /* ---- whole pipeline for the common case ------------------------------------------------
  * Parse, ingress and, when the end of ingress is a plain unicast (no clone, resubmit or
- * multicast, no target extern request), egress and deparse of one frame entering on `port`, without queueing
+ * multicast, no target extern request, digest or log_msg), egress and deparse of one frame entering on `port`, without queueing
  * (egress timestamps = ingress ones).  Returns TB_OK with the frame in out (*out_len bytes,
  * truncation applied, port = tb_packet_std(pkt)->egress_port), or a stage ORed with what
  * stopped the packet there: TB_DROPPED / TB_HALT (errors), TB_DROP (egress_spec 511: a normal
