@@ -473,7 +473,7 @@ def test_digests_and_log_messages_equal():
     program = load_program_from_sources("events.p4", {"events.p4": EVENTS_SOURCE})
     rng = random.Random(f"native-events:{SEED}")
     twins = [Twin(program, backend, lambda: 0) for backend in ("python", "native")]
-    for step in range(FRAMES // 4):
+    for step in range(FRAMES):
         frame = (bytes(rng.randrange(256) for _ in range(12)) + rng.choice([b"\x88\xb5", b"\x08\x00"])
                  + struct.pack("!BBHI", rng.randrange(256), rng.choice([7, 9, rng.randrange(256)]),
                                rng.choice([0, rng.randrange(1 << 16)]), 0))
@@ -481,6 +481,6 @@ def test_digests_and_log_messages_equal():
         expected = twins[0].device.process(port, frame)
         assert twins[1].device.process(port, frame) == expected, (step, frame.hex())
     python, native = twins
-    assert native.digests == python.digests and len(python.digests) > 100
+    assert native.digests == python.digests and len(python.digests) > 50
     assert native.logs == python.logs and any(line.startswith("learn ") for line in python.logs)
     assert any("packet dropped: assert failed at events.p4:" in line for line in python.logs)
