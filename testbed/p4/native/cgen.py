@@ -21,7 +21,7 @@ from testbed.p4.compiler.statements import COMPOUND_OPERATORS
 from testbed.p4.frontend import types as T
 from testbed.p4.compiler.target_externs import EMBEDDED_ONLY, TARGET_EXTERNS
 from testbed.p4.frontend.ast import Node, has_annotation, walk_statements
-from testbed.p4.frontend.checker import Symbol, convert_int
+from testbed.p4.frontend.checker import Scope, Symbol, convert_int
 from testbed.p4.v1model import hashes
 
 #: Constructs the C backend refuses (the Python backend runs them).
@@ -67,7 +67,8 @@ class CGenerator:
         self.pipeline = program.pipeline
         self.info = program.info
         self.types = Emitter()
-        self.funcs = Emitter()
+        self.funcs = Emitter()           # prototypes
+        self.function_bodies = Emitter()  # P4 functions
         self.type_names = {}
         self.counter = 0
         self.tables = []        # table names in state order
@@ -215,6 +216,7 @@ class CGenerator:
         out.line("struct tb_packet {")
         out.line("    tb_std_meta_t sm; tb_request_t req; uint64_t now_ns;")
         out.line("    const uint8_t *frame; uint32_t len; uint32_t payload_off; const char *fail; uint64_t meter_color;")
+        out.line("    uint32_t fail_status;")
         out.line("    uint32_t nreq; int32_t req_ids[TB_MAX_EXTERN_REQUESTS];")
         out.line("    uint32_t nev; int32_t ev_sites[TB_MAX_EVENTS]; uint64_t ev_values[TB_MAX_EVENTS][TB_MAX_EVENT_VALUES];")
         out.line("    uint64_t req_args[TB_MAX_EXTERN_REQUESTS][TB_MAX_EXTERN_ARGS];")
@@ -223,6 +225,7 @@ class CGenerator:
         out.line("typedef tb_packet_t P_t;")
         out.line(f"#define TB_PACKET_TOO_SHORT {self.model.errors.get('PacketTooShort', 1)}")
         out.extend(self.funcs)
+        out.extend(self.function_bodies)
         out.extend(body)
         self._gen_entry_points(out, parser_fn, names)
         return out.text()
@@ -590,12 +593,19 @@ class CGenerator:
         elif kind == "exit":
             if fn.kind not in ("control",):
                 raise self.error(node, f"exit in a {fn.kind}")
-            fn.out.line(fn.exit_code)
+            self.emit_exit(fn)
         elif kind == "return":
+            if fn.kind == "function" and not fn.action_labels:
+                if node.expr is None:
+                    fn.out.line("return 0;")
+                else:
+                    self.model.type_of(node.expr, scope)
+                    fn.out.line(f"return {self.expr(node.expr, scope, fn, want=fn.return_type)};")
+                return
             if node.expr is not None:
                 raise self.error(node, "return with a value")
             if fn.action_labels:
-                fn.out.line(f"goto {fn.action_labels[-1]};")
+                fn.out.line(f"goto {fn.action_labels[-1]['label']};")
             elif fn.kind == "parser":
                 raise self.error(node, "return in a parser")
             else:
@@ -777,7 +787,7 @@ class CGenerator:
         temp = fn.temp("si")
         fn.out.line(f"uint64_t {temp} = (uint64_t)({index_code});")
         fn.out.line(f"if ({temp} >= {stack_type.size}) {{ pkt->fail = \"header stack index out of range\"; "
-                    f"return -TB_HALT; }}")
+                    f"{self.fail_code(fn, 'TB_HALT')} }}")
         return f"{base}.items[{temp}]"
 
     def wide_code(self, node, scope, fn):
@@ -889,6 +899,10 @@ class CGenerator:
             if func.kind == "member" and isinstance(func.expr.type, T.ExternType) and \
                     func.expr.type.name == "packet_in" and func.member == "lookahead":
                 return self._lookahead(node, fn)
+            if func.kind == "name":
+                symbol = scope.lookup(func.name)
+                if symbol is not None and symbol.kind == "function":
+                    return self.function_call(symbol, node, scope, fn)
             raise self.error(node, "this call in an expression")
         raise self.error(node, f"expression {kind}")
 
@@ -1051,6 +1065,9 @@ class CGenerator:
             if symbol.kind == "extern_function":
                 self.extern_function(func.name, call, scope, fn)
                 return
+            if symbol.kind == "function":
+                self.function_call(symbol, call, scope, fn)
+                return
             raise self.error(call, f"call of {func.name} ({symbol.kind})")
         if func.kind == "member":
             base = func.expr
@@ -1099,42 +1116,155 @@ class CGenerator:
                 return
         raise self.error(call, "this call")
 
-    def inline_action(self, symbol, args, scope, fn, node, from_table=None):
+    def inline_action(self, symbol, args, scope, fn, node, from_table=None, bound=()):
+        """An action's body in place: parameters as C locals, scalar out/inout copied back at its end
+        (also when it leaves through ``return`` or ``exit``, as P4's copy-in/copy-out says)."""
         decl = symbol.decl
         out = fn.out
         params = decl.param_symbols
-        if any(p.direction for p in params):
-            raise self.error(node, f"action {symbol.name} with directional parameters")
         label = self.fresh("A_end")
         out.line("{")
         out.indent()
         if from_table is None:
             if len(args) != len(params):
                 raise self.error(node, f"action {symbol.name}: wrong number of arguments")
-            codes = []
-            for arg, p in zip(args, params):
-                self.model.type_of(arg, scope)
-                codes.append(self.expr(arg, scope, fn, want=p.type))
-            for code, p in zip(codes, params):
-                self.check_scalar(p.type, node)
-                p.c_code = self.fresh("a_" + p.name)
-                out.line(f"uint64_t {p.c_code} = {code};")
+            pairs = list(zip(args, params))
         else:
-            for index, p in enumerate(params):
+            directional = [p for p in params if p.direction]
+            if len(bound) != len(directional):
+                raise self.error(node, f"action {symbol.name}: directional parameters not bound in the table")
+            pairs = list(zip(bound, directional))
+        copy_backs = []
+        codes = []
+        for arg, p in pairs:
+            self.check_scalar(p.type, node)
+            if arg.kind not in ("list", "struct_expr", "invalid_header", "dontcare"):
+                self.model.type_of(arg, scope)
+            if p.direction in ("out", "inout"):
+                if arg.kind == "dontcare":
+                    codes.append("0")
+                    continue
+                if self.has_index(arg) or arg.kind == "slice":
+                    raise self.error(arg, "an indexed or sliced out argument of an action")
+                codes.append(self.expr(arg, scope, fn) if p.direction == "inout" else "0")
+                copy_backs.append((arg, p))
+            else:
+                codes.append(self.expr(arg, scope, fn, want=p.type))
+        for code, (_, p) in zip(codes, pairs):
+            p.c_code = self.fresh("a_" + p.name)
+            out.line(f"uint64_t {p.c_code} = {code};")
+        if from_table is not None:
+            for index, p in enumerate([p for p in params if not p.direction]):
                 self.check_scalar(p.type, node)
                 p.c_code = self.fresh("a_" + p.name)
                 value = f"{from_table}.args[{index}]"
                 if isinstance(p.type, T.BoolType):
                     value = f"({value} != 0)"
                 out.line(f"uint64_t {p.c_code} = {value};")
-        has_return = any(s.kind == "return" for s in walk_statements(decl.body))
-        fn.action_labels.append(label)
+        frame = {"label": label, "exit_flag": None}
+        if copy_backs:
+            frame["exit_flag"] = fn.temp("ex")
+            out.line(f"int {frame['exit_flag']} = 0;")
+        fn.action_labels.append(frame)
         self.block(decl.body, symbol.scope, fn)
         fn.action_labels.pop()
-        if has_return:
-            out.line(f"{label}: ;")
+        out.line(f"{label}: ;")
+        for arg, p in copy_backs:
+            out.line(f"{self.lvalue(arg, scope, fn)} = {p.c_code};")
+        if frame["exit_flag"] is not None:
+            out.line(f"if ({frame['exit_flag']}) {{")
+            self.emit_exit(fn)
+            out.line("}")
         out.dedent()
         out.line("}")
+
+    @staticmethod
+    def fail_code(fn, status):
+        """C statement(s) stopping the packet with ``status`` (TB_DROPPED / TB_HALT) where ``fn`` is."""
+        if fn.kind == "function":
+            return f"pkt->fail_status = {status}; return 0;"
+        return f"return -{status};"
+
+    def emit_exit(self, fn):
+        """``exit``: leave the control, through the copy-backs of the actions it is in."""
+        for frame in reversed(fn.action_labels):
+            if frame["exit_flag"] is not None:
+                fn.out.line(f"{frame['exit_flag']} = 1; goto {frame['label']};")
+                return
+        fn.out.line(fn.exit_code)
+
+    def function_call(self, symbol, call, scope, fn):
+        """Code of a P4 function call: emits the call and its copy-backs, returns the result's code."""
+        decl = symbol.decl
+        if not hasattr(decl, "c_function"):
+            self._gen_function(symbol, call)
+        params = decl.param_symbols
+        if len(call.args) != len(params):
+            raise self.error(call, f"{decl.name} with the wrong number of arguments")
+        codes, copy_backs = [], []
+        for arg, p in zip(call.args, params):
+            if arg.kind not in ("list", "struct_expr", "invalid_header", "dontcare"):
+                self.model.type_of(arg, scope)
+            if isinstance(p.type, COMPOSITE):
+                if p.direction == "out":
+                    raise self.error(arg, "an out header or struct argument of a function")
+                codes.append(f"&{self.lvalue(arg, scope, fn)}")
+            elif p.direction in ("out", "inout"):
+                if self.has_index(arg) or arg.kind == "slice":
+                    raise self.error(arg, "an indexed or sliced out argument of a function")
+                temp = fn.temp("a")
+                fn.out.line(f"uint64_t {temp} = {self.expr(arg, scope, fn) if p.direction == 'inout' else '0'};")
+                codes.append(f"&{temp}")
+                copy_backs.append((arg, temp))
+            else:
+                codes.append(self.expr(arg, scope, fn, want=p.type))
+        result = fn.temp("f")
+        fn.out.line(f"uint64_t {result} = {decl.c_function}(pl, pkt{''.join(', ' + c for c in codes)});")
+        fn.out.line(f"if (pkt->fail_status) return -(int)pkt->fail_status;")
+        for arg, temp in copy_backs:
+            fn.out.line(f"{self.lvalue(arg, scope, fn)} = {temp};")
+        return result
+
+    def _gen_function(self, symbol, node):
+        decl = symbol.decl
+        if not isinstance(symbol.return_type, T.VoidType):
+            self.check_scalar(symbol.return_type, node)
+        emitter = Emitter()
+        fn = _Fn("function", emitter)
+        scope = Scope(self.model.global_scope)
+        decl.param_symbols = []
+        names = []
+        for param in decl.params:
+            type_ = self.model.resolve_type(param.type_ref)
+            param_symbol = Symbol("param", param.name, type_, direction=param.direction, decl=param)
+            scope.define(param.name, param_symbol)
+            decl.param_symbols.append(param_symbol)
+            name = self.fresh("p_" + param.name)
+            if isinstance(type_, COMPOSITE):
+                param_symbol.c_code = f"(*{name})"
+                names.append(f"{self.ctype(type_, node)} *{name}")
+            elif param.direction in ("out", "inout"):
+                self.check_scalar(type_, node)
+                param_symbol.c_code = f"(*{name})"
+                names.append(f"uint64_t *{name}")
+            else:
+                self.check_scalar(type_, node)
+                param_symbol.c_code = name
+                names.append(f"uint64_t {name}")
+        decl.c_function = self.fresh("fn_" + decl.name)
+        fn.exit_code = None
+        fn.return_code = "return 0;"
+        signature = f"static uint64_t {decl.c_function}(tb_pipeline_t *pl, P_t *pkt{''.join(', ' + n for n in names)})"
+        self.funcs.line(signature + ";")
+        emitter.line(signature + " {")
+        emitter.indent()
+        emitter.line("(void)pl; (void)pkt;")
+        fn.return_type = symbol.return_type
+        self.block(decl.body, scope, fn)
+        emitter.line("return 0;")
+        emitter.dedent()
+        emitter.line("}")
+        self.function_bodies.extend(emitter)
 
     def subcontrol_call(self, symbol, call, scope, fn):
         sub = symbol.control
@@ -1231,11 +1361,10 @@ class CGenerator:
                      f"tb_meter_cell_execute(&{result}.entry->meter, {need}, pkt->now_ns) : 0;")
         first = True
         for ref in table.action_refs:
-            if ref.args:
-                raise self.error(node, f"table {table.name}: action with bound arguments")
             out.line(f"{'if' if first else 'else if'} ({result}.action == {self.action_id(ref.symbol.qualified)})")
             first = False
-            self.inline_action(ref.symbol, None, table.control.scope, fn, node, from_table=result)
+            self.inline_action(ref.symbol, None, table.control.scope, fn, node, from_table=result,
+                               bound=ref.args or ())
         return f"((uint64_t){result}.hit)", f"((uint64_t){result}.action)"
 
     # ------------------------------------------------------------------ field lists
@@ -1360,7 +1489,8 @@ class CGenerator:
         elif name in ("assert", "assume"):
             filename, line = self.model.location(call)
             message = f"{name} failed at {filename}:{line}".replace("\\", "/").replace('"', "'")
-            out.line(f"if (!{self.expr(args[0], scope, fn)}) {{ pkt->fail = \"{message}\"; return -TB_DROPPED; }}")
+            out.line(f"if (!{self.expr(args[0], scope, fn)}) {{ pkt->fail = \"{message}\"; "
+                     f"{self.fail_code(fn, 'TB_DROPPED')} }}")
         elif name == "digest":
             digest_type = getattr(call, "digest_type", None)
             if digest_type is None:
@@ -1435,7 +1565,7 @@ class CGenerator:
         ident = list(TARGET_EXTERNS).index(name)
         out = fn.out
         out.line("if (pkt->nreq >= TB_MAX_EXTERN_REQUESTS) { pkt->fail = \"too many target extern calls\"; "
-                 "return -TB_DROPPED; }")
+                 f"{self.fail_code(fn, 'TB_DROPPED')} }}")
         out.line(f"pkt->req_ids[pkt->nreq] = {ident};")
         for index, value in enumerate(values):
             out.line(f"pkt->req_args[pkt->nreq][{index}] = {value};")
