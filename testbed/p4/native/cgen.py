@@ -963,6 +963,36 @@ class CGenerator:
             return inner
         raise self.error(node, f"cast to {target.name_text()}")
 
+    def _composite_operand(self, node, type_, scope, fn):
+        """C code of a header/struct/stack operand (list and structure expressions are built in a temporary)."""
+        if node.kind in ("name", "member", "index"):
+            return self.lvalue(node, scope, fn)
+        temp = fn.temp("c")
+        fn.out.line(f"{self.ctype(type_, node)} {temp}; memset(&{temp}, 0, sizeof {temp});")
+        self.assign_composite(temp, type_, node, scope, fn)
+        return temp
+
+    def _equal_code(self, left, right, type_):
+        """Equality as P4_16 defines it: headers both invalid or both valid with equal fields; members of structs
+        and stacks pairwise."""
+        if isinstance(type_, T.StackType):
+            parts = [self._equal_code(f"{left}.items[{i}]", f"{right}.items[{i}]", type_.element)
+                     for i in range(type_.size)]
+            return "(" + " && ".join(parts) + ")"
+        parts = []
+        for f in type_.fields:
+            a, b = self.field(left, type_, f.name), self.field(right, type_, f.name)
+            if isinstance(f.type, COMPOSITE):
+                parts.append(self._equal_code(a, b, f.type))
+            elif self.is_wide(f.type):
+                parts.append(f"(memcmp({a}, {b}, sizeof {a}) == 0)")
+            else:
+                parts.append(f"({a} == {b})")
+        fields = " && ".join(parts) or "1"
+        if isinstance(type_, T.HeaderType):
+            return f"({left}.valid == {right}.valid && (!{left}.valid || ({fields})))"
+        return f"({fields})"
+
     def _operands(self, left_node, right_node, scope, fn, want=None):
         left = self.expr(left_node, scope, fn, want=want)
         if self.is_complex(right_node):
@@ -987,7 +1017,14 @@ class CGenerator:
             fn.out.line("}")
             return temp
         if op in ("eq", "ne") and (isinstance(left_type, COMPOSITE) or isinstance(right_type, COMPOSITE)):
-            raise self.error(node, "comparison of headers or structs")
+            named = [t for t in (left_type, right_type) if isinstance(t, COMPOSITE)]
+            type_ = named[0]
+            if len(named) == 2 and self.ctype(named[0], node) != self.ctype(named[1], node):
+                raise self.error(node, "comparison of different header or struct types")
+            left = self._composite_operand(node.left, type_, scope, fn)
+            right = self._composite_operand(node.right, type_, scope, fn)
+            code = self._equal_code(left, right, type_)
+            return code if op == "eq" else f"(!{code})"
         if op in ("eq", "ne") and (self.is_wide(left_type) or self.is_wide(right_type)):
             left = self.wide_code(node.left, scope, fn)
             right = self.wide_code(node.right, scope, fn)
@@ -1480,6 +1517,15 @@ class CGenerator:
             session = self.expr(args[1], scope, fn, want=T.BitType(32))
             field_list = str(self.model.const_value(args[2], scope)) if name != "clone" else "-1"
             out.line(f"pkt->req.clone_session = (int32_t){session}; pkt->req.clone_field_list = {field_list};")
+        elif name == "clone3":
+            if args[0].kind != "type_member" or args[0].type_name != "CloneType":
+                raise self.error(args[0], "clone type that is not CloneType.I2E or E2E")
+            session = self.expr(args[1], scope, fn, want=T.BitType(32))
+            index = self._synthetic_field_list(args[2], scope)
+            out.line(f"pkt->req.clone_session = (int32_t){session}; pkt->req.clone_field_list = {index};")
+        elif name in ("resubmit", "recirculate"):
+            attribute = "resubmit_field_list" if name == "resubmit" else "recirculate_field_list"
+            out.line(f"pkt->req.{attribute} = {self._synthetic_field_list(args[0], scope)};")
         elif name in ("resubmit_preserving_field_list", "recirculate_preserving_field_list"):
             index = self.model.const_value(args[0], scope)
             attribute = "resubmit_field_list" if name.startswith("resubmit") else "recirculate_field_list"
@@ -1532,6 +1578,32 @@ class CGenerator:
                      f"goto P_done; }}")
         else:
             raise self.error(call, f"extern function {name}")
+
+    def _synthetic_field_list(self, data, scope):
+        """The user-metadata fields a deprecated clone3 / resubmit / recirculate names, as a field list index."""
+        items = data.items if data.kind == "list" else [data]
+        paths = []
+        for item in items:
+            type_ = self.model.type_of(item, scope)
+            path = []
+            node = item
+            while node.kind == "member":
+                path.insert(0, node.member)
+                node = node.expr
+            symbol = scope.lookup(node.name) if node.kind == "name" else None
+            if symbol is None or symbol.type is not self.meta_type:
+                raise self.error(item, "preserving what is not a field of the user metadata")
+            paths.extend(self._leaf_paths(path, type_, item))
+        index = 1000 + len([i for i in self.field_lists if i >= 1000])
+        self.field_lists[index] = paths
+        return index
+
+    def _leaf_paths(self, path, type_, node):
+        if isinstance(type_, (T.HeaderType, T.StackType)):
+            raise self.error(node, "preserving a header of the metadata")
+        if isinstance(type_, T.StructType):
+            return [leaf for f in type_.fields for leaf in self._leaf_paths(path + [f.name], f.type, node)]
+        return [path]
 
     def _event(self, call, site, values, fn):
         """Record a digest or log_msg call in the packet (the device delivers it after the stage)."""
@@ -1609,6 +1681,15 @@ class CGenerator:
                 if stack is not None:
                     out.line(f"{stack}.next_index++;")
                 out.line(f"off += {size};")
+                return
+            if method == "extract" and len(args) == 1 and args[0].kind == "dontcare":
+                if len(call.type_args) != 1:
+                    raise self.error(call, "extract(_) without the header type")
+                type_ = self.model.resolve_type(call.type_args[0])
+                if not isinstance(type_, T.HeaderType) or type_.varbit is not None:
+                    raise self.error(call, f"extract<{type_.name_text()}>(_)")
+                out.line(f"if (off + {type_.byte_size} > n) {{ err = TB_PACKET_TOO_SHORT; goto P_done; }}")
+                out.line(f"off += {type_.byte_size};")
                 return
             if method == "advance":
                 amount = self.model.try_const(args[0], scope)
