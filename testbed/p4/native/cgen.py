@@ -27,7 +27,7 @@ from testbed.p4.v1model import hashes
 #: Constructs the C backend refuses (the Python backend runs them).
 UNSUPPORTED = ("division and modulo of int<W> values", "values wider than 64 bits outside extract/emit/copy/compare/hash",
                "header stacks of header unions", "header unions", "varbit fields", "loops", "functions", "sub-parsers",
-               "actions with directional parameters", "random",
+               "int<W> random values",
                "idle timeout",
                "hash algorithm random", "tuples")
 
@@ -1511,6 +1511,13 @@ class CGenerator:
             buf, nbytes = self._pack(self._field_list(args[3], scope, fn), fn)
             self.store(args[0], f"tb_hash_ext(tb_hash({algorithm}, {buf}, {nbytes}), {base}, {maximum}, "
                                 f"{result_type.width})", scope, fn)
+        elif name == "random":
+            result_type = self.model.type_of(args[0], scope)
+            if not isinstance(result_type, T.BitType) or result_type.signed or result_type.width > 64:
+                raise self.error(args[0], "random of a type other than bit<W <= 64>")
+            low = self.expr(args[1], scope, fn, want=result_type)
+            high = self.expr(args[2], scope, fn, want=result_type)
+            self.store(args[0], f"tb_rng_randint(&pl->rng, {low}, {high})", scope, fn)
         elif name in ("clone", "clone_preserving_field_list"):
             if args[0].kind != "type_member" or args[0].type_name != "CloneType":
                 raise self.error(args[0], "clone type that is not CloneType.I2E or E2E")

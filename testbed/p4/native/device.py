@@ -10,6 +10,7 @@ call (``tb_process``) and takes the general path for the rest.
 """
 from collections import deque
 
+from testbed.errors import NativeBackendError
 from testbed.p4.compiler.target_externs import TARGET_EXTERNS
 from testbed.p4.native.build import build
 from testbed.p4.native.state import NativeState
@@ -80,6 +81,7 @@ class NativeDevice(Device):
         self._lib = lib
         self._ffi = ffi
         self._pl = self.native.pl
+        self._seed_random(kwargs.get("seed", 0))
         self._req = ffi.new("tb_request_t *")
         self._out = ffi.new("uint8_t[]", _OUT_SPACE)
         self._out_len = ffi.new("int32_t *")
@@ -157,6 +159,18 @@ class NativeDevice(Device):
     def close(self):
         """Stop following the switch state (the native memory is freed with this object)."""
         self.native.close()
+
+    def _seed_random(self, seed):
+        """Seed the random() extern's generator as ``random.Random(seed)`` is seeded (the Python target's)."""
+        if isinstance(seed, bool) or not isinstance(seed, int):
+            raise NativeBackendError(f"native backend: seed {seed!r}: only integer seeds (random.Random(int))")
+        value = abs(seed)
+        words = []
+        while value:
+            words.append(value & 0xFFFFFFFF)
+            value >>= 32
+        words = words or [0]
+        self._lib.tb_random_seed(self._pl, self._ffi.new("uint32_t[]", words), len(words))
 
     # ------------------------------------------------------------------ stages
     def _copy_req(self):

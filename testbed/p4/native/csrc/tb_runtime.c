@@ -289,6 +289,77 @@ int tb_profile_load(tb_pipeline_t *pl, uint32_t profile, uint32_t nmembers, cons
     return 0;
 }
 
+/* ---- random(): MT19937 as CPython's _randommodule.c seeds and draws it ------------------------ */
+static void mt_init(tb_rng_t *r, uint32_t s) {
+    r->mt[0] = s;
+    for (int i = 1; i < 624; i++) r->mt[i] = 1812433253u * (r->mt[i - 1] ^ (r->mt[i - 1] >> 30)) + (uint32_t)i;
+    r->mti = 624;
+}
+
+void tb_rng_seed(tb_rng_t *r, const uint32_t *key, uint32_t n) {
+    uint32_t one = 0;
+    if (n == 0) { key = &one; n = 1; }
+    mt_init(r, 19650218u);
+    uint32_t i = 1, j = 0, k = 624 > n ? 624 : n;
+    for (; k; k--) {
+        r->mt[i] = (r->mt[i] ^ ((r->mt[i - 1] ^ (r->mt[i - 1] >> 30)) * 1664525u)) + key[j] + j;
+        i++; j++;
+        if (i >= 624) { r->mt[0] = r->mt[623]; i = 1; }
+        if (j >= n) j = 0;
+    }
+    for (k = 623; k; k--) {
+        r->mt[i] = (r->mt[i] ^ ((r->mt[i - 1] ^ (r->mt[i - 1] >> 30)) * 1566083941u)) - i;
+        i++;
+        if (i >= 624) { r->mt[0] = r->mt[623]; i = 1; }
+    }
+    r->mt[0] = 0x80000000u;
+}
+
+static uint32_t mt_next(tb_rng_t *r) {
+    static const uint32_t mag01[2] = {0x0u, 0x9908b0dfu};
+    uint32_t y;
+    if (r->mti >= 624) {
+        int kk;
+        for (kk = 0; kk < 624 - 397; kk++) {
+            y = (r->mt[kk] & 0x80000000u) | (r->mt[kk + 1] & 0x7fffffffu);
+            r->mt[kk] = r->mt[kk + 397] ^ (y >> 1) ^ mag01[y & 1];
+        }
+        for (; kk < 623; kk++) {
+            y = (r->mt[kk] & 0x80000000u) | (r->mt[kk + 1] & 0x7fffffffu);
+            r->mt[kk] = r->mt[kk + (397 - 624)] ^ (y >> 1) ^ mag01[y & 1];
+        }
+        y = (r->mt[623] & 0x80000000u) | (r->mt[0] & 0x7fffffffu);
+        r->mt[623] = r->mt[396] ^ (y >> 1) ^ mag01[y & 1];
+        r->mti = 0;
+    }
+    y = r->mt[r->mti++];
+    y ^= (y >> 11); y ^= (y << 7) & 0x9d2c5680u; y ^= (y << 15) & 0xefc60000u; y ^= (y >> 18);
+    return y;
+}
+
+/* getrandbits(k), k <= 96: 32-bit words least significant first, the last one cut to its bits */
+static unsigned __int128 mt_bits(tb_rng_t *r, unsigned k) {
+    if (k <= 32) return mt_next(r) >> (32 - k);
+    unsigned __int128 v = 0;
+    for (unsigned shift = 0; k; shift += 32) {
+        uint32_t w = mt_next(r);
+        if (k < 32) { w >>= (32 - k); k = 0; } else k -= 32;
+        v |= (unsigned __int128)w << shift;
+    }
+    return v;
+}
+
+uint64_t tb_rng_randint(tb_rng_t *r, uint64_t lo, uint64_t hi) {
+    if (lo > hi) return lo;
+    unsigned __int128 n = (unsigned __int128)hi - lo + 1, v;
+    unsigned k = 0;
+    for (unsigned __int128 t = n; t; t >>= 1) k++;
+    do v = mt_bits(r, k); while (v >= n);
+    return lo + (uint64_t)v;
+}
+
+void tb_random_seed(tb_pipeline_t *pl, const uint32_t *key, uint32_t n) { tb_rng_seed(&pl->rng, key, n); }
+
 /* ---- state ------------------------------------------------------------------------------ */
 tb_pipeline_t *tb_state_new(uint32_t ntables, const uint32_t *nkeys, const uint32_t *nargs,
                             uint32_t nprofiles, const int32_t *table_profile,
@@ -297,6 +368,7 @@ tb_pipeline_t *tb_state_new(uint32_t ntables, const uint32_t *nkeys, const uint3
                             uint32_t nmeters, const uint64_t *meter_sizes) {
     tb_pipeline_t *pl = calloc(1, sizeof *pl);
     if (!pl) return NULL;
+    tb_rng_seed(&pl->rng, NULL, 0);
     pl->ntables = ntables; pl->nprofiles = nprofiles; pl->nregisters = nregisters; pl->ncounters = ncounters;
     pl->tables = calloc(ntables ? ntables : 1, sizeof(tb_table_t));
     pl->profiles = calloc(nprofiles ? nprofiles : 1, sizeof(tb_profile_t));

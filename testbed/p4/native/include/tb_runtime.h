@@ -157,6 +157,12 @@ typedef struct tb_array { uint64_t n; uint64_t *v; } tb_array_t;
 
 void tb_table_lookup(tb_table_t *t, const uint64_t *key, uint64_t selector_hash, tb_result_t *r);
 
+/* ---- random(): CPython's random.Random (MT19937, init_by_array, getrandbits, randint) ------- */
+typedef struct tb_rng { uint32_t mt[624]; int mti; } tb_rng_t;
+void tb_rng_seed(tb_rng_t *r, const uint32_t *key, uint32_t n);
+/* random.Random.randint(lo, hi) for lo <= hi (else lo, as the Python target does) */
+uint64_t tb_rng_randint(tb_rng_t *r, uint64_t lo, uint64_t hi);
+
 /* ---- the state of one switch (layout shared with the generated code) -------------- */
 struct tb_pipeline {
     uint32_t ntables, nprofiles, nregisters, ncounters, nmeters;
@@ -166,6 +172,7 @@ struct tb_pipeline {
     tb_array_t *counter_packets;
     tb_array_t *counter_bytes;
     tb_meters_t *meters;
+    tb_rng_t rng;
 };
 
 /* control plane (called from Python through cffi) */
@@ -190,6 +197,8 @@ int tb_profile_load(tb_pipeline_t *pl, uint32_t profile, uint32_t nmembers, cons
                     uint32_t ngroups, const uint64_t *group_ids, const uint32_t *group_sizes,
                     const uint64_t *selection_ids);
 uint64_t *tb_register_cells(tb_pipeline_t *pl, uint32_t index);
+/* seed random() as random.Random(seed) is seeded: the seed's 32-bit words, least significant first */
+void tb_random_seed(tb_pipeline_t *pl, const uint32_t *key, uint32_t n);
 /* direct counters of a table's entries (load order): read into / write from the arrays */
 /* direct meter cells of a table's entries (load order), 9 values each as tb_meter_cell_t: read / write */
 void tb_table_meters(tb_pipeline_t *pl, uint32_t table, uint32_t n, uint64_t *cells, int write);
