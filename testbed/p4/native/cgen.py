@@ -25,11 +25,11 @@ from testbed.p4.frontend.checker import Scope, Symbol, convert_int
 from testbed.p4.v1model import hashes
 
 #: Constructs the C backend refuses (the Python backend runs them).
-UNSUPPORTED = ("division and modulo of int<W> values", "values wider than 64 bits outside extract/emit/copy/compare/hash",
-               "header stacks of header unions", "header unions", "varbit fields", "loops", "functions", "sub-parsers",
-               "int<W> random values",
-               "idle timeout",
-               "hash algorithm random", "tuples")
+UNSUPPORTED = ("header unions", "varbit fields", "loops", "sub-parsers", "parser value sets", "tuples",
+               "struct-typed header fields", "functions returning headers or structs",
+               "values wider than 64 bits outside extract/emit/copy/compare/hash (and keys, lookahead)",
+               "division and modulo of int<W> values", "random() of int<W>", "hash algorithm random",
+               "idle timeout", "header or struct parameters of actions")
 
 ALGORITHM_IDS = {name: index for index, name in enumerate(hashes.ALGORITHMS)}
 STD_TYPE = "standard_metadata_t"
