@@ -88,3 +88,32 @@ def test_p4runtime_server_programs_a_native_device_unchanged(backend):
     finally:
         server.stop()
         target.close()
+
+
+def test_without_a_compiler_native_fails_and_auto_falls_back(monkeypatch):
+    from testbed.errors import NativeBackendError
+    from testbed.p4.loader import load_program
+    from testbed.p4.native import make_device
+    from testbed.p4.state import SwitchState
+
+    monkeypatch.setenv("TESTBED_CC", "no-such-compiler-anywhere")
+    program = load_program(program_path("l3_ecmp"))
+    with pytest.raises(NativeBackendError, match="no C compiler"):
+        make_device(program, SwitchState(program.info), backend="native")
+    warnings = []
+    device = make_device(program, SwitchState(program.info), backend="auto", warn=warnings.append)
+    assert device.backend == "python"
+    assert len(warnings) == 1 and warnings[0].startswith("warning: backend auto:") and "no C compiler" in warnings[0]
+
+
+def test_temporary_build_folder_is_one_testbed_cleanup_removes():
+    from testbed.emulation.cleanup import TEMP_PATTERN
+    from testbed.p4.native.build import _temp_cache
+
+    folder = _temp_cache()
+    try:
+        match = TEMP_PATTERN.match(os.path.basename(folder))
+        assert match and int(match.group(1)) == os.getpid()
+    finally:
+        os.rmdir(folder)
+        _temp_cache.cache_clear()

@@ -48,6 +48,8 @@ uint32_t tb_abi_version(void);
 tb_pipeline_t *tb_pipeline_new(void);
 void tb_pipeline_free(tb_pipeline_t *pl);
 size_t tb_packet_size(void);
+void tb_pipeline_lock(tb_pipeline_t *pl);
+void tb_pipeline_unlock(tb_pipeline_t *pl);
 void tb_packet_reset(tb_pipeline_t *pl, tb_packet_t *pkt);
 tb_std_meta_t *tb_packet_std(tb_packet_t *pkt);
 const char *tb_packet_failure(const tb_packet_t *pkt);
@@ -224,7 +226,7 @@ def _compile(cc, flags, source, layout, folder, library_path):
             handle.write(source)
         out = os.path.join(work, "pipeline.so")
         command = [cc, *flags, "-std=gnu11", "-fPIC", "-shared", "-fvisibility=default", "-I", INCLUDE_DIR,
-                   c_path, RUNTIME_SOURCE, "-o", out]
+                   c_path, RUNTIME_SOURCE, "-o", out, "-lpthread"]
         result = subprocess.run(command, capture_output=True, text=True, check=False)
         if result.returncode != 0:
             raise NativeBackendError("native backend: the C compiler failed on the generated pipeline: "

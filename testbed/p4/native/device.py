@@ -341,6 +341,8 @@ class NativeDevice(Device):
         return jobs
 
     def _run_egress(self, job, outputs, pending, egress_queue, deq_ns):
+        if self.native.dirty:
+            self.native.sync()
         pkt = job.hdr
         sm = pkt.sm
         port = sm.egress_port

@@ -191,7 +191,14 @@ class NativeState:
         return bool(self._dirty_tables or self._dirty_profiles or self._dirty_meters)
 
     def sync(self):
-        """Copy the tables and profiles that changed into native memory (call with packets stopped)."""
+        """Copy what changed (tables, profiles, meter configurations) into native memory, holding the pipeline lock."""
+        self.lib.tb_pipeline_lock(self.pl)
+        try:
+            self._sync()
+        finally:
+            self.lib.tb_pipeline_unlock(self.pl)
+
+    def _sync(self):
         with self._lock:
             tables, self._dirty_tables = self._dirty_tables, set()
             profiles, self._dirty_profiles = self._dirty_profiles, set()

@@ -358,6 +358,9 @@ uint64_t tb_rng_randint(tb_rng_t *r, uint64_t lo, uint64_t hi) {
     return lo + (uint64_t)v;
 }
 
+void tb_pipeline_lock(tb_pipeline_t *pl) { pthread_mutex_lock(&pl->lock); }
+void tb_pipeline_unlock(tb_pipeline_t *pl) { pthread_mutex_unlock(&pl->lock); }
+
 void tb_random_seed(tb_pipeline_t *pl, const uint32_t *key, uint32_t n) { tb_rng_seed(&pl->rng, key, n); }
 
 /* ---- state ------------------------------------------------------------------------------ */
@@ -369,6 +372,7 @@ tb_pipeline_t *tb_state_new(uint32_t ntables, const uint32_t *nkeys, const uint3
     tb_pipeline_t *pl = calloc(1, sizeof *pl);
     if (!pl) return NULL;
     tb_rng_seed(&pl->rng, NULL, 0);
+    pthread_mutex_init(&pl->lock, NULL);
     pl->ntables = ntables; pl->nprofiles = nprofiles; pl->nregisters = nregisters; pl->ncounters = ncounters;
     pl->tables = calloc(ntables ? ntables : 1, sizeof(tb_table_t));
     pl->profiles = calloc(nprofiles ? nprofiles : 1, sizeof(tb_profile_t));
@@ -418,6 +422,7 @@ void tb_state_free(tb_pipeline_t *pl) {
     }
     for (uint32_t i = 0; pl->meters && i < pl->nmeters; i++) free(pl->meters[i].cells);
     free(pl->meters);
+    pthread_mutex_destroy(&pl->lock);
     free(pl->tables); free(pl->profiles); free(pl->registers); free(pl->counter_packets); free(pl->counter_bytes);
     free(pl);
 }

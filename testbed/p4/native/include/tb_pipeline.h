@@ -21,8 +21,11 @@
  * last tb_deparse of the packet and of all its copies.
  *
  * Threads: one packet-processing thread per tb_pipeline.  Control-plane writes (tb_table_*,
- * tb_profile_*) must not run concurrently with packet processing on the same pipeline
- * (the Python device serialises both with its lock).
+ * tb_profile_*, tb_meter_set ...) must not run concurrently with packet processing on the same
+ * pipeline: the Python side (testbed/p4/native/state.py, NativeState.sync) copies changed tables
+ * into native memory holding tb_pipeline_lock; a native packet loop holds the same lock while it
+ * runs a batch of packets (and lets NativeState.sync run between batches).  Register and counter
+ * cells may be read and written by the control plane at any time (64-bit cells).
  *
  * All field values are unsigned, at most 64 bits wide, in host order; header fields wider
  * than 64 bits are big-endian byte arrays.  Stable ABI: TB_PIPELINE_ABI_VERSION changes on
@@ -92,6 +95,8 @@ uint32_t tb_abi_version(void);
 tb_pipeline_t *tb_pipeline_new(void);        /* NULL when out of memory */
 void tb_pipeline_free(tb_pipeline_t *pl);
 size_t tb_packet_size(void);                 /* bytes to allocate for one tb_packet_t */
+void tb_pipeline_lock(tb_pipeline_t *pl);    /* the state lock (see Threads above) */
+void tb_pipeline_unlock(tb_pipeline_t *pl);
 
 /* ---- packet path ------------------------------------------------------------------- */
 void tb_packet_reset(tb_pipeline_t *pl, tb_packet_t *pkt);     /* headers invalid, metadata 0 */

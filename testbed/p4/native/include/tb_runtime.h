@@ -10,6 +10,7 @@
 #include <stdint.h>
 #include <stddef.h>
 #include <string.h>
+#include <pthread.h>
 #include "tb_pipeline.h"
 
 #define TB_MAX_KEYS 16
@@ -173,6 +174,7 @@ struct tb_pipeline {
     tb_array_t *counter_bytes;
     tb_meters_t *meters;
     tb_rng_t rng;
+    pthread_mutex_t lock;
 };
 
 /* control plane (called from Python through cffi) */
