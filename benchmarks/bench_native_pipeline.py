@@ -6,7 +6,9 @@ frame so the selector hash changes), 64- and 1500-byte UDP frames go through
 * ``python``: ``Device.process`` of the Python backend (generated Python);
 * ``native``: ``NativeDevice.process`` (one cffi call of the generated C per frame, Python around it);
 * ``native-c``: the same C entry point (``tb_process``) called in a C loop, no Python per frame
-  (a tiny loop compiled with the same compiler; what a native packet loop gets).
+  (a tiny loop compiled with the same compiler; what a native packet loop gets);
+* ``queued``: 64-byte frames through the traffic manager (``receive`` + ``transmit_ready`` per frame, the switch
+  daemon's path today), Python and native backends.
 
 All in one run, so the ratios are comparable on a loaded machine; the machine's load is printed.
 
@@ -91,6 +93,24 @@ def measure(device, batch, count):
     return sent / elapsed
 
 
+def measure_queued(device, batch, count):
+    """Packets per second through the traffic manager (receive + transmit_ready per frame)."""
+    receive, transmit = device.receive, device.transmit_ready
+    for frame in batch[:500]:
+        receive(1, frame)
+        transmit()
+    sent = forwarded = 0
+    started = time.perf_counter()
+    while sent < count:
+        for frame in batch:
+            receive(1, frame)
+            forwarded += len(transmit())
+        sent += len(batch)
+    elapsed = time.perf_counter() - started
+    assert forwarded == sent, "every frame must be forwarded"
+    return sent / elapsed
+
+
 def measure_c_loop(device, batch, count, loop):
     """Packets per second of ``tb_process`` called from a C loop on the native device's state."""
     ffi, lib = device.library.ffi, device.library.lib
@@ -146,17 +166,25 @@ def main():
                 row["native/python"] = row["native"] / row["python"]
                 row["native-c/python"] = row["native-c"] / row["python"]
                 results[f"{name} {size}B"] = row
+            batch = frames(64, 2000)
+            results[f"{name} queued 64B"] = {"python": measure_queued(python, batch, args.packets),
+                                             "native": measure_queued(native, batch, args.packets)}
+            row = results[f"{name} queued 64B"]
+            row["native/python"] = row["native"] / row["python"]
     finally:
         shutil.rmtree(folder, ignore_errors=True)
     if args.json:
         print(json.dumps(results, indent=2))
         return
     print(f"load average at start: {results.pop('loadavg')}")
-    print(f"{'program':<16}{'python pkt/s':>14}{'native pkt/s':>14}{'native-c pkt/s':>16}{'native/py':>11}"
+    print(f"{'program':<20}{'python pkt/s':>14}{'native pkt/s':>14}{'native-c pkt/s':>16}{'native/py':>11}"
           f"{'native-c/py':>13}")
     for key, row in results.items():
-        print(f"{key:<16}{row['python']:>14,.0f}{row['native']:>14,.0f}{row['native-c']:>16,.0f}"
-              f"{row['native/python']:>11.1f}{row['native-c/python']:>13.1f}")
+        if "native-c" in row:
+            print(f"{key:<20}{row['python']:>14,.0f}{row['native']:>14,.0f}{row['native-c']:>16,.0f}"
+                  f"{row['native/python']:>11.1f}{row['native-c/python']:>13.1f}")
+        else:
+            print(f"{key:<20}{row['python']:>14,.0f}{row['native']:>14,.0f}{'-':>16}{row['native/python']:>11.1f}")
 
 
 if __name__ == "__main__":

@@ -66,6 +66,9 @@ int tb_deparse(tb_pipeline_t *pl, tb_packet_t *pkt, uint8_t *out, uint32_t cap);
 int tb_process(tb_pipeline_t *pl, tb_packet_t *pkt, const uint8_t *frame, uint32_t len, uint32_t port,
                uint64_t now_ns, uint64_t timestamp_us, uint8_t *out, uint32_t cap, int32_t *out_len,
                tb_request_t *req);
+int tb_run_ingress(tb_pipeline_t *pl, tb_packet_t *pkt, const uint8_t *frame, uint32_t len, uint32_t port,
+                   uint32_t instance_type, uint64_t now_ns, uint64_t timestamp_us, const tb_packet_t *preserve_from,
+                   int preserve_index, tb_request_t *req);
 int tb_table_load(tb_pipeline_t *pl, uint32_t table, uint32_t n, const int32_t *prio, const int32_t *kind,
                   const int32_t *action, const uint64_t *ref, const int32_t *is_range,
                   const uint64_t *vals, const uint64_t *masks, const uint64_t *args, const uint8_t *range_key);

@@ -83,6 +83,7 @@ class CGenerator:
         self.meter_index = {}
         self.actions = {"NoAction": 0}
         self.events = []  # digest and log_msg call sites: dicts of the layout
+        self.target_extern_calls = 0
         self.field_lists = {}
 
     # ------------------------------------------------------------------ errors and names
@@ -1642,6 +1643,7 @@ class CGenerator:
             param_type = self.model.resolve_type(param.type_ref)
             values.append(self.expr(arg, scope, fn, want=param_type))
         ident = list(TARGET_EXTERNS).index(name)
+        self.target_extern_calls += 1
         out = fn.out
         out.line("if (pkt->nreq >= TB_MAX_EXTERN_REQUESTS) { pkt->fail = \"too many target extern calls\"; "
                  f"{self.fail_code(fn, 'TB_DROPPED')} }}")
@@ -1798,6 +1800,18 @@ class CGenerator:
 
 _PROCESS = Emitter()
 for _line in """\
+int tb_run_ingress(tb_pipeline_t *pl, tb_packet_t *pkt, const uint8_t *frame, uint32_t len, uint32_t port,
+                   uint32_t instance_type, uint64_t now_ns, uint64_t timestamp_us, const tb_packet_t *preserve_from,
+                   int preserve_index, tb_request_t *req) {
+    tb_packet_reset(pl, pkt);
+    pkt->sm.ingress_port = port; pkt->sm.packet_length = len; pkt->sm.instance_type = instance_type;
+    pkt->sm.ingress_global_timestamp = timestamp_us & UINT64_C(0xFFFFFFFFFFFF);
+    int st = tb_parse(pl, pkt, frame, len);
+    if (st) return TB_STAGE_PARSE | st;
+    if (preserve_from) tb_preserve_fields(preserve_index, preserve_from, pkt);
+    st = tb_ingress(pl, pkt, now_ns, req);
+    return st ? (TB_STAGE_INGRESS | st) : TB_OK;
+}
 int tb_process(tb_pipeline_t *pl, tb_packet_t *pkt, const uint8_t *frame, uint32_t len, uint32_t port,
                uint64_t now_ns, uint64_t timestamp_us, uint8_t *out, uint32_t cap, int32_t *out_len,
                tb_request_t *req) {
@@ -1857,6 +1871,7 @@ def generate_c(program):
         "counters": [name for name, _ in generator.counters],
         "meters": [name for name, _, _ in generator.meters],
         "target_externs": list(TARGET_EXTERNS),
+        "uses_target_externs": generator.target_extern_calls > 0,
         "events": list(generator.events),
         "actions": dict(generator.actions),
         "table_nargs": [generator.table_nargs(generator.info.tables[name]) for name in generator.tables],

@@ -25,6 +25,7 @@ _MAX_REQUESTS = 8  # TB_MAX_EXTERN_REQUESTS
 _MAX_EXTERN_ARGS = 12  # TB_MAX_EXTERN_ARGS
 _MAX_EVENTS = 16  # TB_MAX_EVENTS
 _MAX_EVENT_VALUES = 16  # TB_MAX_EVENT_VALUES
+_REQUEST_SPACE = 64  # a tb_request_t after the packet, 8-byte aligned (tb_packet_size is)
 
 # tb_pipeline.h
 TB_OK, TB_DROPPED, TB_HALT, TB_NEED_SPACE, TB_DROP, TB_CONTINUE = 0, 1, 2, 3, 4, 5
@@ -35,13 +36,16 @@ _STD_FIELDS = ("ingress_port", "egress_spec", "egress_port", "instance_type", "p
 
 
 class NativePacket:
-    """One packet's headers and metadata in native memory (a ``tb_packet_t``), with its frame kept alive."""
+    """One packet's headers and metadata in native memory (a ``tb_packet_t``) and its last TM request,
+    with its frame kept alive."""
 
-    __slots__ = ("ptr", "sm", "frame", "_buffer")
+    __slots__ = ("ptr", "sm", "req", "frame", "_buffer")
 
     def __init__(self, library):
-        self._buffer = library.ffi.new("char[]", library.packet_size)
-        self.ptr = library.ffi.cast("tb_packet_t *", self._buffer)
+        ffi = library.ffi
+        self._buffer = buffer = ffi.new("char[]", library.packet_size + _REQUEST_SPACE)
+        self.ptr = ffi.cast("tb_packet_t *", buffer)
+        self.req = ffi.cast("tb_request_t *", buffer + library.packet_size)
         self.sm = library.lib.tb_packet_std(self.ptr)
         self.frame = None
 
@@ -52,13 +56,20 @@ class _StdView:
     __slots__ = ("_sm",)
 
     def __init__(self, sm):
-        object.__setattr__(self, "_sm", sm)
+        self._sm = sm
 
-    def __getattr__(self, name):
-        return getattr(self._sm, name[2:])
 
-    def __setattr__(self, name, value):
-        setattr(self._sm, name[2:], value)
+def _std_property(name):
+    def get(view):
+        return getattr(view._sm, name)
+
+    def put(view, value):
+        setattr(view._sm, name, value)
+    return property(get, put)
+
+
+for _name in _STD_FIELDS:
+    setattr(_StdView, "f_" + _name, _std_property(_name))
 
 
 class NativeDevice(Device):
@@ -82,11 +93,11 @@ class NativeDevice(Device):
         self._ffi = ffi
         self._pl = self.native.pl
         self._seed_random(kwargs.get("seed", 0))
-        self._req = ffi.new("tb_request_t *")
         self._out = ffi.new("uint8_t[]", _OUT_SPACE)
         self._out_len = ffi.new("int32_t *")
         self._scratch = NativePacket(self.library)
         self._extern_names = self.library.layout["target_externs"]
+        self._uses_target_externs = self.library.layout["uses_target_externs"]
         self._request_nargs = [len(TARGET_EXTERNS[name]) for name in self._extern_names]
         self._request_ids = ffi.new("int32_t[]", _MAX_REQUESTS)
         self._request_args = ffi.new("uint64_t[]", _MAX_REQUESTS * _MAX_EXTERN_ARGS)
@@ -111,7 +122,7 @@ class NativeDevice(Device):
             pkt.frame = frame
             status = self._lib.tb_process(self._pl, pkt.ptr, frame, len(frame), ingress_port, now,
                                           (now - self._start_ns) // 1000, self._out, _OUT_SPACE, self._out_len,
-                                          self._req)
+                                          pkt.req)
             if status == TB_OK:
                 port = pkt.sm.egress_port
                 data = self._ffi.buffer(self._out, self._out_len[0])[:]
@@ -139,10 +150,10 @@ class NativeDevice(Device):
                 outputs.append((port, data))
             elif stage == 0x20:
                 egress_queue.extend(self._ingress_decisions(
-                    pkt, (ingress_port, frame, RT.PKT_INSTANCE_TYPE_NORMAL, None, 0), self._copy_req(), pending, now))
+                    pkt, (ingress_port, frame, RT.PKT_INSTANCE_TYPE_NORMAL, None, 0), pkt.req, pending, now))
             else:
                 self._events(pkt)
-                req = self._copy_req()
+                req = pkt.req
                 truncate = req.truncate_length if req.truncate_length >= 0 else None
                 job = _EgressJob(pkt, None, _StdView(pkt.sm), None, truncate, 0)
                 self._egress_decisions(job, req, outputs, pending, egress_queue)
@@ -173,11 +184,6 @@ class NativeDevice(Device):
         self._lib.tb_random_seed(self._pl, self._ffi.new("uint32_t[]", words), len(words))
 
     # ------------------------------------------------------------------ stages
-    def _copy_req(self):
-        copy = self._ffi.new("tb_request_t *")
-        copy[0] = self._req[0]
-        return copy
-
     def _events(self, pkt):
         """Deliver the log_msg lines of the last stage(s); return their digests ``[(name, values)]``."""
         if not self._sites:
@@ -225,24 +231,17 @@ class NativeDevice(Device):
             stats = self._port(port)
             stats.rx_packets += 1
             stats.rx_bytes += len(frame)
-        pkt = self._new_packet()
-        sm = pkt.sm
-        sm.ingress_port = port
-        sm.packet_length = len(frame)
-        sm.instance_type = instance_type
-        sm.ingress_global_timestamp = ((now - self._start_ns) // 1000) & _MASK48
+        pkt = NativePacket(self.library)
         frame = bytes(frame)
         pkt.frame = frame
-        lib = self._lib
-        status = lib.tb_parse(self._pl, pkt.ptr, frame, len(frame))
-        if status == TB_OK:
-            if preserved is not None:
-                lib.tb_preserve_fields(preserved[1], preserved[0].ptr, pkt.ptr)
-            status = lib.tb_ingress(self._pl, pkt.ptr, now, self._req)
+        status = self._lib.tb_run_ingress(
+            self._pl, pkt.ptr, frame, len(frame), port, instance_type, now, (now - self._start_ns) // 1000,
+            preserved[0].ptr if preserved is not None else self._ffi.NULL,
+            preserved[1] if preserved is not None else -1, pkt.req)
         if status != TB_OK:
-            self._stage_failed("ingress", port, status, pkt)
+            self._stage_failed("ingress", port, status & 0x0F, pkt)
             return []
-        return self._ingress_decisions(pkt, item, self._copy_req(), pending, now)
+        return self._ingress_decisions(pkt, item, pkt.req, pending, now)
 
     def _ingress_decisions(self, pkt, item, req, pending, now):
         """End of ingress as simple_switch does it (see :class:`Device`); return egress jobs."""
@@ -293,6 +292,8 @@ class NativeDevice(Device):
 
     def _extern_requests(self, pkt):
         """The packet's calls of the target's own externs: ``((name, args), ...)`` in call order."""
+        if not self._uses_target_externs:
+            return ()
         count = self._lib.tb_packet_extern_requests(pkt.ptr, self._request_ids, self._request_args, _MAX_REQUESTS)
         requests = []
         for i in range(count):
@@ -349,12 +350,12 @@ class NativeDevice(Device):
         now = self.clock_ns() if deq_ns is None else deq_ns
         sm.egress_spec = 0
         sm.egress_global_timestamp = ((now - self._start_ns) // 1000) & _MASK48
-        status = self._lib.tb_egress(self._pl, pkt.ptr, now, self._req)
+        status = self._lib.tb_egress(self._pl, pkt.ptr, now, pkt.req)
         if status != TB_OK:
             self._stage_failed("egress", port, status, pkt)
             return
         self._events(pkt)
-        req = self._copy_req()
+        req = pkt.req
         if req.truncate_length < 0:
             req.truncate_length = -1 if job.truncate is None else job.truncate
         self._egress_decisions(job, req, outputs, pending, egress_queue)

@@ -149,4 +149,12 @@ int tb_process(tb_pipeline_t *pl, tb_packet_t *pkt, const uint8_t *frame, uint32
                uint64_t now_ns, uint64_t timestamp_us, uint8_t *out, uint32_t cap, int32_t *out_len,
                tb_request_t *req);
 
+/* The ingress half in one call (a packet arriving on `port`, or resubmitted / recirculated with
+ * instance_type and the @field_list fields of preserve_from, index preserve_index; NULL / -1: none):
+ * reset, standard metadata, parse, verifyChecksum, ingress.  Returns TB_OK or a stage ORed with
+ * TB_DROPPED / TB_HALT, as tb_process. */
+int tb_run_ingress(tb_pipeline_t *pl, tb_packet_t *pkt, const uint8_t *frame, uint32_t len, uint32_t port,
+                   uint32_t instance_type, uint64_t now_ns, uint64_t timestamp_us, const tb_packet_t *preserve_from,
+                   int preserve_index, tb_request_t *req);
+
 #endif /* TB_PIPELINE_H */
