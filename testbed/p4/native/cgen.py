@@ -25,7 +25,7 @@ from testbed.p4.frontend.checker import Scope, Symbol, convert_int
 from testbed.p4.v1model import hashes
 
 #: Constructs the C backend refuses (the Python backend runs them).
-UNSUPPORTED = ("header unions", "varbit fields", "loops", "sub-parsers", "parser value sets", "tuples",
+UNSUPPORTED = ("header stacks of header unions", "varbit fields", "loops", "sub-parsers", "parser value sets", "tuples",
                "struct-typed header fields", "functions returning headers or structs",
                "values wider than 64 bits outside extract/emit/copy/compare/hash (and keys, lookahead)",
                "division and modulo of int<W> values", "random() of int<W>", "hash algorithm random",
@@ -107,7 +107,7 @@ class CGenerator:
         if isinstance(type_, T.StackType) and isinstance(type_.element, T.HeaderType) and \
                 not isinstance(type_.element, T.UnionType):
             return self._stack_type(type_, node)
-        if isinstance(type_, (T.UnionType, T.StackType, T.VarbitType, T.TupleType)):
+        if isinstance(type_, (T.StackType, T.VarbitType, T.TupleType)):
             raise self.error(node if node is not None else 0, f"{type_.name_text()} ({type(type_).__name__})")
         if isinstance(type_, T.StructType) and type_.name == STD_TYPE:
             return "tb_std_meta_t"
@@ -614,6 +614,18 @@ class CGenerator:
         else:
             raise self.error(node, f"statement {kind}")
 
+    def _invalidate_union_siblings(self, header_node, scope, fn):
+        """A header of a header_union becomes valid: the union's other members become invalid."""
+        if header_node.kind != "member":
+            return
+        parent_type = header_node.expr.type or self.model.type_of(header_node.expr, scope)
+        if not isinstance(parent_type, T.UnionType):
+            return
+        parent = self.lvalue(header_node.expr, scope, fn)
+        for f in parent_type.fields:
+            if f.name != header_node.member:
+                fn.out.line(f"{parent}.f_{f.name}.valid = 0;")
+
     @staticmethod
     def has_index(node):
         """True if an l-value path has a stack index or next/last (evaluated once per use here)."""
@@ -663,7 +675,14 @@ class CGenerator:
         if value.kind not in ("list", "struct_expr", "invalid_header"):
             self.model.type_of(value, scope)
         if isinstance(target_type, COMPOSITE):
-            self.assign_composite(self.lvalue(target, scope, fn), target_type, value, scope, fn)
+            dest = self.lvalue(target, scope, fn)
+            self.assign_composite(dest, target_type, value, scope, fn)
+            if isinstance(target_type, T.HeaderType) and target.kind == "member":
+                parent_type = target.expr.type or self.model.type_of(target.expr, scope)
+                if isinstance(parent_type, T.UnionType):
+                    fn.out.line(f"if ({dest}.valid) {{")
+                    self._invalidate_union_siblings(target, scope, fn)
+                    fn.out.line("}")
             return
         if self.is_wide(target_type):
             source = self.wide_code(value, scope, fn)
@@ -753,8 +772,6 @@ class CGenerator:
             return code
         if kind == "member":
             base_type = node.expr.type or self.model.type_of(node.expr, scope)
-            if isinstance(base_type, T.UnionType):
-                raise self.error(node, "header unions")
             if isinstance(base_type, T.StackType):
                 base = self.lvalue(node.expr, scope, fn)
                 if node.member == "next":
@@ -897,6 +914,9 @@ class CGenerator:
             func = node.func
             if func.kind == "member" and func.member == "isValid" and isinstance(func.expr.type, T.HeaderType):
                 return f"((uint64_t){self.lvalue(func.expr, scope, fn)}.valid)"
+            if func.kind == "member" and func.member == "isValid" and isinstance(func.expr.type, T.UnionType):
+                union = self.lvalue(func.expr, scope, fn)
+                return "((uint64_t)(" + " || ".join(f"{union}.f_{f.name}.valid" for f in func.expr.type.fields) + "))"
             if func.kind == "member" and isinstance(func.expr.type, T.ExternType) and \
                     func.expr.type.name == "packet_in" and func.member == "lookahead":
                 return self._lookahead(node, fn)
@@ -1123,6 +1143,7 @@ class CGenerator:
             if isinstance(base_type, T.HeaderType):
                 target = self.lvalue(base, scope, fn)
                 if method == "setValid":
+                    self._invalidate_union_siblings(base, scope, fn)
                     fn.out.line(f"{target}.valid = 1;")
                 elif method == "setInvalid":
                     fn.out.line(f"{target}.valid = 0;")
@@ -1684,6 +1705,7 @@ class CGenerator:
                     target = f"{stack}.items[{stack}.next_index]"
                 else:
                     target = self.lvalue(target_node, scope, fn)
+                    self._invalidate_union_siblings(target_node, scope, fn)
                 size = type_.byte_size
                 out.line(f"if (off + {size} > n) {{ err = TB_PACKET_TOO_SHORT; goto P_done; }}")
                 self._extract_fields(target, type_, out)
@@ -1788,7 +1810,7 @@ class CGenerator:
                     out.line(f"tb_put_bits(obuf + off, {f.offset}, {T.field_width(f.type)}, {fcode});")
             out.line(f"off += {size};")
             out.line("}")
-        elif isinstance(type_, T.StructType) and not isinstance(type_, T.UnionType):
+        elif isinstance(type_, T.StructType):
             for f in type_.fields:
                 self._emit(self.field(code, type_, f.name), f.type, fn, node)
         elif isinstance(type_, T.StackType):
