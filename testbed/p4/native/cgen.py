@@ -25,8 +25,8 @@ from testbed.p4.frontend.checker import Scope, Symbol, convert_int
 from testbed.p4.v1model import hashes
 
 #: Constructs the C backend refuses (the Python backend runs them).
-UNSUPPORTED = ("header stacks of header unions", "varbit fields", "loops", "sub-parsers", "parser value sets", "tuples",
-               "struct-typed header fields", "functions returning headers or structs",
+UNSUPPORTED = ("header stacks of header unions", "varbit fields", "for loops in parsers", "sub-parsers",
+               "parser value sets", "tuples", "struct-typed header fields", "functions returning headers or structs",
                "values wider than 64 bits outside extract/emit/copy/compare/hash (and keys, lookahead)",
                "division and modulo of int<W> values", "random() of int<W>", "hash algorithm random",
                "idle timeout", "header or struct parameters of actions")
@@ -51,6 +51,7 @@ class _Fn:
         self.exit_code = "return 1;"
         self.return_code = "return 0;"
         self.action_labels = []
+        self.loops = []  # (updates, scope) of the loops the code is in, innermost last
         self.control = None
 
     def temp(self, prefix="t"):
@@ -591,6 +592,18 @@ class CGenerator:
                 self.body(node.otherwise, scope, fn)
         elif kind == "switch":
             self.switch(node, scope, fn)
+        elif kind == "for":
+            self.for_statement(node, scope, fn)
+        elif kind == "for_in":
+            self.for_in_statement(node, scope, fn)
+        elif kind in ("break", "continue"):
+            if not fn.loops:
+                raise self.error(node, f"{kind} outside a loop")
+            if kind == "continue":
+                updates, loop_scope = fn.loops[-1]
+                for statement in updates:
+                    self.statement(statement, loop_scope, fn)
+            fn.out.line(f"{kind};")
         elif kind == "exit":
             if fn.kind not in ("control",):
                 raise self.error(node, f"exit in a {fn.kind}")
@@ -634,6 +647,77 @@ class CGenerator:
                 return True
             node = node.expr
         return False
+
+    def for_statement(self, node, scope, fn):
+        """``for (init; condition; updates) body``; ``continue`` runs the updates first."""
+        if fn.kind == "parser":
+            raise self.error(node, "for loop in a parser")
+        out = fn.out
+        inner = scope.child()
+        out.line("{")
+        for statement in node.init:
+            self.statement(statement, inner, fn)
+        out.line("for (;;) {")
+        if node.cond is not None:
+            if not isinstance(self.model.type_of(node.cond, inner), T.BoolType):
+                raise self.error(node, "for condition that is not bool")
+            out.line(f"if (!({self.expr(node.cond, inner, fn)})) break;")
+        fn.loops.append((node.updates, inner))
+        self.body(node.body, inner, fn)
+        fn.loops.pop()
+        for statement in node.updates:
+            self.statement(statement, inner, fn)
+        out.line("}")
+        out.line("}")
+
+    def for_in_statement(self, node, scope, fn):
+        """``for (T x in lo .. hi)``, ``for (T x in stack)`` and over a list of values."""
+        if fn.kind == "parser":
+            raise self.error(node, "for loop in a parser")
+        out = fn.out
+        inner = scope.child()
+        type_ = self.model.resolve_type(node.type_ref)
+        symbol = Symbol("var", node.name, type_, decl=node)
+        inner.define(node.name, symbol)
+        collection = node.collection
+        counter = fn.temp("it")
+        out.line("{")
+        if collection.kind == "range":
+            if not isinstance(type_, T.BitType):
+                raise self.error(node, "a range loop variable that is not bit<W> or int<W>")
+            self.check_scalar(type_, node)
+            if type_.signed:
+                raise self.error(node, "a range loop over int<W>")
+            low = self.expr(collection.low, scope, fn, want=type_)
+            high = self.expr(collection.high, scope, fn, want=type_)
+            out.line(f"for (unsigned __int128 {counter} = {low}; {counter} <= (unsigned __int128)({high}); {counter}++) {{")
+            symbol.c_code = self.fresh("v_" + node.name)
+            out.line(f"uint64_t {symbol.c_code} = (uint64_t){counter};")
+        else:
+            collection_type = self.model.type_of(collection, scope)
+            if isinstance(collection_type, T.StackType):
+                if collection_type.element.name != getattr(type_, "name", None):
+                    raise self.error(node, "a loop variable of another type than the stack's elements")
+                stack = self.lvalue(collection, scope, fn)
+                pointer = self.fresh("p_" + node.name)
+                out.line(f"for (int {counter} = 0; {counter} < {collection_type.size}; {counter}++) {{")
+                out.line(f"{self.ctype(type_, node)} *{pointer} = &{stack}.items[{counter}];")
+                symbol.c_code = f"(*{pointer})"
+            elif isinstance(collection_type, T.TupleType) and collection.kind == "list":
+                self.check_scalar(type_, node)
+                values = [self.expr(item, scope, fn, want=type_) for item in collection.items]
+                array = fn.temp("vals")
+                out.line(f"uint64_t {array}[{max(len(values), 1)}] = {{{', '.join(values) or '0'}}};")
+                out.line(f"for (int {counter} = 0; {counter} < {len(values)}; {counter}++) {{")
+                symbol.c_code = self.fresh("v_" + node.name)
+                out.line(f"uint64_t {symbol.c_code} = {array}[{counter}];")
+            else:
+                raise self.error(node, f"a for loop over a {collection_type.name_text()}")
+        fn.loops.append(((), inner))
+        self.body(node.body, inner, fn)
+        fn.loops.pop()
+        out.line("}")
+        out.line("}")
 
     def switch(self, node, scope, fn):
         out = fn.out
