@@ -87,8 +87,8 @@ class Twin:
             method = step.method
             if method.endswith("table_entry"):
                 table = self.state.tables[kw["table"]]
-                entry = TableEntry(self._matches(table, kw.get("match") or {}),
-                                   action=self._call(kw["action"], kw.get("params") or {}) if kw.get("action") else None,
+                call = self._call(kw["action"], kw.get("params") or {}) if kw.get("action") else None
+                entry = TableEntry(self._matches(table, kw.get("match") or {}), action=call,
                                    member_id=kw.get("member_id"), group_id=kw.get("group_id"),
                                    priority=kw.get("priority"))
                 getattr(table, method.split("_")[0])(entry)

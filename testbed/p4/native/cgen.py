@@ -20,7 +20,7 @@ from testbed.p4.compiler.pycode import FOLDABLE, Emitter
 from testbed.p4.compiler.statements import COMPOUND_OPERATORS
 from testbed.p4.frontend import types as T
 from testbed.p4.compiler.target_externs import EMBEDDED_ONLY, TARGET_EXTERNS
-from testbed.p4.frontend.ast import Node, has_annotation, walk_statements
+from testbed.p4.frontend.ast import Node, has_annotation
 from testbed.p4.frontend.checker import Scope, Symbol, convert_int
 from testbed.p4.v1model import hashes
 
@@ -217,10 +217,12 @@ class CGenerator:
         out.extend(self.types)
         out.line("struct tb_packet {")
         out.line("    tb_std_meta_t sm; tb_request_t req; uint64_t now_ns;")
-        out.line("    const uint8_t *frame; uint32_t len; uint32_t payload_off; const char *fail; uint64_t meter_color;")
+        out.line("    const uint8_t *frame; uint32_t len; uint32_t payload_off; const char *fail;")
+        out.line("    uint64_t meter_color;")
         out.line("    uint32_t fail_status;")
         out.line("    uint32_t nreq; int32_t req_ids[TB_MAX_EXTERN_REQUESTS];")
-        out.line("    uint32_t nev; int32_t ev_sites[TB_MAX_EVENTS]; uint64_t ev_values[TB_MAX_EVENTS][TB_MAX_EVENT_VALUES];")
+        out.line("    uint32_t nev; int32_t ev_sites[TB_MAX_EVENTS];")
+        out.line("    uint64_t ev_values[TB_MAX_EVENTS][TB_MAX_EVENT_VALUES];")
         out.line("    uint64_t req_args[TB_MAX_EXTERN_REQUESTS][TB_MAX_EXTERN_ARGS];")
         out.line(f"    {hdr_c} hdr; {meta_c} meta;")
         out.line("};")
@@ -285,9 +287,11 @@ class CGenerator:
         out.line("void tb_packet_reset(tb_pipeline_t *pl, tb_packet_t *pkt) { (void)pl; memset(pkt, 0, sizeof *pkt); "
                  "pkt->req.clone_session = pkt->req.clone_field_list = pkt->req.resubmit_field_list = "
                  "pkt->req.recirculate_field_list = pkt->req.truncate_length = -1; }")
-        out.line("static void req_reset(tb_packet_t *pkt) { pkt->meter_color = 0; pkt->nreq = 0; pkt->req.clone_session = pkt->req.clone_field_list = "
+        out.line("static void req_reset(tb_packet_t *pkt) { pkt->meter_color = 0; pkt->nreq = 0; "
+                 "pkt->req.clone_session = pkt->req.clone_field_list = "
                  "pkt->req.resubmit_field_list = pkt->req.recirculate_field_list = -1; }")
-        out.line("static void req_out(tb_packet_t *pkt, tb_request_t *req) { pkt->req.egress_spec = pkt->sm.egress_spec; "
+        out.line("static void req_out(tb_packet_t *pkt, tb_request_t *req) { "
+                 "pkt->req.egress_spec = pkt->sm.egress_spec; "
                  "pkt->req.mcast_grp = pkt->sm.mcast_grp; pkt->req.priority = pkt->sm.priority; "
                  "if (req) *req = pkt->req; }")
         out.line("void tb_preserve_fields(int index, const tb_packet_t *src, tb_packet_t *dst) {")
@@ -690,7 +694,8 @@ class CGenerator:
                 raise self.error(node, "a range loop over int<W>")
             low = self.expr(collection.low, scope, fn, want=type_)
             high = self.expr(collection.high, scope, fn, want=type_)
-            out.line(f"for (unsigned __int128 {counter} = {low}; {counter} <= (unsigned __int128)({high}); {counter}++) {{")
+            out.line(f"for (unsigned __int128 {counter} = {low}; {counter} <= (unsigned __int128)({high}); "
+                     f"{counter}++) {{")
             symbol.c_code = self.fresh("v_" + node.name)
             out.line(f"uint64_t {symbol.c_code} = (uint64_t){counter};")
         else:
@@ -1857,9 +1862,9 @@ class CGenerator:
             need = "pkt->sm.packet_length" if unit == "BYTES" else "1"
             result_type = self.model.type_of(args[1], scope)
             self.check_scalar(result_type, call)
+            mask = cnum(result_type.mask) if isinstance(result_type, T.BitType) else 3
             self.store(args[1], f"(tb_meter_execute(&pl->meters[{index}], {self.expr(args[0], scope, fn)}, {need}, "
-                                f"pkt->now_ns) & {cnum(result_type.mask) if isinstance(result_type, T.BitType) else 3})",
-                       scope, fn)
+                                f"pkt->now_ns) & {mask})", scope, fn)
         elif extern == "direct_meter" and method == "read":
             result_type = self.model.type_of(args[0], scope)
             self.check_scalar(result_type, call)
