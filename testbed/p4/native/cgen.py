@@ -25,7 +25,7 @@ from testbed.p4.frontend.checker import Scope, Symbol, convert_int
 from testbed.p4.v1model import hashes
 
 #: Constructs the C backend refuses (the Python backend runs them).
-UNSUPPORTED = ("header stacks of header unions", "varbit fields", "for loops in parsers", "sub-parsers",
+UNSUPPORTED = ("header stacks of header unions", "varbit fields", "for loops in parsers",
                "parser value sets", "tuples", "struct-typed header fields", "functions returning headers or structs",
                "values wider than 64 bits outside extract/emit/copy/compare/hash (and keys, lookahead)",
                "division and modulo of int<W> values", "random() of int<W>", "hash algorithm random",
@@ -182,8 +182,6 @@ class CGenerator:
         """The C source text of the whole pipeline."""
         std_type = self.model.types.get(STD_TYPE)
         parser = self.pipeline.parser
-        if parser.subparsers:
-            raise self.error(parser.decl, "sub-parser")
         hdr_type = parser.params[1].type
         meta_type = parser.params[2].type
         hdr_c = self.ctype(hdr_type, parser.decl)
@@ -353,23 +351,53 @@ class CGenerator:
         return self.actions[qualified]
 
     # ------------------------------------------------------------------ parser
-    def _gen_parser(self, parser, out):
+    def _gen_parser(self, parser, out, sub=False):
+        """The parser's C function: a loop over its states.
+
+        The main parser is ``parser_X(pl, pkt, buf, n, hdr, meta, sm)``; a sub-parser (a parser instance
+        applied in a state) is ``subparser_X(pl, pkt, buf, n, &off, &err, params...)`` returning 1 when it
+        rejected (explicitly or with an error), which rejects the parser that applied it too.
+        """
         fn = _Fn("parser", out)
+        fn.subparser = sub
         params = parser.params
-        if len(params) != 4:
+        if not sub and len(params) != 4:
             raise self.error(parser.decl, "parser without the 4 v1model parameters")
+        if not params or not (isinstance(params[0].type, T.ExternType) and params[0].type.name == "packet_in"):
+            raise self.error(parser.decl, "parser whose first parameter is not a packet_in")
+        for subparser in parser.subparsers.values():
+            self._gen_parser(subparser, out, sub=True)
         params[0].c_code = None
         names = []
         for p in params[1:]:
             name = self.fresh("p_" + p.name)
-            p.c_code = f"(*{name})"
-            names.append(f"{self.ctype(p.type, parser.decl)} *{name}")
-        function = "parser_" + parser.decl.name
-        out.line(f"static int {function}(tb_pipeline_t *pl, P_t *pkt, const uint8_t *buf, uint32_t n, "
-                 f"{', '.join(names)}) {{")
+            if isinstance(p.type, COMPOSITE) or (isinstance(p.type, T.StructType) and p.type.name == STD_TYPE):
+                p.c_code = f"(*{name})"
+                names.append(f"{self.ctype(p.type, parser.decl)} *{name}")
+            elif p.direction in ("out", "inout"):
+                self.check_scalar(p.type, parser.decl)
+                p.c_code = f"(*{name})"
+                names.append(f"uint64_t *{name}")
+            else:
+                self.check_scalar(p.type, parser.decl)
+                p.c_code = name
+                names.append(f"uint64_t {name}")
+        if sub:
+            function = self.fresh("subparser_" + parser.name.replace(".", "__"))
+            out.line(f"static int {function}(tb_pipeline_t *pl, P_t *pkt, const uint8_t *buf, uint32_t n, "
+                     f"uint32_t *p_off, uint64_t *p_err{''.join(', ' + n for n in names)}) {{")
+        else:
+            function = "parser_" + parser.decl.name
+            out.line(f"static int {function}(tb_pipeline_t *pl, P_t *pkt, const uint8_t *buf, uint32_t n, "
+                     f"{', '.join(names)}) {{")
+        parser.c_function = function
         out.indent()
         out.line("(void)pl; (void)pkt;")
-        out.line("uint32_t off = 0; uint64_t err = 0; int st = 0; unsigned steps = 0; (void)steps;")
+        out.line(f"uint32_t off = {'*p_off' if sub else '0'}; uint64_t err = 0; int st = 0; unsigned steps = 0; "
+                 f"int rej = 0; (void)steps; (void)rej;")
+        for p in params[1:]:
+            if p.direction == "out" and not isinstance(p.type, COMPOSITE) and sub:
+                out.line(f"{p.c_code} = 0;")
         for variable in parser.variables:
             self._local_variable(variable, parser.scope, fn)
         ordered = ["start"] + [s for s in parser.states if s != "start"]
@@ -393,16 +421,62 @@ class CGenerator:
         out.line("}")
         out.line("}")
         out.line("P_done:")
-        out.line("pkt->payload_off = off;")
-        out.line(f"{params[3].c_code}.parser_error = (uint32_t)err;")
-        out.line("return TB_OK;")
+        if sub:
+            out.line("*p_off = off; *p_err = err;")
+            out.line("return (rej || err) ? 1 : 0;")
+        else:
+            out.line("pkt->payload_off = off;")
+            out.line(f"{params[3].c_code}.parser_error = (uint32_t)err;")
+            out.line("return TB_OK;")
         out.dedent()
         out.line("}")
         return function
 
+    def subparser_call(self, symbol, call, scope, fn):
+        """``p.apply(packet, ...)`` in a parser state: the sub-parser continues at the current offset."""
+        sub = symbol.parser
+        if call.func.member != "apply" or fn.kind != "parser":
+            raise self.error(call, f"parser instance method {call.func.member} outside a parser state")
+        if len(call.args) != len(sub.params):
+            raise self.error(call, f"{symbol.name}.apply with the wrong number of arguments")
+        out = fn.out
+        codes, copy_backs = [], []
+        for arg, p in zip(call.args[1:], sub.params[1:]):
+            if arg.kind not in ("list", "struct_expr", "invalid_header", "dontcare"):
+                self.model.type_of(arg, scope)
+            if isinstance(p.type, COMPOSITE):
+                target = self.lvalue(arg, scope, fn)
+                if p.direction == "out":
+                    temp = fn.temp("o")
+                    out.line(f"{self.ctype(p.type, arg)} {temp}; memset(&{temp}, 0, sizeof {temp});")
+                    codes.append(f"&{temp}")
+                    copy_backs.append(f"{target} = {temp};")
+                else:
+                    codes.append(f"&{target}")
+            elif p.direction in ("out", "inout"):
+                if self.has_index(arg) or arg.kind == "slice":
+                    raise self.error(arg, "an indexed or sliced out argument of a parser")
+                temp = fn.temp("a")
+                out.line(f"uint64_t {temp} = {self.expr(arg, scope, fn) if p.direction == 'inout' else '0'};")
+                codes.append(f"&{temp}")
+                copy_backs.append(f"{self.lvalue(arg, scope, fn)} = {temp};")
+            else:
+                codes.append(self.expr(arg, scope, fn, want=p.type))
+        flag = fn.temp("x")
+        sub_err = fn.temp("e")
+        out.line(f"uint64_t {sub_err} = 0;")
+        out.line(f"int {flag} = {sub.c_function}(pl, pkt, buf, n, &off, &{sub_err}{''.join(', ' + c for c in codes)});")
+        out.line(f"if ({flag} < 0) return {flag};")
+        for line in copy_backs:
+            out.line(line)
+        out.line(f"if ({flag}) {{ err = {sub_err}; {'rej = 1; ' if getattr(fn, 'subparser', False) else ''}"
+                 f"goto P_done; }}")
+
     def _goto(self, target, node, fn):
         out = fn.out
-        if target in ("accept", "reject"):
+        if target == "reject" and getattr(fn, "subparser", False):
+            out.line("rej = 1; goto P_done;")
+        elif target in ("accept", "reject"):
             out.line("goto P_done;")
         elif target in self.state_ids:
             if self.state_ids[target] <= self.current_state_id:
@@ -1226,8 +1300,9 @@ class CGenerator:
                 return
             if symbol is not None and symbol.kind == "instance" and isinstance(symbol.type, T.BlockType):
                 if symbol.type.block_kind == "parser":
-                    raise self.error(call, "sub-parser")
-                self.subcontrol_call(symbol, call, scope, fn)
+                    self.subparser_call(symbol, call, scope, fn)
+                else:
+                    self.subcontrol_call(symbol, call, scope, fn)
                 return
             if isinstance(base_type, T.HeaderType):
                 target = self.lvalue(base, scope, fn)
