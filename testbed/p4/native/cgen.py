@@ -21,12 +21,12 @@ from testbed.p4.compiler.statements import COMPOUND_OPERATORS
 from testbed.p4.frontend import types as T
 from testbed.p4.compiler.target_externs import EMBEDDED_ONLY, TARGET_EXTERNS
 from testbed.p4.frontend.ast import Node, has_annotation
-from testbed.p4.frontend.checker import Scope, Symbol, convert_int
+from testbed.p4.frontend.checker import SIZE_METHODS, Scope, Symbol, convert_int
 from testbed.p4.v1model import hashes
 
 #: Constructs the C backend refuses (the Python backend runs them).
 UNSUPPORTED = ("header stacks of header unions", "varbit fields", "for loops in parsers",
-               "parser value sets", "tuples", "struct-typed header fields", "functions returning headers or structs",
+               "parser value sets", "tuples", "functions returning headers or structs",
                "values wider than 64 bits outside extract/emit/copy/compare/hash (and keys, lookahead)",
                "division and modulo of int<W> values", "random() of int<W>", "hash algorithm random",
                "idle timeout", "header or struct parameters of actions")
@@ -158,8 +158,9 @@ class CGenerator:
                     raise self.error(node if node is not None else 0,
                                      f"field {type_.name}.{f.name} wider than 64 bits and not byte aligned")
                 members.append(f"uint8_t f_{f.name}[{ft.width // 8}];")
-            elif isinstance(type_, T.HeaderType) and isinstance(ft, T.StructType):
-                raise self.error(node if node is not None else 0, f"struct-typed field in header {type_.name}")
+            elif isinstance(type_, T.HeaderType) and isinstance(ft, T.StructType) and \
+                    any(self.is_wide(leaf) for _, leaf, _ in self._header_leaves("", ft, 0)):
+                raise self.error(node if node is not None else 0, f"a wide field in a struct in header {type_.name}")
             else:
                 members.append(f"{self.ctype(ft, node)} f_{f.name};")
         if not members:
@@ -1077,6 +1078,11 @@ class CGenerator:
             func = node.func
             if func.kind == "member" and func.member == "isValid" and isinstance(func.expr.type, T.HeaderType):
                 return f"((uint64_t){self.lvalue(func.expr, scope, fn)}.valid)"
+            if func.kind == "member" and func.member in SIZE_METHODS and \
+                    isinstance(func.expr.type, (T.HeaderType, T.StructType)):
+                base_type = func.expr.type
+                width = T.flatten_width(base_type) if func.member.startswith("min") else T.max_width(base_type)
+                return str(width if func.member.endswith("Bits") else (width + 7) // 8)
             if func.kind == "member" and func.member == "isValid" and isinstance(func.expr.type, T.UnionType):
                 union = self.lvalue(func.expr, scope, fn)
                 return "((uint64_t)(" + " || ".join(f"{union}.f_{f.name}.valid" for f in func.expr.type.fields) + "))"
@@ -1095,7 +1101,7 @@ class CGenerator:
         kind = node.kind
         if kind == "call":
             func = node.func
-            return not (func.kind == "member" and func.member == "isValid")
+            return not (func.kind == "member" and func.member in ("isValid",) + tuple(SIZE_METHODS))
         if kind == "member" and node.expr.kind == "call":
             return True
         children = {"binop": ("left", "right"), "unop": ("expr",), "cast": ("expr",), "member": ("expr",),
@@ -1949,14 +1955,25 @@ class CGenerator:
         else:
             raise self.error(call, f"{extern}.{method}")
 
+    def _header_leaves(self, base, type_, offset):
+        """(code, type, bit offset) of each bit-string leaf of a header in wire order (structs in it flattened)."""
+        leaves = []
+        for f in type_.fields:
+            code = self.field(base, type_, f.name)
+            if isinstance(f.type, T.StructType):
+                leaves.extend(self._header_leaves(code, f.type, offset))
+            else:
+                leaves.append((code, f.type, offset))
+            offset += T.field_width(f.type)
+        return leaves
+
     def _extract_fields(self, target, type_, out):
         """Fill header ``target`` from the bytes at ``buf + off`` and make it valid."""
-        for f in type_.fields:
-            code = self.field(target, type_, f.name)
-            if self.is_wide(f.type):
-                out.line(f"memcpy({code}, buf + off + {f.offset // 8}, {f.type.width // 8});")
+        for code, leaf, offset in self._header_leaves(target, type_, 0):
+            if self.is_wide(leaf):
+                out.line(f"memcpy({code}, buf + off + {offset // 8}, {leaf.width // 8});")
             else:
-                out.line(f"{code} = tb_get_bits(buf + off, {f.offset}, {T.field_width(f.type)});")
+                out.line(f"{code} = tb_get_bits(buf + off, {offset}, {T.field_width(leaf)});")
         out.line(f"{target}.valid = 1;")
 
     def _emit(self, code, type_, fn, node):
@@ -1966,12 +1983,11 @@ class CGenerator:
             out.line(f"if ({code}.valid) {{")
             out.line(f"if (off + {size} > ocap) return -TB_NEED_SPACE;")
             out.line(f"memset(obuf + off, 0, {size});")
-            for f in type_.fields:
-                fcode = self.field(code, type_, f.name)
-                if self.is_wide(f.type):
-                    out.line(f"memcpy(obuf + off + {f.offset // 8}, {fcode}, {f.type.width // 8});")
+            for fcode, leaf, offset in self._header_leaves(code, type_, 0):
+                if self.is_wide(leaf):
+                    out.line(f"memcpy(obuf + off + {offset // 8}, {fcode}, {leaf.width // 8});")
                 else:
-                    out.line(f"tb_put_bits(obuf + off, {f.offset}, {T.field_width(f.type)}, {fcode});")
+                    out.line(f"tb_put_bits(obuf + off, {offset}, {T.field_width(leaf)}, {fcode});")
             out.line(f"off += {size};")
             out.line("}")
         elif isinstance(type_, T.StructType):
