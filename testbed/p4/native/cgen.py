@@ -25,7 +25,7 @@ from testbed.p4.frontend.checker import SIZE_METHODS, Scope, Symbol, convert_int
 from testbed.p4.v1model import hashes
 
 #: Constructs the C backend refuses (the Python backend runs them).
-UNSUPPORTED = ("header stacks of header unions", "varbit fields", "for loops in parsers",
+UNSUPPORTED = ("header stacks of header unions", "varbit fields not on whole bytes", "for loops in parsers",
                "parser value sets", "tuples", "functions returning headers or structs",
                "values wider than 64 bits outside extract/emit/copy/compare/hash (and keys, lookahead)",
                "division and modulo of int<W> values", "random() of int<W>", "hash algorithm random",
@@ -34,6 +34,11 @@ UNSUPPORTED = ("header stacks of header unions", "varbit fields", "for loops in 
 ALGORITHM_IDS = {name: index for index, name in enumerate(hashes.ALGORITHMS)}
 STD_TYPE = "standard_metadata_t"
 COMPOSITE = (T.HeaderType, T.StructType, T.StackType)
+
+
+def leaf_name(code):
+    """The field name of a member access code ``base.f_name``."""
+    return code.rsplit(".f_", 1)[1]
 
 
 def cnum(value):
@@ -146,13 +151,17 @@ class CGenerator:
         self.type_names[id(type_)] = name
         members = []
         if isinstance(type_, T.HeaderType):
-            if type_.varbit is not None:
-                raise self.error(node if node is not None else 0, f"varbit field in header {type_.name}")
+            if type_.varbit is not None and (type_.varbit.offset % 8 or type_.varbit.type.max_width % 8):
+                raise self.error(node if node is not None else 0, f"varbit field of header {type_.name} not on "
+                                                                  f"whole bytes")
             if type_.width % 8:
                 raise self.error(node if node is not None else 0, f"header {type_.name} not a whole number of bytes")
             members.append("uint8_t valid;")
         for f in type_.fields:
             ft = f.type
+            if isinstance(ft, T.VarbitType):
+                members.append(f"uint32_t l_{f.name}; uint8_t f_{f.name}[{ft.max_width // 8}];")
+                continue
             if isinstance(type_, T.HeaderType) and isinstance(ft, T.BitType) and ft.width > 64:
                 if ft.width % 8 or f.offset % 8:
                     raise self.error(node if node is not None else 0,
@@ -1110,7 +1119,7 @@ class CGenerator:
 
     def _lookahead(self, node, fn):
         type_ = node.type
-        if fn.kind == "parser" and isinstance(type_, T.HeaderType):
+        if fn.kind == "parser" and isinstance(type_, T.HeaderType) and type_.varbit is None:
             temp = fn.temp("la")
             fn.out.line(f"if (off + {type_.byte_size} > n) {{ err = TB_PACKET_TOO_SHORT; goto P_done; }}")
             fn.out.line(f"{self.ctype(type_, node)} {temp}; memset(&{temp}, 0, sizeof {temp});")
@@ -1174,6 +1183,8 @@ class CGenerator:
             a, b = self.field(left, type_, f.name), self.field(right, type_, f.name)
             if isinstance(f.type, COMPOSITE):
                 parts.append(self._equal_code(a, b, f.type))
+            elif isinstance(f.type, T.VarbitType):
+                parts.append(f"({left}.l_{f.name} == {right}.l_{f.name} && memcmp({a}, {b}, sizeof {a}) == 0)")
             elif self.is_wide(f.type):
                 parts.append(f"(memcmp({a}, {b}, sizeof {a}) == 0)")
             else:
@@ -1601,6 +1612,10 @@ class CGenerator:
         """(kind, code, width) of one scalar of a field list: kind 'v' value, 'w' wide byte array."""
         if self.is_wide(type_):
             return ("w", self.wide_code(node, scope, fn), type_.width)
+        if isinstance(type_, T.VarbitType):
+            if node.kind != "member":
+                raise self.error(node, "a varbit value that is not a header field")
+            return ("vb", self.lvalue(node, scope, fn), f"{self.lvalue(node.expr, scope, fn)}.l_{node.member}")
         width = T.scalar_width(type_) if width is None else width
         if width is None:
             raise self.error(node, f"{type_.name_text()} in a field list")
@@ -1625,6 +1640,8 @@ class CGenerator:
                 raise self.error(node, "a header stack in a field list")
             if isinstance(f.type, COMPOSITE):
                 items.extend(self._composite_items(code, f.type, node))
+            elif isinstance(f.type, T.VarbitType):
+                items.append(("vb", code, f"{base}.l_{f.name}"))
             elif self.is_wide(f.type):
                 items.append(("w", code, f.type.width))
             else:
@@ -1636,6 +1653,8 @@ class CGenerator:
 
     def _pack(self, items, fn):
         """Emit a byte buffer holding the items packed MSB first; return (buffer, byte count)."""
+        if any(kind == "vb" for kind, _, _ in items):
+            return self._pack_runtime(items, fn)
         total = sum(width for _, _, width in items)
         nbytes = (total + 7) // 8
         buf = fn.temp("fb")
@@ -1654,6 +1673,26 @@ class CGenerator:
                 fn.out.line(f"tb_put_bits({buf}, {bit}, {width}, {code});")
             bit += width
         return buf, nbytes
+
+    def _pack_runtime(self, items, fn):
+        """``_pack`` for field lists with a varbit (its length is known at run time)."""
+        room = sum(width for kind, _, width in items if kind != "vb")
+        buf, pos = fn.temp("fb"), fn.temp("pos")
+        varbits = [code for kind, code, _ in items if kind == "vb"]
+        size = f"({(room + 7) // 8 + 1} + {' + '.join(f'sizeof {code}' for code in varbits)})"
+        fn.out.line(f"uint8_t {buf}[{size}]; memset({buf}, 0, sizeof {buf}); unsigned {pos} = 0;")
+        for kind, code, width in items:
+            if kind == "vb":
+                fn.out.line(f"for (unsigned _i = 0; _i < ({width}) / 8; _i++) tb_put_bits({buf}, {pos} + 8 * _i, 8, "
+                            f"{code}[_i]);")
+                fn.out.line(f"{pos} += {width};")
+            elif kind == "w":
+                fn.out.line(f"for (unsigned _i = 0; _i < {width // 8}; _i++) tb_put_bits({buf}, {pos} + 8 * _i, 8, "
+                            f"{code}[_i]);")
+                fn.out.line(f"{pos} += {width};")
+            elif width:
+                fn.out.line(f"tb_put_bits({buf}, {pos}, {width}, {code}); {pos} += {width};")
+        return buf, f"(({pos} + 7) / 8)"
 
     # ------------------------------------------------------------------ externs
     def _algorithm(self, node):
@@ -1860,7 +1899,7 @@ class CGenerator:
                 self.model.type_of(arg, scope)
         extern = base_type.name
         if extern == "packet_in":
-            if method == "extract" and len(args) == 1 and args[0].kind != "dontcare":
+            if method == "extract" and len(args) in (1, 2) and args[0].kind != "dontcare":
                 type_ = self.model.type_of(args[0], scope)
                 if not isinstance(type_, T.HeaderType):
                     raise self.error(call, "extract of a non-header")
@@ -1875,10 +1914,28 @@ class CGenerator:
                     target = f"{stack}.items[{stack}.next_index]"
                 else:
                     target = self.lvalue(target_node, scope, fn)
+                vbits = None
+                if type_.varbit is None:
+                    if len(args) == 2:
+                        raise self.error(call, f"extract with a size of header {type_.name} (it has no varbit)")
+                    size = type_.byte_size
+                    out.line(f"if (off + {size} > n) {{ err = TB_PACKET_TOO_SHORT; goto P_done; }}")
+                else:
+                    if len(args) != 2:
+                        raise self.error(call, f"extract of header {type_.name} (varbit) without a size")
+                    self.model.type_of(args[1], scope)
+                    vbits = fn.temp("vb")
+                    size = fn.temp("nb")
+                    errors = self.model.errors
+                    out.line(f"uint64_t {vbits} = {self.expr(args[1], scope, fn, want=T.BitType(32))};")
+                    out.line(f"if ({vbits} & 7) {{ err = {errors.get('ParserInvalidArgument', 6)}; goto P_done; }}")
+                    out.line(f"uint64_t {size} = {type_.width >> 3} + ({vbits} >> 3);")
+                    out.line(f"if (off + {size} > n) {{ err = TB_PACKET_TOO_SHORT; goto P_done; }}")
+                    out.line(f"if ({size} > {(type_.max_width + 7) >> 3}) {{ err = {errors.get('HeaderTooShort', 4)}; "
+                             f"goto P_done; }}")
+                if stack is None:
                     self._invalidate_union_siblings(target_node, scope, fn)
-                size = type_.byte_size
-                out.line(f"if (off + {size} > n) {{ err = TB_PACKET_TOO_SHORT; goto P_done; }}")
-                self._extract_fields(target, type_, out)
+                self._extract_fields(target, type_, out, vbits)
                 if stack is not None:
                     out.line(f"{stack}.next_index++;")
                 out.line(f"off += {size};")
@@ -1956,21 +2013,37 @@ class CGenerator:
             raise self.error(call, f"{extern}.{method}")
 
     def _header_leaves(self, base, type_, offset):
-        """(code, type, bit offset) of each bit-string leaf of a header in wire order (structs in it flattened)."""
+        """(code, type, bit offset) of each bit-string leaf of a header in wire order (structs in it flattened).
+
+        After a varbit field the offset is C code adding its run-time length.
+        """
         leaves = []
         for f in type_.fields:
             code = self.field(base, type_, f.name)
             if isinstance(f.type, T.StructType):
                 leaves.extend(self._header_leaves(code, f.type, offset))
+                offset = self._add_offset(offset, T.field_width(f.type))
+            elif isinstance(f.type, T.VarbitType):
+                leaves.append((code, f.type, offset))
+                offset = f"({offset} + {base}.l_{f.name})"
             else:
                 leaves.append((code, f.type, offset))
-            offset += T.field_width(f.type)
+                offset = self._add_offset(offset, T.field_width(f.type))
         return leaves
 
-    def _extract_fields(self, target, type_, out):
-        """Fill header ``target`` from the bytes at ``buf + off`` and make it valid."""
+    @staticmethod
+    def _add_offset(offset, width):
+        return offset + width if isinstance(offset, int) else f"({offset} + {width})"
+
+    def _extract_fields(self, target, type_, out, vbits=None):
+        """Fill header ``target`` from the bytes at ``buf + off`` and make it valid (``vbits``: the varbit length)."""
+        if type_.varbit is not None:
+            out.line(f"{target}.l_{type_.varbit.name} = (uint32_t)({vbits});")
         for code, leaf, offset in self._header_leaves(target, type_, 0):
-            if self.is_wide(leaf):
+            if isinstance(leaf, T.VarbitType):
+                out.line(f"memset({code}, 0, sizeof {code});")
+                out.line(f"memcpy({code}, buf + off + ({offset}) / 8, ({vbits}) / 8);")
+            elif self.is_wide(leaf):
                 out.line(f"memcpy({code}, buf + off + {offset // 8}, {leaf.width // 8});")
             else:
                 out.line(f"{code} = tb_get_bits(buf + off, {offset}, {T.field_width(leaf)});")
@@ -1980,11 +2053,15 @@ class CGenerator:
         out = fn.out
         if isinstance(type_, T.HeaderType):
             size = type_.byte_size
+            if type_.varbit is not None:
+                size = f"({size} + {code}.l_{type_.varbit.name} / 8)"
             out.line(f"if ({code}.valid) {{")
             out.line(f"if (off + {size} > ocap) return -TB_NEED_SPACE;")
             out.line(f"memset(obuf + off, 0, {size});")
             for fcode, leaf, offset in self._header_leaves(code, type_, 0):
-                if self.is_wide(leaf):
+                if isinstance(leaf, T.VarbitType):
+                    out.line(f"memcpy(obuf + off + ({offset}) / 8, {fcode}, {code}.l_{leaf_name(fcode)} / 8);")
+                elif self.is_wide(leaf):
                     out.line(f"memcpy(obuf + off + {offset // 8}, {fcode}, {leaf.width // 8});")
                 else:
                     out.line(f"tb_put_bits(obuf + off, {offset}, {T.field_width(leaf)}, {fcode});")
