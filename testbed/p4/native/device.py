@@ -129,7 +129,12 @@ class NativeDevice(Device):
                 stats = self._port(port)
                 stats.tx_packets += 1
                 stats.tx_bytes += len(data)
-                return [(port, data)]
+                outputs = [(port, data)]
+                if self.dsf is not None:  # what the DSF traffic manager made meanwhile, as Device.process runs it
+                    pending = deque((port, made, RT.PKT_INSTANCE_TYPE_NORMAL, None, 0)
+                                    for port, made in self.dsf.due(self.clock_ns()))
+                    self._drain(pending, outputs)
+                return outputs
             self._scratch = NativePacket(self.library)  # the packet goes on: keep its state
             stage, what = status & 0xF0, status & 0x0F
             outputs = []
