@@ -526,3 +526,50 @@ def test_random_extern_draws_what_random_random_draws(seed):
         frame = bytes(14) + bytes(rng.randrange(256) for _ in range(16))
         expected = devices[0].process(1, frame)
         assert devices[1].process(1, frame) == expected, (step, frame.hex())
+
+
+IDLE_SOURCE = """#include <core.p4>
+#include <v1model.p4>
+header eth_t { bit<48> dst; bit<48> src; bit<16> type; }
+struct headers_t { eth_t eth; }
+struct meta_t { }
+parser P(packet_in pkt, out headers_t hdr, inout meta_t meta, inout standard_metadata_t sm) {
+    state start { pkt.extract(hdr.eth); transition accept; }
+}
+control V(inout headers_t hdr, inout meta_t meta) { apply { } }
+control I(inout headers_t hdr, inout meta_t meta, inout standard_metadata_t sm) {
+    action fwd(bit<9> port) { sm.egress_spec = port; }
+    table t { key = { hdr.eth.dst: exact; } actions = { fwd; NoAction; } support_timeout = true; }
+    apply { t.apply(); }
+}
+control E(inout headers_t hdr, inout meta_t meta, inout standard_metadata_t sm) { apply { } }
+control C(inout headers_t hdr, inout meta_t meta) { apply { } }
+control D(packet_out pkt, in headers_t hdr) { apply { pkt.emit(hdr.eth); } }
+V1Switch(P(), V(), I(), E(), C(), D()) main;
+"""
+
+
+def test_idle_timeout_hits_equal():
+    """The entries an idle-timeout check finds expired are the same (hits recorded natively, read before the check)."""
+    from testbed.p4.loader import load_program_from_sources
+
+    program = load_program_from_sources("idle.p4", {"idle.p4": IDLE_SOURCE})
+    rng = random.Random(f"native-idle:{SEED}")
+    now = [0]
+    twins = [Twin(program, backend, lambda: now[0]) for backend in ("python", "native")]
+    for twin in twins:
+        for dst in range(1, 9):
+            twin.state.tables["I.t"].insert(TableEntry([KeyMatch("exact", dst)], ActionCall("I.fwd", (1,)),
+                                                       idle_timeout_ns=5_000_000))
+    for step in range(FRAMES // 5):
+        now[0] += rng.randrange(0, 2_000_000)
+        frame = rng.randrange(1, 12).to_bytes(6, "big") + bytes(6) + b"\x08\x00"
+        assert twins[1].device.process(1, frame) == twins[0].device.process(1, frame), step
+        if rng.random() < 0.05:
+            expired = [[e.matches[0].value for e in twin.state.tables["I.t"].expired(now[0])] for twin in twins]
+            assert expired[0] == expired[1], step
+            if expired[0] and rng.random() < 0.5:
+                for twin in twins:
+                    twin.state.tables["I.t"].delete(TableEntry([KeyMatch("exact", expired[0][0])]))
+                    twin.state.tables["I.t"].insert(TableEntry([KeyMatch("exact", expired[0][0])],
+                                                               ActionCall("I.fwd", (2,)), idle_timeout_ns=5_000_000))

@@ -81,6 +81,7 @@ uint64_t *tb_register_cells(tb_pipeline_t *pl, uint32_t index);
 void tb_random_seed(tb_pipeline_t *pl, const uint32_t *key, uint32_t n);
 void tb_meter_set(tb_pipeline_t *pl, uint32_t meter, uint64_t index, int configured, uint64_t cir, uint64_t cburst,
                   uint64_t pir, uint64_t pburst);
+void tb_table_hits(tb_pipeline_t *pl, uint32_t table, uint32_t n, uint64_t *hits);
 void tb_table_meters(tb_pipeline_t *pl, uint32_t table, uint32_t n, uint64_t *cells, int write);
 void tb_table_counts(tb_pipeline_t *pl, uint32_t table, uint32_t n, uint64_t *packets, uint64_t *bytes,
                      int write);

@@ -29,7 +29,7 @@ UNSUPPORTED = ("header stacks of header unions", "varbit fields not on whole byt
                "parser value sets", "tuples", "functions returning headers or structs",
                "values wider than 64 bits outside extract/emit/copy/compare/hash (and keys, lookahead)",
                "division and modulo of int<W> values", "random() of int<W>", "hash algorithm random",
-               "idle timeout", "header or struct parameters of actions")
+               "header or struct parameters of actions")
 
 ALGORITHM_IDS = {name: index for index, name in enumerate(hashes.ALGORITHMS)}
 STD_TYPE = "standard_metadata_t"
@@ -1563,8 +1563,6 @@ class CGenerator:
         """Emit the lookup and the action dispatch; return (hit code, action id code)."""
         if fn.kind != "control":
             raise self.error(node, "table applied outside a control")
-        if table.idle_timeout:
-            raise self.error(node, f"table {table.name} with idle timeout")
         out = fn.out
         model = self.model
         index = self.table_index[table.name]
@@ -1594,6 +1592,8 @@ class CGenerator:
         if table.direct_counter is not None:
             out.line(f"if ({result}.hit && {result}.entry) {{ {result}.entry->counter_packets += 1; "
                      f"{result}.entry->counter_bytes += pkt->sm.packet_length; }}")
+        if table.idle_timeout:
+            out.line(f"if ({result}.hit && {result}.entry) {result}.entry->last_hit_ns = pkt->now_ns + 1;")
         if table.direct_meter is not None:
             unit = self.info.direct_meters[table.direct_meter.qualified].unit
             need = "pkt->sm.packet_length" if unit == "BYTES" else "1"

@@ -112,8 +112,9 @@ class NativeState:
             meter.watchers.append(self._meter_changed)
         for name, (_, table) in self.tables.items():
             table.watchers.append(self._table_changed)
-            if table.direct_counter is not None:
+            if table.direct_counter is not None or table.info.idle_timeout:
                 table.refreshers.append(self._refresh_counts)
+            if table.direct_counter is not None:
                 table.direct_counter.watchers.append(self._counts_written)
             if table.direct_meter is not None:
                 table.direct_meter.watchers.append(self._direct_meters_written)
@@ -168,7 +169,7 @@ class NativeState:
             self._dirty_tables.add(name)
 
     def _refresh_counts(self, table):
-        """Copy the direct counts the pipeline made into the Python entries (before they are read)."""
+        """Copy the direct counts and hit times the pipeline made into the Python entries (before they are read)."""
         name = table.info.name
         loaded = self._loaded.get(name)
         if not loaded:
@@ -179,6 +180,15 @@ class NativeState:
         with self._native_lock:
             self.lib.tb_table_counts(self.pl, self.tables[name][0], n, packets, nbytes, 0)
         written = self._written.get(name, set())
+        if table.info.idle_timeout:
+            hits = ffi.new("uint64_t[]", n)
+            with self._native_lock:
+                self.lib.tb_table_hits(self.pl, self.tables[name][0], n, hits)
+            for index, entry in enumerate(loaded):
+                if hits[index]:
+                    entry.last_hit_ns = hits[index] - 1
+        if table.direct_counter is None:
+            return
         for index, entry in enumerate(loaded):
             if written is None or id(entry) in written:
                 continue
@@ -339,7 +349,7 @@ class NativeState:
             raise NativeBackendError(f"native backend: {where}: loading into native memory failed ({status})")
         if table.direct_meter is not None:
             self._load_direct_meters(index, table, entries, kept)
-        if table.direct_counter is not None:
+        if table.direct_counter is not None or table.info.idle_timeout:
             self._loaded[table.info.name] = entries
             lib.tb_table_counts(self.pl, index, len(entries),
                                 ffi.new("uint64_t[]", [e.counter_packets for e in entries] or [0]),

@@ -582,6 +582,7 @@ class TableState:
         An entry never hit counts from the time it was first checked here.
         """
         out = []
+        self._refresh()
         for entry in list(self._entries.values()):
             if entry.idle_timeout_ns:
                 if entry.last_hit_ns is None:

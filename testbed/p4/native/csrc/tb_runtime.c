@@ -446,6 +446,11 @@ void tb_table_meters(tb_pipeline_t *pl, uint32_t table, uint32_t n, uint64_t *ce
     }
 }
 
+void tb_table_hits(tb_pipeline_t *pl, uint32_t table, uint32_t n, uint64_t *hits) {
+    tb_table_t *t = &pl->tables[table];
+    for (uint32_t i = 0; i < t->n && i < n; i++) hits[i] = t->entries[i].last_hit_ns;
+}
+
 void tb_table_counts(tb_pipeline_t *pl, uint32_t table, uint32_t n, uint64_t *packets, uint64_t *bytes,
                      int write) {
     tb_table_t *t = &pl->tables[table];

@@ -105,6 +105,7 @@ typedef struct tb_entry {
     uint64_t ref;            /* member or group id */
     uint64_t counter_packets, counter_bytes;  /* direct counter */
     tb_meter_cell_t meter;   /* direct meter */
+    uint64_t last_hit_ns;    /* idle timeout: time of the last hit + 1 (0: not hit since loaded) */
     uint64_t *vals;          /* nkeys values (range: low) */
     uint64_t *masks;         /* nkeys masks (range entries: high, with is_range) */
     uint64_t *args;
@@ -204,6 +205,8 @@ void tb_random_seed(tb_pipeline_t *pl, const uint32_t *key, uint32_t n);
 /* direct counters of a table's entries (load order): read into / write from the arrays */
 /* direct meter cells of a table's entries (load order), 9 values each as tb_meter_cell_t: read / write */
 void tb_table_meters(tb_pipeline_t *pl, uint32_t table, uint32_t n, uint64_t *cells, int write);
+/* idle timeout: the last hit times of a table's entries (load order), +1, 0 for none since loaded */
+void tb_table_hits(tb_pipeline_t *pl, uint32_t table, uint32_t n, uint64_t *hits);
 void tb_table_counts(tb_pipeline_t *pl, uint32_t table, uint32_t n, uint64_t *packets, uint64_t *bytes,
                      int write);
 uint64_t *tb_counter_cells(tb_pipeline_t *pl, uint32_t index, int bytes);
