@@ -40,7 +40,7 @@ setup(
     package_dir=PACKAGE_DIRS,
     package_data={
         "testbed.p4src": ["*.p4", "include/*.p4"],
-        "testbed.p4": ["include/*.p4", "frontend/*.lark"],
+        "testbed.p4": ["include/*.p4", "frontend/*.lark", "native/include/*.h", "native/csrc/*.c"],
         "testbed.topologies": ["data/*.json"],
     },
     install_requires=[
@@ -65,6 +65,8 @@ setup(
         "scipy>=1.10,<2",
         "matplotlib>=3.6,<4",
         "pyyaml>=6,<7",
+        # loads the native backend's compiled pipelines (testbed/p4/native/build.py)
+        "cffi>=1.17,<3",
     ],
     extras_require={"test": ["pytest>=7", "pytest-benchmark>=4", "pytest-timeout>=2", "ruff>=0.4"]},
     entry_points={"console_scripts": ["testbed = testbed.cli:main"],

@@ -3,10 +3,11 @@
 Run as root::
 
     /opt/testbed-venv/bin/python benchmarks/bench_switch_veth.py [--seconds 5] [--skip-fattree] \
-        [--targets embedded,bmv2]
+        [--targets embedded,bmv2] [--backends python,native]
 
 ``--targets embedded,bmv2`` measures both in one run (BMv2 ``simple_switch_grpc`` as the testbed
-starts it, no per-packet log, where it is installed) and prints their ratio.
+starts it, no per-packet log, where it is installed) and prints their ratio; ``--backends python,native``
+measures the embedded switch with each pipeline backend (testbed.p4.native) and prints native / python.
 
 Measures (1) packets per second forwarded by one switch running
 p4src/l3_ecmp.p4 between two Mininet hosts (veth in, veth out), for 64-byte
@@ -77,13 +78,14 @@ def cpu_seconds(pid):
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def forwarding_rate(seconds, sizes, target="embedded"):
+def forwarding_rate(seconds, sizes, target="embedded", backend=None):
     """Return ``{size: (sent, received, received per second, switch CPU us per forwarded packet)}``.
 
     The switch is the only one of a one-leaf Clos, between two Mininet hosts.
     """
     results = {}
-    with Fabric("clos", leaves=1, spines=1, hosts_per_leaf=2, program=PROGRAM, target=target) as fabric:
+    with Fabric("clos", leaves=1, spines=1, hosts_per_leaf=2, program=PROGRAM, target=target,
+                backend=backend) as fabric:
         src, dst = fabric.hosts[0], fabric.hosts[1]
         switch = fabric.switch("leaf0")
         for size in sizes:
@@ -125,20 +127,32 @@ def main():
     parser.add_argument("--targets", default="embedded",
                         help="comma-separated P4 targets to measure in this run: embedded, bmv2 (bmv2 needs "
                              "simple_switch_grpc and p4c: the Vagrant VM)")
+    parser.add_argument("--backends", default="python",
+                        help="comma-separated pipeline backends of the embedded switch: python, native")
     args = parser.parse_args()
     targets = [name.strip() for name in args.targets.split(",") if name.strip()]
+    backends = [name.strip() for name in args.backends.split(",") if name.strip()]
+    if not backends or set(backends) - {"python", "native"}:
+        parser.error(f"--backends: {args.backends!r}; allowed: python, native")
     unknown = sorted(set(targets) - {"embedded", "bmv2"})
     if unknown or not targets:
         parser.error(f"--targets: unknown {', '.join(unknown) or '(none given)'}; allowed: embedded, bmv2")
     print(f"machine: {platform.machine()}, {os.cpu_count()} cores, {platform.platform()}, "
           f"Python {platform.python_version()}, load average {os.getloadavg()[0]:.1f}")
     rates = {}
-    for target in targets:
-        for size, (sent, received, rate, cpu_us) in forwarding_rate(args.seconds, (64, 1500), target).items():
-            rates[target, size] = rate
-            print(f"{target} switch, l3_ecmp, {size:4d}-byte frames: sent {sent}, forwarded {received} "
+    runs = [(target, backend) for target in targets for backend in (backends if target == "embedded" else [None])]
+    for target, backend in runs:
+        label = target if backend in (None, "python") else f"{target} ({backend})"
+        for size, (sent, received, rate, cpu_us) in forwarding_rate(args.seconds, (64, 1500), target,
+                                                                    backend).items():
+            rates[label, size] = rate
+            print(f"{label} switch, l3_ecmp, {size:4d}-byte frames: sent {sent}, forwarded {received} "
                   f"({100.0 * received / max(sent, 1):.1f}%), {rate:,.0f} packets/s forwarded, "
                   f"{cpu_us:.1f} us of switch CPU per packet")
+    for size in (64, 1500):
+        if ("embedded", size) in rates and ("embedded (native)", size) in rates and rates["embedded", size]:
+            print(f"{size:4d}-byte frames: embedded native / python = "
+                  f"{rates['embedded (native)', size] / rates['embedded', size]:.2f}")
     for size in (64, 1500):
         if ("embedded", size) in rates and ("bmv2", size) in rates and rates["bmv2", size]:
             print(f"{size:4d}-byte frames: embedded / bmv2 = {rates['embedded', size] / rates['bmv2', size]:.2f}")

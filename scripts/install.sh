@@ -21,6 +21,7 @@ SYSTEM_PYTHON=/usr/bin/python3
 APT_PACKAGES=(
   mininet iproute2 bridge-utils tcpdump tshark iputils-ping iperf3 ethtool
   procps psmisc net-tools kmod python3-venv python3-dev python3-pip shellcheck
+  gcc libc6-dev  # the native backend compiles each P4 program's generated C (testbed/p4/native)
 )
 
 if [ "$(id -u)" -ne 0 ]; then

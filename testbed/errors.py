@@ -121,5 +121,13 @@ class P4LoadError(TestbedError):
         super().__init__(f"{where}{message}")
 
 
+class NativeBackendError(P4LoadError):
+    """A P4 program (construct at file:line) the native backend cannot compile, or its C build failed.
+
+    The Python backend may still run the program; the switch falls back to it only when
+    the backend ``auto`` was asked for.
+    """
+
+
 class EmulationError(TestbedError):
     """The emulated network could not be built, or a part of it died."""

@@ -39,6 +39,7 @@ from testbed.emulation.progress import Progress
 from testbed.emulation.signals import signals_deferred, termination_as_interrupt
 from testbed.errors import EmulationError, ParameterError
 from testbed.modes import MODES, check_parameters, resolve_program
+from testbed.p4.native import check_backend
 from testbed.p4runtime.client import P4RuntimeClient
 from testbed.targets import TARGETS, embedded_only_needs, pipeline_config, resolve_target
 from testbed.topologies.base import FabricTopo
@@ -77,6 +78,8 @@ class Fabric:
         required_params: parameter names the program must carry (refused at start otherwise);
             default: those of ``mode_params`` that the program's mode takes.
         seed: the seed of the switches' random choices (``random`` extern, per-port loss draws).
+        backend: the embedded switches' pipeline backend, ``python``, ``native`` or ``auto``
+            (:mod:`testbed.p4.native`); None: ``$TESTBED_BACKEND`` or python.  Not for BMv2.
         detection_delay_ms: the controller's reaction delay (default: the mode's, else 50 ms).
         controller_options: more options of the controller (those its kind declares; the os-ken
             controller's ``[fabric]`` options such as ``routing="te"``, ``port_poll_ms=20``); a mode
@@ -99,7 +102,7 @@ class Fabric:
     """
 
     def __init__(self, topology, program=None, target="auto", controller=None, mode_params=None,
-                 required_params=None, seed=0, detection_delay_ms=None, controller_options=None, shape_links=False,
+                 required_params=None, seed=0, backend=None, detection_delay_ms=None, controller_options=None, shape_links=False,
                  pcap=False, packet_log=False, log_dir=None, state_file=None, controller_log=None, progress=None,
                  log_level="warning", **topo_params):
         if isinstance(topology, FabricTopo):
@@ -123,6 +126,7 @@ class Fabric:
         self.requested_target = target
         self.controller_kind = controller if program is not None else None
         self.seed = int(seed)
+        self.backend = None if backend is None else check_backend(backend)
         if detection_delay_ms is None:
             detection_delay_ms = (mode and mode.detection_delay_ms) or DEFAULT_DETECTION_DELAY_MS
         self.detection_delay_ms = float(detection_delay_ms)
@@ -227,7 +231,12 @@ class Fabric:
         params = {"program": self.program, "pcap": self.pcap}
         if self.target == "embedded":
             params["seed"] = self.seed
+            if self.backend is not None:
+                params["backend"] = self.backend
         else:
+            if self.backend not in (None, "python", "auto"):
+                raise ParameterError("backend", self.backend, "python or auto on BMv2 switches (native is a "
+                                                              "backend of the embedded target)")
             params["packet_log"] = self.packet_log
             port = MODES[self.mode].packet_generator_port if self.mode else None
             if port is not None:
@@ -696,7 +705,7 @@ def spec_fabric(spec, target=None, **options):
                 if name in spec.mode_params and name not in spec.seeded_params]
     return Fabric(spec.build_topology(), program=spec.mode or spec.program, target=target or spec.target,
                   controller=spec.controller.kind, mode_params=spec.mode_params, required_params=required,
-                  seed=spec.seed, detection_delay_ms=spec.controller.detection_delay_ms,
+                  seed=spec.seed, backend=spec.backend, detection_delay_ms=spec.controller.detection_delay_ms,
                   controller_options=spec.controller.options_for(spec.controller.kind),
                   shape_links=spec.topology.shape_links, **options)
 

@@ -15,8 +15,8 @@ from testbed.controllers.dsf.programming import DSFProgrammer, node_program_path
 from testbed.controllers.parameters import set_parameters_in_state
 from testbed.embedded_switch.state_client import StateClient
 from testbed.p4.loader import load_program
+from testbed.p4.native import make_device
 from testbed.p4.state import SwitchState
-from testbed.p4.v1model.device import Device
 from testbed.p4.v1model.wiring import SimClock, WiredDevices
 from testbed.topologies.graph import is_host
 
@@ -70,7 +70,7 @@ def build_inprocess_fabric(topo, mode_params=None, input_balanced=True, ibm_seed
         role = graph.nodes[name]["role"]
         program = programs[role]
         states[name] = SwitchState(program.info)
-        wired.add(name, Device(program, states[name], clock_ns=clock, on_log=on_log, raise_errors=True))
+        wired.add(name, make_device(program, states[name], clock_ns=clock, on_log=on_log, raise_errors=True))
         clients[name] = StateClient(states[name])
         switches[name] = {"grpc": None, "device_id": device_id}
     for a, b, data in graph.edges(data=True):

@@ -12,6 +12,7 @@ from testbed.emulation.state import DEFAULT_STATE_FILE, read_state
 from testbed.errors import ParameterError
 from testbed.mechanisms import controller_kinds
 from testbed.modes import MODES
+from testbed.p4.native import BACKENDS
 from testbed.topologies.registry import TOPOLOGY_KINDS
 
 
@@ -34,6 +35,9 @@ def register(subparsers):
     up.add_argument("--target", choices=("auto", "embedded", "bmv2"), default="auto",
                     help="P4 target of the switches (default: bmv2 if installed and the program needs nothing "
                     "only the embedded target has, else embedded)")
+    up.add_argument("--backend", choices=BACKENDS, default=None,
+                    help="pipeline backend of embedded switches: python, native (generated C) or auto "
+                    "(default $TESTBED_BACKEND or python)")
     up.add_argument("--switch", default=None, help=argparse.SUPPRESS)  # deprecated: --target, or no --program
     up.add_argument("--controller", choices=list(controller_kinds()), default=None,
                     help="who programs routes: " + "; ".join(f"{name}: {kind.description}"
@@ -84,7 +88,7 @@ def run_up(args):
             raise ParameterError("--program", None, "a P4 program (or mode) when --switch is a P4 target")
         else:
             target = args.switch
-    fabric = Fabric(args.kind, program=args.program, target=target,
+    fabric = Fabric(args.kind, program=args.program, target=target, backend=args.backend,
                     controller=args.controller, shape_links=args.shape_links, state_file=args.state_file,
                     packet_log=args.packet_log, pcap=args.pcap, log_dir=args.log_dir,
                     progress=None if args.quiet else print_line,

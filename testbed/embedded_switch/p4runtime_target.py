@@ -20,11 +20,12 @@ import time
 
 from p4.config.v1 import p4info_pb2
 
-from testbed.errors import P4LoadError, TestbedError
+from testbed.errors import NativeBackendError, P4LoadError, TestbedError
 from testbed.p4.device_config import DeviceConfigError, device_config_for, parse_device_config
 from testbed.p4.loader import load_program, load_program_from_sources
 from testbed.p4.state import SwitchState
-from testbed.p4.v1model.device import Device
+from testbed.p4.native import DEFAULT_BACKEND, check_backend, default_backend, make_device
+from testbed.p4.native.build import build as build_native
 from testbed.p4.v1model.packet_generator import PacketGenerator
 from testbed.p4runtime import limits
 from testbed.p4runtime.errors import P4RuntimeError
@@ -143,6 +144,8 @@ class EmbeddedTarget:
         cpu_port: the CPU port number (PacketIn/PacketOut), or None for no CPU port.
         seed: seed of the device's ``random`` extern.
         on_log: callable(str) for the device's ``log_msg`` output, or None.
+        backend: the device's backend, ``python``, ``native`` or ``auto`` (:mod:`testbed.p4.native`);
+            None: ``$TESTBED_BACKEND`` or python.
 
     Attributes:
         program: the loaded program, or None before the first pipeline.
@@ -157,8 +160,9 @@ class EmbeddedTarget:
             call :meth:`clear_wakeup`).
     """
 
-    def __init__(self, cpu_port=None, seed=0, on_log=None):
+    def __init__(self, cpu_port=None, seed=0, on_log=None, backend=DEFAULT_BACKEND):
         self.cpu_port = cpu_port
+        self.backend = default_backend() if backend is None else check_backend(backend)
         self.seed = seed
         self.on_log = on_log
         self.program = None
@@ -222,6 +226,11 @@ class EmbeddedTarget:
                 not match.
         """
         check_extern_sizes(program.info)
+        if self.backend == "native" and not isinstance(program, _InfoOnlyProgram):
+            try:
+                build_native(program)
+            except NativeBackendError as exc:
+                raise P4RuntimeError("INVALID_ARGUMENT", f"the native backend cannot run the program: {exc}") from None
         try:
             p4info = build_p4info(program.info)
         except ValueError as exc:
@@ -273,9 +282,10 @@ class EmbeddedTarget:
             state = SwitchState(program.info)
             device = None
             if not isinstance(program, _InfoOnlyProgram):
-                device = Device(program, state, cpu_port=self.cpu_port, seed=self.seed,
-                                on_digest=self._on_digest, on_log=self.on_log,
-                                packet_generator=self.packet_generator)
+                device = make_device(program, state, backend=self.backend, warn=self.on_log,
+                                     cpu_port=self.cpu_port, seed=self.seed,
+                                     on_digest=self._on_digest, on_log=self.on_log,
+                                     packet_generator=self.packet_generator)
                 for port, settings in self.queue_settings.items():
                     device.set_queue(port, **settings)
                 device.set_pfc(self.pfc)

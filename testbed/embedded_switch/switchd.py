@@ -37,6 +37,7 @@ import time
 from testbed.embedded_switch.p4runtime_target import EmbeddedTarget
 from testbed.embedded_switch.port_control import ControlRequestError, ControlSocket, parse_request
 from testbed.errors import ParameterError, TestbedError
+from testbed.p4.native import BACKENDS, DEFAULT_BACKEND
 from testbed.log_format import configure_process_logging
 from testbed.p4.v1model.pfc import PfcConfig
 from testbed.packet_sockets import (PACKET_IGNORE_OUTGOING, SOL_PACKET, ReceiveLag, SocketDrops, enable_timestamps,
@@ -373,6 +374,8 @@ class SwitchDaemon:
             if device is not frozen_for:
                 _freeze_long_lived()
                 frozen_for = device
+                if device is not None:
+                    self.log.info("pipeline on backend %s", device.backend)
             for fd, _event in events:
                 if fd == wakeup_fd:
                     self.target.clear_wakeup()
@@ -442,6 +445,9 @@ def build_arg_parser():
     parser.add_argument("--cpu-port", type=int, default=None, help="port number of the CPU port")
     parser.add_argument("--program", help="P4 program to load at start (else wait for a controller)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the target's random() extern")
+    parser.add_argument("--backend", choices=BACKENDS, default=DEFAULT_BACKEND,
+                        help="pipeline backend: python (reference), native (generated C), "
+                             "auto (native, else python with a warning); default $TESTBED_BACKEND or python")
     parser.add_argument("--pcap-dir", help="write per-port pcaps here")
     parser.add_argument("--ready-file", help="create this file once the P4Runtime server listens")
     parser.add_argument("--control-socket", metavar="PATH",
@@ -464,7 +470,7 @@ def main(argv=None):
     configure_process_logging()
     try:
         ports = parse_ports(args.port)
-        target = EmbeddedTarget(cpu_port=args.cpu_port, seed=args.seed)
+        target = EmbeddedTarget(cpu_port=args.cpu_port, seed=args.seed, backend=args.backend)
         if args.program:
             target.load_program_file(args.program)
         daemon = SwitchDaemon(target, ports, pcap_dir=args.pcap_dir, name=args.name, seed=args.seed,

@@ -271,6 +271,8 @@ class EmbeddedP4Switch(P4Switch):
 
     Args (besides :class:`P4Switch`'s):
         seed: passed as ``--seed`` (the target's random() extern and the per-port loss draws).
+        backend: passed as ``--backend`` (``python``, ``native`` or ``auto``; None: the switch's default,
+            ``$TESTBED_BACKEND`` or python).
         launcher: a started :class:`~testbed.emulation.forkserver.ForkServer` of
             :data:`SWITCHD_MODULE` that forks the process (one Python start-up for the whole
             fabric), or None to start it with its own interpreter.
@@ -281,9 +283,10 @@ class EmbeddedP4Switch(P4Switch):
 
     target_name = "embedded"
 
-    def __init__(self, name, log_dir=None, seed=0, launcher=None, **params):
+    def __init__(self, name, log_dir=None, seed=0, launcher=None, backend=None, **params):
         super().__init__(name, log_dir=log_dir, **params)
         self.seed = int(seed)  # the run's seed: the target's random() and per-port loss draws
+        self.backend = backend
         self.launcher = launcher
         path = os.path.join(self.log_dir, f"{name}.ctl")
         if len(os.fsencode(path)) > UNIX_PATH_MAX:  # too long for a Unix socket address
@@ -304,6 +307,8 @@ class EmbeddedP4Switch(P4Switch):
         if self.pcap:
             argv += ["--pcap-dir", self.log_dir]
         argv += ["--control-socket", self.control_path]
+        if self.backend is not None:
+            argv += ["--backend", self.backend]
         return argv
 
     def command(self):

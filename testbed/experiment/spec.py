@@ -6,6 +6,8 @@ A spec (every field but ``name`` and ``seed`` has a default)::
     seed: 7                             # required; every random choice derives from it
     topology: {kind: clos, params: {leaves: 2, spines: 2, hosts_per_leaf: 2}, shape_links: false}
     target: auto                        # auto | embedded | bmv2
+    backend: python                     # python | native | auto: the embedded switches' pipeline
+                                        # (default $TESTBED_BACKEND or python; testbed.p4.native)
     mode: ecmp                          # a mode of a mechanism (testbed.modes.MODES: ecmp, eecmp, spray,
                                         # flowlet, pinning, f10, fattree-local, portland, dsf ...) or
                                         # program: PATH
@@ -94,6 +96,7 @@ from testbed.errors import ParameterError, SpecError, short_repr
 from testbed.experiment.failure_traces import (MAX_MEDIAN_S, MAX_SIGMA, MIN_MEDIAN_S, FailureProcess, LogNormal,
                                                lognormal_trace)
 from testbed.experiment.spec_yaml import read_spec_yaml
+from testbed.p4.native import BACKENDS, default_backend
 from testbed.targets import TARGETS, embedded_only_needs, resolve_target
 from testbed.topologies.graph import node_pair
 
@@ -118,7 +121,7 @@ DEFAULT_SIZE_BYTES = 64 * 1024
 DEFAULT_MTU = 1024
 DEFAULT_TAIL_S = 1.0
 
-_TOP_FIELDS = ("name", "seed", "topology", "target", "program", "mode", "mode_params", "controller",
+_TOP_FIELDS = ("name", "seed", "topology", "target", "backend", "program", "mode", "mode_params", "controller",
                "traffic", "failures", "failure_trace", "duration_s", "repeat", "metrics", "out_dir")
 _TRAFFIC_FIELDS = ("pattern", "hosts", "size_bytes", "qps", "qp_scaling", "udp_sport", "rate_mbps", "start_s",
                    "duration_s", "mtu")
@@ -243,6 +246,7 @@ class ExperimentSpec:
         name, seed: as given.
         topology: :class:`TopologySpec`.
         target: ``auto``, ``embedded`` or ``bmv2``.
+        backend: the embedded switches' pipeline backend, ``python``, ``native`` or ``auto``.
         mode: the load-balancing mode (None when ``program`` was given).
         program: absolute path of the P4 program to run.
         mode_params: run-time parameters (:data:`testbed.modes.PARAMETERS`), checked.
@@ -264,6 +268,7 @@ class ExperimentSpec:
     seed: int
     topology: TopologySpec
     target: str = "auto"
+    backend: str = "python"
     mode: Optional[str] = None
     program: str = ""
     mode_params: dict = field(default_factory=dict)
@@ -757,6 +762,7 @@ def parse_spec(data, source=None, check_machine=True):
     seed = _number(data["seed"], "seed", minimum=0, maximum=MAX_SEED, integer=True)
     topology, topo = _parse_topology(data)
     target = _choice(data.get("target", "auto"), TARGETS, "target")
+    backend = _choice(data.get("backend") or default_backend(), BACKENDS, "backend")
     mode, program, mode_params, seeded_params = _parse_program(data, seed)
     all_hosts = list(topo.hosts())
     switches = list(topo.switches())
@@ -793,7 +799,8 @@ def parse_spec(data, source=None, check_machine=True):
         raise SpecError("out_dir", out_dir, f"must be a path of at most {MAX_PATH_BYTES} bytes "
                                                             f"whose parts are at most 255 bytes each")
     repeat = _number(data.get("repeat", 1), "repeat", minimum=1, maximum=MAX_REPEAT, integer=True)
-    spec = ExperimentSpec(name=name, seed=seed, topology=topology, target=target, mode=mode, program=program,
+    spec = ExperimentSpec(name=name, seed=seed, topology=topology, target=target, backend=backend, mode=mode,
+                          program=program,
                           mode_params=mode_params, seeded_params=seeded_params, controller=controller,
                           traffic=traffic,
                           failures=failures, failure_trace=failure_trace, duration_s=duration,

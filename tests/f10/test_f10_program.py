@@ -23,7 +23,8 @@ from testbed.modes import program_for_mode
 from testbed.p4.loader import load_program
 from testbed.p4.program import ActionCall, KeyMatch
 from testbed.p4.state import SwitchState, TableEntry
-from testbed.p4.v1model.device import Device
+
+from backend_helpers import backend_device
 
 CPU_PORT = 255
 PKTGEN_PORT = 510
@@ -71,7 +72,7 @@ class F10Switch:
         program = load_program(program_for_mode("f10"))
         self.clock = Clock()
         self.state = SwitchState(program.info)
-        self.device = Device(program, self.state, cpu_port=CPU_PORT, clock_ns=self.clock, raise_errors=True)
+        self.device = backend_device(program, self.state, cpu_port=CPU_PORT, clock_ns=self.clock, raise_errors=True)
         state = self.state
         for port in FABRIC_PORTS:
             state.tables["MyIngress.f10_fabric_ports"].insert(TableEntry(

@@ -22,7 +22,8 @@ from testbed.modes import PARAMETERS
 from testbed.p4.loader import load_program, load_program_from_sources
 from testbed.p4.program import ActionCall, KeyMatch
 from testbed.p4.state import SwitchState, TableEntry
-from testbed.p4.v1model.device import Device
+
+from backend_helpers import backend_device
 
 from repo_paths import REPO
 
@@ -80,7 +81,7 @@ class Switch:
         self.program = loaded(name)
         self.state = SwitchState(self.program.info)
         self.clock = clock or FakeClock()
-        self.device = Device(self.program, self.state, cpu_port=CPU_PORT, clock_ns=self.clock)
+        self.device = backend_device(self.program, self.state, cpu_port=CPU_PORT, clock_ns=self.clock)
         profile = self.state.action_profiles["MyIngress.ecmp_selector"]
         for port in uplinks:
             profile.insert_member(port + 1, ActionCall("MyIngress.set_nhop",

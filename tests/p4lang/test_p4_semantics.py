@@ -15,7 +15,8 @@ from testbed.p4.loader import load_program_from_sources
 from testbed.p4.program import ActionCall, KeyMatch
 from testbed.p4.state import SwitchState, TableEntry
 from testbed.p4.v1model import hashes
-from testbed.p4.v1model.device import Device
+
+from backend_helpers import backend_device
 
 # A data header of 8 bytes after Ethernet (etherType 0x88b5): fields a, b (8 bits), c (16), d (32).
 PRELUDE = """
@@ -72,7 +73,7 @@ def device_for(source, **kwargs):
     program = load(source)
     state = SwitchState(program.info)
     kwargs.setdefault("raise_errors", True)
-    return program, state, Device(program, state, **kwargs)
+    return program, state, backend_device(program, state, **kwargs)
 
 
 def data_frame(a=0, b=0, c=0, d=0, payload=b""):

@@ -13,7 +13,8 @@ from scapy.all import IP, TCP, UDP, Ether, Raw
 from testbed.p4.loader import load_program
 from testbed.p4.program import ActionCall, KeyMatch
 from testbed.p4.state import SwitchState, TableEntry
-from testbed.p4.v1model.device import Device
+
+from backend_helpers import backend_device
 
 P4_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "programs")
 CPU_PORT = 255
@@ -24,7 +25,7 @@ def _switch(name, **kwargs):
     program = load_program(os.path.join(P4_DIR, f"{name}.p4"))
     state = SwitchState(program.info)
     kwargs.setdefault("raise_errors", True)
-    return program, state, Device(program, state, **kwargs)
+    return program, state, backend_device(program, state, **kwargs)
 
 
 def _ip(text):

@@ -37,6 +37,7 @@ import threading
 
 from testbed.p4.state.errors import StateError
 from testbed.p4.state.validation import normalize_call
+from testbed.p4.state.watch import notifies
 
 
 class Member:
@@ -112,8 +113,10 @@ class ActionProfileState:
         self._scopes = scopes
         self._where = f"action profile {info.name}"
         self.lock = threading.RLock()
+        self.watchers = []  # called after each write (testbed.p4.state.watch)
         self.reset()
 
+    @notifies
     def reset(self):
         """Remove every member and group."""
         with self.lock:
@@ -164,6 +167,7 @@ class ActionProfileState:
             raise StateError("INVALID_ARGUMENT",
                              f"{self._where}: {what} {value!r} is not a 32-bit unsigned integer")
 
+    @notifies
     def insert_member(self, member_id, call):
         """Add a member.
 
@@ -189,6 +193,7 @@ class ActionProfileState:
             self._handles[member_id] = [self._new_handle()]
             self._weight_users[member_id] = {1: 1}
 
+    @notifies
     def modify_member(self, member_id, call):
         """Replace a member's action call.
 
@@ -203,6 +208,7 @@ class ActionProfileState:
             # A new object, swapped in with one dict store: lookups never see half a member.
             self._members[member_id] = Member(member_id, call.action, call.args)
 
+    @notifies
     def delete_member(self, member_id):
         """Remove a member.
 
@@ -274,6 +280,7 @@ class ActionProfileState:
                                  f"{others + total}, over the profile's size {self.info.size}")
         return sorted(weights.items())
 
+    @notifies
     def insert_group(self, group_id, members, max_size=0):
         """Create a selector group.
 
@@ -298,6 +305,7 @@ class ActionProfileState:
             self._groups[group_id] = Group(group_id, sorted_members, max_size, self._handles)
             self._group_refs[group_id] = 0
 
+    @notifies
     def modify_group(self, group_id, members, max_size=None):
         """Replace a group's members.
 
@@ -332,6 +340,7 @@ class ActionProfileState:
             # other groups' selections stay valid: a group update only adds or removes copies
             # beyond what any other group uses
 
+    @notifies
     def delete_group(self, group_id):
         """Remove a group.
 

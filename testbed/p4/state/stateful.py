@@ -29,6 +29,7 @@ import threading
 from dataclasses import dataclass
 
 from testbed.p4.state.errors import StateError, check_uint
+from testbed.p4.state.watch import notifies
 
 GREEN, YELLOW, RED = 0, 1, 2
 
@@ -158,6 +159,7 @@ class _DirectResource:
     def __init__(self, info, table):
         self.info = info
         self.table = table
+        self.watchers = []  # called with (self, entry or None for all) after a control-plane write
 
 
 class DirectCounterState(_DirectResource):
@@ -193,12 +195,16 @@ class DirectCounterState(_DirectResource):
         _check_counts(packets, nbytes, f"direct counter {self.info.name}")
         stored.counter_packets = packets
         stored.counter_bytes = nbytes
+        for watcher in self.watchers:
+            watcher(self, stored)
 
     def reset(self):
         """Zero the counts of every entry."""
         for entry in self.table.entries():
             entry.counter_packets = 0
             entry.counter_bytes = 0
+        for watcher in self.watchers:
+            watcher(self, None)
 
 
 @dataclass(frozen=True)
@@ -286,7 +292,13 @@ class MeterState:
         self._where = f"meter {info.name}"
         self._packets = info.unit == "PACKETS"
         self._cells = [None] * info.size
+        self.watchers = []  # called after each write (testbed.p4.state.watch)
 
+    def cell(self, index):
+        """The :class:`TrTcmMeter` at ``index`` (None: unconfigured)."""
+        return self._cells[index]
+
+    @notifies
     def set_config(self, index, cir, cburst, pir, pburst):
         """Configure the cell at ``index``; its buckets start full.
 
@@ -307,6 +319,7 @@ class MeterState:
         cell = self._cells[index]
         return None if cell is None else cell.config
 
+    @notifies
     def reset_config(self, index):
         """Unconfigure a cell (it then marks every packet GREEN).
 
@@ -328,6 +341,7 @@ class MeterState:
             return GREEN
         return cell.execute(nbytes, now_ns)
 
+    @notifies
     def reset(self):
         """Unconfigure every cell."""
         self._cells = [None] * self.info.size
@@ -355,6 +369,7 @@ class DirectMeterState(_DirectResource):
         stored = self.table.stored_entry(entry)
         config = _check_meter_config(cir, cburst, pir, pburst, self._where)
         stored.meter = TrTcmMeter(config, self._packets)
+        self._written(stored)
 
     def get_config(self, entry):
         """The entry's :class:`MeterConfig`, or None when unconfigured.
@@ -371,7 +386,9 @@ class DirectMeterState(_DirectResource):
         Raises:
             StateError: NOT_FOUND.
         """
-        self.table.stored_entry(entry).meter = None
+        stored = self.table.stored_entry(entry)
+        stored.meter = None
+        self._written(stored)
 
     @staticmethod
     def execute(entry, nbytes, now_ns):
@@ -385,3 +402,8 @@ class DirectMeterState(_DirectResource):
         """Unconfigure the meters of every entry."""
         for entry in self.table.entries():
             entry.meter = None
+        self._written(None)
+
+    def _written(self, entry):
+        for watcher in self.watchers:
+            watcher(self, entry)

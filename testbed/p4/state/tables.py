@@ -49,6 +49,7 @@ from typing import List, Optional
 from testbed.p4.program import ActionCall, KeyMatch
 from testbed.p4.state.errors import StateError, check_uint
 from testbed.p4.state.validation import normalize_call
+from testbed.p4.state.watch import notifies
 
 
 @dataclass
@@ -181,6 +182,8 @@ class TableState:
         else:
             self._mode = "generic"
         self.lookup = getattr(self, "_lookup_" + self._mode)
+        self.watchers = []  # called after each write (testbed.p4.state.watch)
+        self.refreshers = []  # called before entries are read: a native copy updates their direct counters
         self._initial_default = self._make_initial_default()
         self._install_initial()
 
@@ -212,6 +215,7 @@ class TableState:
             stored = self._insert(entry, check_const=False)
             stored.is_const = True
 
+    @notifies
     def reset(self):
         """Remove all entries, reinstall the program's entries and default action."""
         with self._lock:
@@ -357,6 +361,7 @@ class TableState:
 
     # --- writes ---------------------------------------------------------------
 
+    @notifies
     def insert(self, entry):
         """Add an entry.
 
@@ -408,6 +413,7 @@ class TableState:
             self._index(stored, parts)
             return stored
 
+    @notifies
     def modify(self, entry):
         """Change the action (and idle timeout / metadata) of an existing entry.
 
@@ -437,6 +443,7 @@ class TableState:
             stored._result = self._direct_result(stored)
             return stored
 
+    @notifies
     def delete(self, entry):
         """Remove the entry with the same match and priority (the action is ignored).
 
@@ -471,6 +478,7 @@ class TableState:
             for stored in [e for e in self._entries.values()]:
                 self.delete(stored)
 
+    @notifies
     def set_default(self, call):
         """Set the action run on a miss.
 
@@ -485,6 +493,7 @@ class TableState:
                                  f"{self._where}: the default action is const")
             self._set_default_call(self._check_call(call, "TABLE_ONLY", default=True))
 
+    @notifies
     def reset_default(self):
         """Go back to the program's default action.
 
@@ -505,7 +514,12 @@ class TableState:
 
     def entries(self):
         """All entries in insertion order (const entries first)."""
+        self._refresh()
         return list(self._entries.values())
+
+    def _refresh(self):
+        for refresher in self.refreshers:
+            refresher(self)
 
     def __len__(self):
         return len(self._entries)
@@ -518,6 +532,7 @@ class TableState:
         """
         _, parts = self._normalize_matches(matches)
         priority = self._check_priority(priority)
+        self._refresh()
         return self._entries.get(self._canonical_key(parts, priority))
 
     def _find_checked(self, matches, priority):
@@ -535,6 +550,7 @@ class TableState:
             StateError: NOT_FOUND when the table holds no such entry.
         """
         if isinstance(entry, TableEntry) and entry._seq:
+            self._refresh()
             key_entry = self._entries.get(self._key_of(entry))
             if key_entry is entry:
                 return entry
@@ -566,6 +582,7 @@ class TableState:
         An entry never hit counts from the time it was first checked here.
         """
         out = []
+        self._refresh()
         for entry in list(self._entries.values()):
             if entry.idle_timeout_ns:
                 if entry.last_hit_ns is None:

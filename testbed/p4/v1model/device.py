@@ -119,6 +119,8 @@ class Device:
             In queued mode its frames enter ingress when due (:meth:`transmit_ready`).
     """
 
+    backend = "python"
+
     def __init__(self, program, state, cpu_port=None, seed=0, on_digest=None, on_log=None,
                  clock_ns=time.monotonic_ns, raise_errors=False, packet_generator=None):
         if program.compiled is None:
@@ -176,16 +178,26 @@ class Device:
                 self._port(ingress_port).drops += 1
                 return outputs
             pending = deque([(ingress_port, bytes(frame), RT.PKT_INSTANCE_TYPE_NORMAL, None, 0)])
-            while pending and self.halted is None:
-                jobs = self._run_ingress(pending.popleft(), pending)
-                egress_queue = deque(jobs)
-                while egress_queue and self.halted is None:
-                    job = egress_queue.popleft()
-                    self._run_egress(job, outputs, pending, egress_queue, None)
-                if not pending and self.dsf is not None:
-                    pending.extend((port, made, RT.PKT_INSTANCE_TYPE_NORMAL, None, 0)
-                                   for port, made in self.dsf.due(self.clock_ns()))
+            self._drain(pending, outputs)
             return outputs
+
+    def _drain(self, pending, outputs, egress_queue=None):
+        """Run packets to their end without queueing: ``egress_queue``'s jobs first, then each pending packet.
+
+        Frames the DSF traffic manager makes meanwhile are run too (they enter ingress).
+        """
+        while self.halted is None:
+            if egress_queue is None:
+                if not pending:
+                    break
+                egress_queue = deque(self._run_ingress(pending.popleft(), pending))
+            while egress_queue and self.halted is None:
+                job = egress_queue.popleft()
+                self._run_egress(job, outputs, pending, egress_queue, None)
+            egress_queue = None
+            if not pending and self.dsf is not None:
+                pending.extend((port, made, RT.PKT_INSTANCE_TYPE_NORMAL, None, 0)
+                               for port, made in self.dsf.due(self.clock_ns()))
 
     def receive(self, ingress_port, frame):
         """Queued mode: run parser..ingress and enqueue the result on its egress queue(s).

@@ -1,0 +1,359 @@
+"""The native copy of a switch's state, kept in step with its :class:`~testbed.p4.state.SwitchState`.
+
+The P4Runtime server, controllers and tests keep writing the Python state objects as before
+(one write path): each table and action profile tells its watchers (``watchers``, see
+:mod:`testbed.p4.state.watch`) and the changed ones are copied into native memory before
+the next packet (:meth:`NativeState.sync`).  Registers and counters live in native memory
+only: their Python objects' ``values`` / ``packets`` / ``bytes`` become :class:`NativeArray`
+views of it, so reads and writes through the server reach the cells the pipeline updates.
+"""
+import threading
+
+from testbed.errors import NativeBackendError
+
+
+class NativeArray:
+    """A fixed-size list of unsigned 64-bit ints in native memory (a cffi ``uint64_t *``).
+
+    Supports what the state objects do with their lists: ``len``, indexing, slices (read
+    and whole-slice assignment), iteration and comparison with a list.
+    """
+
+    __slots__ = ("_cells", "_n", "_owner")
+
+    def __init__(self, cells, n, owner):
+        self._cells = cells
+        self._n = n
+        self._owner = owner  # keeps the native state alive
+
+    def __len__(self):
+        return self._n
+
+    def _index(self, index):
+        if index < 0:
+            index += self._n
+        if not 0 <= index < self._n:
+            raise IndexError("native array index out of range")
+        return index
+
+    def __getitem__(self, index):
+        if isinstance(index, slice):
+            return [self._cells[i] for i in range(*index.indices(self._n))]
+        return self._cells[self._index(index)]
+
+    def __setitem__(self, index, value):
+        if isinstance(index, slice):
+            positions = range(*index.indices(self._n))
+            values = list(value)
+            if len(values) != len(positions):
+                raise ValueError("a native array cannot change its size")
+            for i, v in zip(positions, values):
+                self._cells[i] = v
+            return
+        self._cells[self._index(index)] = value
+
+    def __iter__(self):
+        return (self._cells[i] for i in range(self._n))
+
+    def __eq__(self, other):
+        return list(self) == list(other)
+
+    def __repr__(self):
+        return f"NativeArray({list(self)!r})"
+
+
+class NativeState:
+    """Native memory of one switch's tables, selectors, registers and counters.
+
+    Args:
+        library: the :class:`~testbed.p4.native.build.NativeLibrary` of the program.
+        state: the switch's SwitchState (its registers and counters are moved into native memory).
+
+    Raises:
+        NativeBackendError: out of native memory, or a value the native state cannot hold.
+    """
+
+    def __init__(self, library, state):
+        self.library = library
+        self.ffi = ffi = library.ffi
+        self.lib = lib = library.lib
+        self.state = state
+        layout = library.layout
+        pointer = lib.tb_pipeline_new()
+        if pointer == ffi.NULL:
+            raise NativeBackendError("native backend: out of memory for the switch state")
+        self.pl = ffi.gc(pointer, lib.tb_pipeline_free)
+        self.actions = layout["actions"]
+        self._dirty_tables = set()
+        self._loaded = {}  # table name -> the entries in native load order (direct counters)
+        self._meter_entries = {}  # table name -> the direct meter cells (TrTcmMeter or None) in load order
+        self._written = {}  # table name -> ids of entries whose direct counts the control plane set (None: all)
+        self._dirty_profiles = set()
+        self._lock = threading.Lock()
+        self._native_lock = threading.RLock()  # tables being replaced in native memory
+        self.tables = {name: (index, state.tables[name]) for index, name in enumerate(layout["tables"])}
+        self.profiles = {name: (index, state.action_profiles[name]) for index, name in enumerate(layout["profiles"])}
+        for index, name in enumerate(layout["registers"]):
+            register = state.registers[name]
+            cells = NativeArray(lib.tb_register_cells(self.pl, index), register.info.size, self)
+            cells[:] = list(register.values)
+            register.values = cells
+        for index, name in enumerate(layout["counters"]):
+            counter = state.counters[name]
+            packets = NativeArray(lib.tb_counter_cells(self.pl, index, 0), counter.info.size, self)
+            nbytes = NativeArray(lib.tb_counter_cells(self.pl, index, 1), counter.info.size, self)
+            packets[:] = list(counter.packets)
+            nbytes[:] = list(counter.bytes)
+            counter.packets, counter.bytes = packets, nbytes
+        self.meters = {name: (index, state.meters[name]) for index, name in enumerate(layout["meters"])}
+        self._meter_cells = {name: [None] * meter.info.size for name, (_, meter) in self.meters.items()}
+        self._dirty_meters = set(self.meters)
+        for _, meter in self.meters.values():
+            meter.watchers.append(self._meter_changed)
+        for name, (_, table) in self.tables.items():
+            table.watchers.append(self._table_changed)
+            if table.direct_counter is not None or table.info.idle_timeout:
+                table.refreshers.append(self._refresh_counts)
+            if table.direct_counter is not None:
+                table.direct_counter.watchers.append(self._counts_written)
+            if table.direct_meter is not None:
+                table.direct_meter.watchers.append(self._direct_meters_written)
+            self._dirty_tables.add(name)
+        for name, (_, profile) in self.profiles.items():
+            profile.watchers.append(self._profile_changed)
+            self._dirty_profiles.add(name)
+        self.sync()
+
+    def close(self):
+        """Stop following the Python state."""
+        for _, table in self.tables.values():
+            if self._table_changed in table.watchers:
+                table.watchers.remove(self._table_changed)
+            if self._refresh_counts in table.refreshers:
+                table.refreshers.remove(self._refresh_counts)
+            if table.direct_counter is not None and self._counts_written in table.direct_counter.watchers:
+                table.direct_counter.watchers.remove(self._counts_written)
+            if table.direct_meter is not None and self._direct_meters_written in table.direct_meter.watchers:
+                table.direct_meter.watchers.remove(self._direct_meters_written)
+        for _, meter in self.meters.values():
+            if self._meter_changed in meter.watchers:
+                meter.watchers.remove(self._meter_changed)
+        for _, profile in self.profiles.values():
+            if self._profile_changed in profile.watchers:
+                profile.watchers.remove(self._profile_changed)
+
+    def _table_changed(self, table):
+        with self._lock:
+            self._dirty_tables.add(table.info.name)
+
+    def _profile_changed(self, profile):
+        with self._lock:
+            self._dirty_profiles.add(profile.info.name)
+
+    def _meter_changed(self, meter):
+        with self._lock:
+            self._dirty_meters.add(meter.info.name)
+
+    def _direct_meters_written(self, meter, entry):
+        with self._lock:
+            self._dirty_tables.add(meter.table.info.name)
+
+    def _counts_written(self, counter, entry):
+        with self._lock:
+            name = counter.table.info.name
+            written = self._written.setdefault(name, set())
+            if entry is None or written is None:
+                self._written[name] = None
+            else:
+                written.add(id(entry))
+            self._dirty_tables.add(name)
+
+    def _refresh_counts(self, table):
+        """Copy the direct counts and hit times the pipeline made into the Python entries (before they are read)."""
+        name = table.info.name
+        loaded = self._loaded.get(name)
+        if not loaded:
+            return
+        ffi = self.ffi
+        n = len(loaded)
+        packets, nbytes = ffi.new("uint64_t[]", n), ffi.new("uint64_t[]", n)
+        with self._native_lock:
+            self.lib.tb_table_counts(self.pl, self.tables[name][0], n, packets, nbytes, 0)
+        written = self._written.get(name, set())
+        if table.info.idle_timeout:
+            hits = ffi.new("uint64_t[]", n)
+            with self._native_lock:
+                self.lib.tb_table_hits(self.pl, self.tables[name][0], n, hits)
+            for index, entry in enumerate(loaded):
+                if hits[index]:
+                    entry.last_hit_ns = hits[index] - 1
+        if table.direct_counter is None:
+            return
+        for index, entry in enumerate(loaded):
+            if written is None or id(entry) in written:
+                continue
+            entry.counter_packets = packets[index]
+            entry.counter_bytes = nbytes[index]
+
+    @property
+    def dirty(self):
+        """True when a table or profile changed since the last :meth:`sync`."""
+        return bool(self._dirty_tables or self._dirty_profiles or self._dirty_meters)
+
+    def sync(self):
+        """Copy what changed (tables, profiles, meter configurations) into native memory, holding the pipeline lock."""
+        self.lib.tb_pipeline_lock(self.pl)
+        try:
+            self._sync()
+        finally:
+            self.lib.tb_pipeline_unlock(self.pl)
+
+    def _sync(self):
+        with self._lock:
+            tables, self._dirty_tables = self._dirty_tables, set()
+            profiles, self._dirty_profiles = self._dirty_profiles, set()
+            meters, self._dirty_meters = self._dirty_meters, set()
+        for name in meters:
+            index, meter = self.meters[name]
+            loaded = self._meter_cells[name]
+            for cell_index in range(meter.info.size):
+                cell = meter.cell(cell_index)
+                if cell is loaded[cell_index]:
+                    continue  # unchanged: the native cell keeps its buckets
+                loaded[cell_index] = cell
+                if cell is None:
+                    self.lib.tb_meter_set(self.pl, index, cell_index, 0, 0, 0, 0, 0)
+                else:
+                    config = cell.config
+                    self.lib.tb_meter_set(self.pl, index, cell_index, 1, config.cir, config.cburst, config.pir,
+                                          config.pburst)
+        for name in profiles:
+            index, profile = self.profiles[name]
+            with profile.lock:
+                self._load_profile(index, profile)
+        for name in tables:
+            index, table = self.tables[name]
+            with table._lock, self._native_lock:
+                self._refresh_counts(table)
+                with self._lock:
+                    self._written.pop(name, None)
+                self._load_table(index, table)
+
+    def _kept_direct_meters(self, index, table):
+        """{id(meter cell): (cell, its 9 native values)} of the table's entries as loaded now."""
+        previous = self._meter_entries.get(table.info.name, [])
+        kept = {}
+        if previous:
+            cells = self.ffi.new("uint64_t[]", 9 * len(previous))
+            self.lib.tb_table_meters(self.pl, index, len(previous), cells, 0)
+            for position, cell in enumerate(previous):
+                if cell is not None:
+                    kept[id(cell)] = (cell, list(cells[9 * position:9 * position + 9]))
+        return kept
+
+    def _load_direct_meters(self, index, table, entries, kept):
+        """Give the entries their meter cells: kept buckets for a cell they had, full buckets for a new one."""
+        ffi, lib = self.ffi, self.lib
+        name = table.info.name
+        values = []
+        for entry in entries:
+            cell = entry.meter
+            if cell is None:
+                values += [0] * 9
+            elif id(cell) in kept and kept[id(cell)][0] is cell:
+                values += kept[id(cell)][1]
+            else:
+                config = cell.config
+                values += [1, config.cir, config.cburst, config.pir, config.pburst, config.pburst, config.cburst, 0, 0]
+        lib.tb_table_meters(self.pl, index, len(entries), ffi.new("uint64_t[]", values or [0]), 1)
+        self._meter_entries[name] = [entry.meter for entry in entries]
+
+    def _action(self, name):
+        return self.actions.get(name, -1)
+
+    @staticmethod
+    def _args(args, nargs, where):
+        values = [int(a) for a in args]
+        if any(v < 0 or v >> 64 for v in values):
+            raise NativeBackendError(f"native backend: {where}: an action argument wider than 64 bits")
+        return values + [0] * (nargs - len(values))
+
+    def _load_profile(self, index, profile):
+        ffi, lib = self.ffi, self.lib
+        members = sorted(profile.members(), key=lambda m: m.member_id)
+        groups = sorted(profile.groups(), key=lambda g: g.group_id)
+        nargs = max((len(m.args) for m in members), default=0)
+        where = f"action profile {profile.info.name}"
+        member_args = []
+        for member in members:
+            member_args += self._args(member.args, nargs, where)
+        selection = [mid for group in groups for mid in group.selection]
+        status = lib.tb_profile_load(
+            self.pl, index, len(members), ffi.new("uint64_t[]", [m.member_id for m in members] or [0]),
+            ffi.new("int32_t[]", [self._action(m.action) for m in members] or [0]),
+            ffi.new("uint64_t[]", member_args or [0]), nargs,
+            len(groups), ffi.new("uint64_t[]", [g.group_id for g in groups] or [0]),
+            ffi.new("uint32_t[]", [len(g.selection) for g in groups] or [0]),
+            ffi.new("uint64_t[]", selection or [0]))
+        if status:
+            raise NativeBackendError(f"native backend: {where}: loading into native memory failed ({status})")
+
+    def _load_table(self, index, table):
+        ffi, lib = self.ffi, self.lib
+        keys = table.info.match_keys
+        nkeys = len(keys)
+        where = f"table {table.info.name}"
+        nargs = self.library.layout["table_nargs"][index]
+        lpm_pos = table._kinds.index("lpm") if table._mode == "lpm" else None
+        prio, kind, action, ref, is_range, vals, masks, args = [], [], [], [], [], [], [], []
+        for entry in table._entries.values():
+            if table._mode == "lpm":
+                prio.append(entry.matches[lpm_pos].prefix_len)
+            elif table._mode == "generic":
+                prio.append(entry._prio)
+            else:
+                prio.append(0)
+            entry_masks = table._masks_of(entry)
+            if entry_masks is None:
+                is_range.append(1)
+                for low, high, mask in table._range_checks_of(entry):
+                    vals.append(low)
+                    masks.append(high if mask is None else mask)
+            else:
+                is_range.append(0)
+                for match, mask in zip(entry.matches, entry_masks):
+                    vals.append(match.value & mask)
+                    masks.append(mask)
+            if entry.action is not None:
+                kind.append(0)
+                action.append(self._action(entry.action.action))
+                ref.append(0)
+                args += self._args(entry.action.args, nargs, where)
+            else:
+                kind.append(1 if entry.member_id is not None else 2)
+                action.append(-1)
+                ref.append(entry.member_id if entry.member_id is not None else entry.group_id)
+                args += [0] * nargs
+        if any(v >> 64 for v in vals + masks):
+            raise NativeBackendError(f"native backend: {where}: a key wider than 64 bits")
+        range_key = [1 if k.match_type == "range" else 0 for k in keys]
+        entries = list(table._entries.values())
+        kept = self._kept_direct_meters(index, table) if table.direct_meter is not None else None
+        status = lib.tb_table_load(
+            self.pl, index, len(prio), ffi.new("int32_t[]", prio or [0]), ffi.new("int32_t[]", kind or [0]),
+            ffi.new("int32_t[]", action or [0]), ffi.new("uint64_t[]", ref or [0]),
+            ffi.new("int32_t[]", is_range or [0]), ffi.new("uint64_t[]", vals or [0]),
+            ffi.new("uint64_t[]", masks or [0]), ffi.new("uint64_t[]", args or [0]),
+            ffi.new("uint8_t[]", range_key or [0]))
+        if status:
+            raise NativeBackendError(f"native backend: {where}: loading into native memory failed ({status})")
+        if table.direct_meter is not None:
+            self._load_direct_meters(index, table, entries, kept)
+        if table.direct_counter is not None or table.info.idle_timeout:
+            self._loaded[table.info.name] = entries
+            lib.tb_table_counts(self.pl, index, len(entries),
+                                ffi.new("uint64_t[]", [e.counter_packets for e in entries] or [0]),
+                                ffi.new("uint64_t[]", [e.counter_bytes for e in entries] or [0]), 1)
+        default = table.default_action
+        lib.tb_table_set_default(self.pl, index, self._action(default.action),
+                                 ffi.new("uint64_t[]", self._args(default.args, max(nargs, 1), where)))
