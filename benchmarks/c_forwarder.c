@@ -12,7 +12,8 @@
  *   ring      PACKET_MMAP TPACKET_V3 receive ring, TPACKET_V3 transmit ring
  *   ringmmsg  PACKET_MMAP TPACKET_V3 receive ring, sendmmsg straight from the ring's blocks
  *   xdp       AF_XDP sockets (copy mode: veth has no zero copy), an XDP program of five
- *             instructions (redirect to the XSKMAP) loaded with the bpf() system call
+ *             instructions (redirect to the XSKMAP) loaded with the bpf() system call: the code
+ *             of the switch's native loop (testbed/embedded_switch/native_io/xsk.h)
  *
  * No lookup, no copy beyond what the method needs.  Every method waits in poll() when nothing
  * arrives (an idle forwarder uses no CPU) and drains its input in batches of BATCH frames.
@@ -39,12 +40,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#ifndef SOL_XDP
-#define SOL_XDP 283
-#endif
-#ifndef AF_XDP
-#define AF_XDP 44
-#endif
+#include "../testbed/embedded_switch/native_io/xsk.h" /* the native switch loop's AF_XDP code */
 
 #define BATCH 64
 #define FRAME 2048
@@ -252,186 +248,29 @@ static void forward_ring(const char *in, const char *out, int tx_by_ring)
 
 /* ------------------------------------------------------------------ AF_XDP */
 
-#define XSK_FRAMES 4096
-#define XSK_RING 2048
+#define XSK_RING 1024
 
-struct ring {
-    uint32_t *producer, *consumer, *flags;
-    void *descs;
-    uint32_t size;
-};
-
-struct xsk {
-    int fd;
-    uint8_t *umem;
-    struct ring rx, tx, fill, comp;
-    uint32_t free_frames[XSK_FRAMES]; /* transmit side: UMEM frames not in flight */
-    uint32_t nfree;
-};
-
-static void ring_map(int fd, struct ring *ring, const struct xdp_ring_offset *off, uint64_t pgoff,
-                     size_t desc_size, uint32_t size)
+static void forward_one(void *ctx, const uint8_t *data, uint32_t len)
 {
-    size_t len = off->desc + (size_t)size * desc_size;
-    uint8_t *map = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, (off_t)pgoff);
-    if (map == MAP_FAILED) die("mmap(xsk ring)");
-    ring->producer = (void *)(map + off->producer);
-    ring->consumer = (void *)(map + off->consumer);
-    ring->flags = (void *)(map + off->flags);
-    ring->descs = map + off->desc;
-    ring->size = size;
-}
-
-static void xsk_open(struct xsk *xsk, const char *ifname)
-{
-    xsk->fd = socket(AF_XDP, SOCK_RAW, 0);
-    if (xsk->fd < 0) die("socket(AF_XDP)");
-    size_t umem_len = (size_t)XSK_FRAMES * FRAME;
-    xsk->umem = mmap(NULL, umem_len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
-    if (xsk->umem == MAP_FAILED) die("mmap(umem)");
-    struct xdp_umem_reg reg = {.addr = (uintptr_t)xsk->umem, .len = umem_len, .chunk_size = FRAME};
-    if (setsockopt(xsk->fd, SOL_XDP, XDP_UMEM_REG, &reg, sizeof reg) < 0) die("XDP_UMEM_REG");
-    int size = XSK_RING;
-    if (setsockopt(xsk->fd, SOL_XDP, XDP_UMEM_FILL_RING, &size, sizeof size) < 0 ||
-        setsockopt(xsk->fd, SOL_XDP, XDP_UMEM_COMPLETION_RING, &size, sizeof size) < 0 ||
-        setsockopt(xsk->fd, SOL_XDP, XDP_RX_RING, &size, sizeof size) < 0 ||
-        setsockopt(xsk->fd, SOL_XDP, XDP_TX_RING, &size, sizeof size) < 0) die("XDP rings");
-    struct xdp_mmap_offsets off;
-    socklen_t optlen = sizeof off;
-    if (getsockopt(xsk->fd, SOL_XDP, XDP_MMAP_OFFSETS, &off, &optlen) < 0) die("XDP_MMAP_OFFSETS");
-    ring_map(xsk->fd, &xsk->rx, &off.rx, XDP_PGOFF_RX_RING, sizeof(struct xdp_desc), XSK_RING);
-    ring_map(xsk->fd, &xsk->tx, &off.tx, XDP_PGOFF_TX_RING, sizeof(struct xdp_desc), XSK_RING);
-    ring_map(xsk->fd, &xsk->fill, &off.fr, XDP_UMEM_PGOFF_FILL_RING, sizeof(uint64_t), XSK_RING);
-    ring_map(xsk->fd, &xsk->comp, &off.cr, XDP_UMEM_PGOFF_COMPLETION_RING, sizeof(uint64_t), XSK_RING);
-    /* the first half of the frames feed the fill ring (receive), the second half transmit */
-    uint64_t *fill = xsk->fill.descs;
-    for (uint32_t i = 0; i < XSK_RING; i++) fill[i] = (uint64_t)i * FRAME;
-    __atomic_store_n(xsk->fill.producer, XSK_RING, __ATOMIC_RELEASE);
-    xsk->nfree = 0;
-    for (uint32_t i = XSK_RING; i < XSK_FRAMES; i++) xsk->free_frames[xsk->nfree++] = i;
-    struct sockaddr_xdp addr = {.sxdp_family = AF_XDP, .sxdp_ifindex = (uint32_t)if_index(ifname),
-                                .sxdp_queue_id = 0, .sxdp_flags = XDP_COPY | XDP_USE_NEED_WAKEUP};
-    /* a socket of a forwarder that just exited may still hold the queue for a moment */
-    for (int tries = 0; bind(xsk->fd, (struct sockaddr *)&addr, sizeof addr) < 0; tries++) {
-        if (errno != EBUSY || tries == 100) die("bind(AF_XDP)");
-        usleep(20000);
-    }
-}
-
-static long sys_bpf(int cmd, union bpf_attr *attr)
-{
-    return syscall(__NR_bpf, cmd, attr, sizeof *attr);
-}
-
-/* Load "return bpf_redirect_map(&xsks, ctx->rx_queue_index, XDP_PASS)" on ifname and put the socket in
- * the map.  Returns the link fd: the program is detached when the process exits. */
-static int xdp_attach(const char *ifname, int xsk_fd)
-{
-    union bpf_attr attr;
-    memset(&attr, 0, sizeof attr);
-    attr.map_type = BPF_MAP_TYPE_XSKMAP;
-    attr.key_size = 4;
-    attr.value_size = 4;
-    attr.max_entries = 1;
-    int map = (int)sys_bpf(BPF_MAP_CREATE, &attr);
-    if (map < 0) die("bpf(BPF_MAP_CREATE xskmap)");
-    struct bpf_insn prog[] = {
-        {.code = BPF_LDX | BPF_W | BPF_MEM, .dst_reg = BPF_REG_2, .src_reg = BPF_REG_1, .off = 16}, /* rx_queue_index */
-        {.code = BPF_LD | BPF_DW | BPF_IMM, .dst_reg = BPF_REG_1, .src_reg = BPF_PSEUDO_MAP_FD, .imm = map},
-        {0},
-        {.code = BPF_ALU64 | BPF_MOV | BPF_K, .dst_reg = BPF_REG_3, .imm = XDP_PASS},
-        {.code = BPF_JMP | BPF_CALL, .imm = BPF_FUNC_redirect_map},
-        {.code = BPF_JMP | BPF_EXIT},
-    };
-    static char log[4096];
-    memset(&attr, 0, sizeof attr);
-    attr.prog_type = BPF_PROG_TYPE_XDP;
-    attr.insns = (uintptr_t)prog;
-    attr.insn_cnt = sizeof prog / sizeof prog[0];
-    attr.license = (uintptr_t) "GPL";
-    attr.log_buf = (uintptr_t)log;
-    attr.log_size = sizeof log;
-    attr.log_level = 1;
-    int prog_fd = (int)sys_bpf(BPF_PROG_LOAD, &attr);
-    if (prog_fd < 0) {
-        fprintf(stderr, "verifier: %s\n", log);
-        die("bpf(BPF_PROG_LOAD xdp)");
-    }
-    uint32_t key = 0, value = (uint32_t)xsk_fd;
-    memset(&attr, 0, sizeof attr);
-    attr.map_fd = map;
-    attr.key = (uintptr_t)&key;
-    attr.value = (uintptr_t)&value;
-    if (sys_bpf(BPF_MAP_UPDATE_ELEM, &attr) < 0) die("bpf(BPF_MAP_UPDATE_ELEM)");
-    memset(&attr, 0, sizeof attr);
-    attr.link_create.prog_fd = prog_fd;
-    attr.link_create.target_ifindex = if_index(ifname);
-    attr.link_create.attach_type = BPF_XDP;
-    attr.link_create.flags = XDP_FLAGS_DRV_MODE;
-    int link = (int)sys_bpf(BPF_LINK_CREATE, &attr);
-    if (link < 0) die("bpf(BPF_LINK_CREATE xdp)");
-    return link;
-}
-
-static void xsk_kick_tx(struct xsk *xsk)
-{
-    sendto(xsk->fd, NULL, 0, MSG_DONTWAIT, NULL, 0);
-}
-
-/* Take back the transmit frames the kernel has sent. */
-static void xsk_complete(struct xsk *xsk)
-{
-    uint32_t cons = *xsk->comp.consumer, prod = __atomic_load_n(xsk->comp.producer, __ATOMIC_ACQUIRE);
-    uint64_t *comp = xsk->comp.descs;
-    for (; cons != prod; cons++) xsk->free_frames[xsk->nfree++] = (uint32_t)(comp[cons & (XSK_RING - 1)] / FRAME);
-    __atomic_store_n(xsk->comp.consumer, cons, __ATOMIC_RELEASE);
+    if (xsk_tx_put(ctx, data, len)) forwarded++;
 }
 
 static void forward_xdp(const char *in, const char *out)
 {
     static struct xsk rx, tx;
-    xsk_open(&rx, in);
-    xsk_open(&tx, out);
-    int link = xdp_attach(in, rx.fd);
-    (void)link;
+    char err[512];
+    if (xsk_open(&rx, in, XSK_RING, err, sizeof err) || xsk_open(&tx, out, XSK_RING, err, sizeof err)) {
+        fprintf(stderr, "%s\n", err);
+        exit(2);
+    }
     while (running) {
-        uint32_t cons = *rx.rx.consumer, prod = __atomic_load_n(rx.rx.producer, __ATOMIC_ACQUIRE);
-        if (cons == prod) {
-            if (__atomic_load_n(rx.fill.flags, __ATOMIC_ACQUIRE) & XDP_RING_NEED_WAKEUP)
-                recvfrom(rx.fd, NULL, 0, MSG_DONTWAIT, NULL, NULL);
+        if (!xsk_receive(&rx, BATCH, forward_one, &tx)) {
             wait_readable(rx.fd);
             continue;
         }
-        struct xdp_desc *rdesc = rx.rx.descs;
-        struct xdp_desc *tdesc = tx.tx.descs;
-        uint64_t *fill = rx.fill.descs;
-        uint32_t fill_prod = *rx.fill.producer, tx_prod = *tx.tx.producer;
-        xsk_complete(&tx);
-        uint32_t n = 0;
-        for (; cons != prod && n < BATCH; cons++, n++) {
-            struct xdp_desc d = rdesc[cons & (XSK_RING - 1)];
-            if (tx.nfree == 0) {
-                xsk_kick_tx(&tx);
-                xsk_complete(&tx);
-            }
-            if (tx.nfree) {
-                uint32_t frame = tx.free_frames[--tx.nfree];
-                memcpy(tx.umem + (uint64_t)frame * FRAME, rx.umem + d.addr, d.len);
-                tdesc[tx_prod & (XSK_RING - 1)] = (struct xdp_desc){.addr = (uint64_t)frame * FRAME, .len = d.len};
-                tx_prod++;
-                forwarded++;
-            }
-            fill[fill_prod++ & (XSK_RING - 1)] = d.addr - d.addr % FRAME;
-        }
-        __atomic_store_n(rx.rx.consumer, cons, __ATOMIC_RELEASE);
-        __atomic_store_n(rx.fill.producer, fill_prod, __ATOMIC_RELEASE);
-        __atomic_store_n(tx.tx.producer, tx_prod, __ATOMIC_RELEASE);
-        xsk_kick_tx(&tx);
+        xsk_tx_flush(&tx);
     }
-    struct xdp_statistics stats;
-    socklen_t len = sizeof stats;
-    if (getsockopt(rx.fd, SOL_XDP, XDP_STATISTICS, &stats, &len) == 0)
-        kernel_drops = stats.rx_dropped + stats.rx_ring_full;
+    kernel_drops = xsk_drops(&rx);
 }
 
 /* ------------------------------------------------------------------ sender and latency receiver */

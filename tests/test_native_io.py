@@ -292,3 +292,13 @@ def test_cpu_port_punt_and_inject(line_switch):
 def test_bad_interface_named(fixture_pipeline):
     with pytest.raises(Exception, match="no-such-if0"):
         native_io.NativeLoop({1: "no-such-if0"})
+
+
+def test_pipeline_header_copy_is_the_original():
+    """The loop's copy of tb_pipeline.h (kept until the native backend is merged) says what the original says."""
+    with open(native_io.PIPELINE_HEADER_COPY) as handle:
+        copy = handle.read().split("\n", 2)[2]  # after the two lines saying it is a copy
+    if not os.path.exists(native_io.PIPELINE_HEADER):
+        pytest.skip("testbed/p4/native is not in this tree yet")
+    with open(native_io.PIPELINE_HEADER) as handle:
+        assert handle.read() == copy

@@ -29,6 +29,7 @@ size_t tb_packet_size(void) { return sizeof(tb_packet_t); }
 void tb_packet_reset(tb_pipeline_t *pl, tb_packet_t *pkt) { (void)pl; memset(pkt, 0, sizeof *pkt); }
 tb_std_meta_t *tb_packet_std(tb_packet_t *pkt) { return &pkt->std; }
 void tb_packet_copy(tb_packet_t *dst, const tb_packet_t *src) { *dst = *src; }
+void tb_packet_copy_headers(tb_packet_t *dst, const tb_packet_t *src) { dst->frame = src->frame, dst->len = src->len; }
 void tb_preserve_fields(int index, const tb_packet_t *src, tb_packet_t *dst) { (void)index, (void)src, (void)dst; }
 
 static uint16_t ethertype(const tb_packet_t *pkt) { return pkt->len >= 14 ? pkt->frame[12] << 8 | pkt->frame[13] : 0; }

@@ -364,7 +364,7 @@ class NativeLoop:
         return result
 
     def errors(self):
-        """Internal errors counted (out of slots, unsupported E2E clones, oversize frames)."""
+        """Internal errors counted (out of packet slots or memory, a frame larger than the deparser's buffer)."""
         return self._lib.tbio_errors(self._loop)
 
     def close(self):

@@ -1,5 +1,5 @@
-/* A copy of testbed/p4/native/include/tb_pipeline.h (branch native), ABI version 1, used to build
- * native_io until that package is merged; the build prefers the original when it exists.  Delete after the merge. */
+/* A copy of testbed/p4/native/include/tb_pipeline.h (branch native, commit fa5a63e), ABI version 1, used to
+ * build native_io until that package is merged; the build prefers the original when it exists.  Delete after the merge. */
 /* tb_pipeline.h - C ABI of a P4 program compiled by testbed.p4.native (the native backend).
  *
  * One shared object per program (built by testbed/p4/native/build.py, cached by content hash)
@@ -83,7 +83,7 @@ typedef struct tb_request {
     int32_t clone_field_list;       /* -1: none; else the @field_list index kept in clones */
     int32_t resubmit_field_list;    /* -1: no resubmit */
     int32_t recirculate_field_list; /* -1: no recirculate */
-    int32_t truncate_length;        /* -1: none; else bytes the sent frame is cut to */
+    int32_t truncate_length;        /* -1: this control did not call truncate; else bytes to cut to */
 } tb_request_t;
 
 typedef struct tb_pipeline tb_pipeline_t;   /* opaque: a switch's state */
@@ -99,6 +99,10 @@ size_t tb_packet_size(void);                 /* bytes to allocate for one tb_pac
 void tb_packet_reset(tb_pipeline_t *pl, tb_packet_t *pkt);     /* headers invalid, metadata 0 */
 tb_std_meta_t *tb_packet_std(tb_packet_t *pkt);
 void tb_packet_copy(tb_packet_t *dst, const tb_packet_t *src);
+/* headers and frame of src, nothing else (E2E clones: dst was reset first) */
+void tb_packet_copy_headers(tb_packet_t *dst, const tb_packet_t *src);
+/* why the last stage returned TB_DROPPED / TB_HALT ("assert failed at file:line"), or "" */
+const char *tb_packet_failure(const tb_packet_t *pkt);
 /* copy the user metadata fields of @field_list(index) from src to dst */
 void tb_preserve_fields(int index, const tb_packet_t *src, tb_packet_t *dst);
 int tb_parse(tb_pipeline_t *pl, tb_packet_t *pkt, const uint8_t *frame, uint32_t len);
@@ -108,5 +112,24 @@ int tb_egress(tb_pipeline_t *pl, tb_packet_t *pkt, uint64_t now_ns, tb_request_t
  * -TB_DROPPED / -TB_HALT, or -(int)TB_NEED_SPACE when cap is too small */
 #define TB_NEED_SPACE 3
 int tb_deparse(tb_pipeline_t *pl, tb_packet_t *pkt, uint8_t *out, uint32_t cap);
+
+/* ---- whole pipeline for the common case ------------------------------------------------
+ * Parse, ingress and, when the end of ingress is a plain unicast (no clone, resubmit or
+ * multicast), egress and deparse of one frame entering on `port`, without queueing
+ * (egress timestamps = ingress ones).  Returns TB_OK with the frame in out (*out_len bytes,
+ * truncation applied, port = tb_packet_std(pkt)->egress_port), or a stage ORed with what
+ * stopped the packet there: TB_DROPPED / TB_HALT (errors), TB_DROP (egress_spec 511: a normal
+ * drop) or TB_CONTINUE (the caller carries out the end-of-stage decisions with *req and pkt,
+ * whose state is kept: TB_STAGE_INGRESS for clones / resubmit / multicast, TB_STAGE_EGRESS
+ * for E2E clones / recirculation). */
+#define TB_DROP 4
+#define TB_CONTINUE 5
+#define TB_STAGE_PARSE 0x10
+#define TB_STAGE_INGRESS 0x20
+#define TB_STAGE_EGRESS 0x30
+#define TB_STAGE_DEPARSE 0x40
+int tb_process(tb_pipeline_t *pl, tb_packet_t *pkt, const uint8_t *frame, uint32_t len, uint32_t port,
+               uint64_t now_ns, uint64_t timestamp_us, uint8_t *out, uint32_t cap, int32_t *out_len,
+               tb_request_t *req);
 
 #endif /* TB_PIPELINE_H */

@@ -395,6 +395,7 @@ typedef struct ops {
     void (*packet_reset)(tb_pipeline_t *, tb_packet_t *);
     tb_std_meta_t *(*packet_std)(tb_packet_t *);
     void (*packet_copy)(tb_packet_t *, const tb_packet_t *);
+    void (*packet_copy_headers)(tb_packet_t *, const tb_packet_t *);
     void (*preserve_fields)(int, const tb_packet_t *, tb_packet_t *);
     int (*parse)(tb_pipeline_t *, tb_packet_t *, const uint8_t *, uint32_t);
     int (*ingress)(tb_pipeline_t *, tb_packet_t *, uint64_t, tb_request_t *);
@@ -712,6 +713,34 @@ static void output(tbio_loop_t *L, uint32_t port, const uint8_t *data, uint32_t 
     if (!xsk_tx_put(&x->xsk, data, len)) L->stats[port].tx_errors++;
 }
 
+/* Copies of the packet as egress left it, metadata reset, one per replica of the clone session;
+ * they queue again (the E2E clone branch of _run_egress, enqueued as transmit_ready does). */
+static void e2e_clones(tbio_loop_t *L, slot_t *s, int32_t session, int field_list, int32_t truncate)
+{
+    replicas_t *r = session < 65536 ? L->sessions[session] : NULL;
+    if (!r) return;
+    tb_packet_t *pkt = PKT(L, s);
+    tb_std_meta_t *std = L->ops.packet_std(pkt);
+    for (uint32_t i = 0; i < r->n; i++) {
+        slot_t *c = packet_sharing_frame(L, s);
+        if (!c) {
+            L->errors++;
+            return;
+        }
+        tb_packet_t *copy = PKT(L, c);
+        L->ops.packet_reset(L->pl, copy);
+        L->ops.packet_copy_headers(copy, pkt);
+        tb_std_meta_t *cs = L->ops.packet_std(copy);
+        cs->packet_length = std->packet_length;
+        cs->instance_type = TB_INSTANCE_EGRESS_CLONE;
+        cs->egress_port = r->ports[i];
+        cs->egress_rid = r->rids[i];
+        if (field_list >= 0) L->ops.preserve_fields(field_list, pkt, copy);
+        c->truncate = r->packet_length ? (int32_t)r->packet_length : truncate;
+        enqueue(L, c);
+    }
+}
+
 /* Egress, deparser and what follows (_run_egress); s is consumed unless recirculated (pending). */
 static void run_egress(tbio_loop_t *L, slot_t *s, int64_t now)
 {
@@ -733,8 +762,8 @@ static void run_egress(tbio_loop_t *L, slot_t *s, int64_t now)
         packet_free(L, s);
         return;
     }
-    if (req.clone_session >= 0 && req.clone_session < 65536 && L->sessions[req.clone_session])
-        L->errors++; /* E2E clones need a metadata-only reset the pipeline ABI does not offer yet */
+    int32_t truncate = req.truncate_length >= 0 ? req.truncate_length : s->truncate;
+    if (req.clone_session >= 0) e2e_clones(L, s, req.clone_session, req.clone_field_list, truncate);
     if (std->egress_spec == TB_DROP_PORT) {
         port_stats(L, port)->drops++;
         packet_free(L, s);
@@ -748,7 +777,6 @@ static void run_egress(tbio_loop_t *L, slot_t *s, int64_t now)
         packet_free(L, s);
         return;
     }
-    int32_t truncate = req.truncate_length >= 0 ? req.truncate_length : s->truncate;
     if (truncate >= 0 && truncate < len) len = truncate;
     if (req.recirculate_field_list >= 0) {
         slot_t *f = s->passes + 1 < MAX_PASSES && L->npending < DEQ_BATCH ? slot_get(L) : NULL;
@@ -936,9 +964,11 @@ int tbio_set_pipeline(tbio_loop_t *L, const char *path, void *pipeline, char *er
     }
     ops_t o;
     const char *names[] = {"tb_abi_version", "tb_packet_size", "tb_packet_reset", "tb_packet_std", "tb_packet_copy",
-                           "tb_preserve_fields", "tb_parse", "tb_ingress", "tb_egress", "tb_deparse"};
+                           "tb_packet_copy_headers", "tb_preserve_fields", "tb_parse", "tb_ingress", "tb_egress",
+                           "tb_deparse"};
     void **slots[] = {(void **)&o.abi_version, (void **)&o.packet_size, (void **)&o.packet_reset,
-                      (void **)&o.packet_std, (void **)&o.packet_copy, (void **)&o.preserve_fields,
+                      (void **)&o.packet_std, (void **)&o.packet_copy, (void **)&o.packet_copy_headers,
+                      (void **)&o.preserve_fields,
                       (void **)&o.parse, (void **)&o.ingress, (void **)&o.egress, (void **)&o.deparse};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
         *slots[i] = dlsym(dl, names[i]);
