@@ -289,6 +289,32 @@ def test_cpu_port_punt_and_inject(line_switch):
 
 
 @needs_root
+def test_replication_clones_resubmit_recirculate(line_switch):
+    """Each end-of-stage decision of device.py: what reaches port 2 and the CPU port, with its metadata."""
+    line, switch = line_switch
+    switch.loop.set_multicast_group(1, [(2, 7), (255, 8)])
+    switch.loop.set_clone_session(5, [(255, 0)])
+    switch.loop.set_clone_session(6, [(255, 3)])
+    sender, receiver = _socket(line.sender, line.sender_if), _socket(line.receiver, line.receiver_if)
+
+    def exchange(ethertype):
+        switch.punted.clear()
+        sender.send(bytes.fromhex("020000000002020000000001") + struct.pack("!H", ethertype) + bytes(50))
+        got = [tuple(data[14:17]) for _, data in _receive(receiver, 1, timeout=3)]
+        time.sleep(0.2)
+        return got, [tuple(data[14:17]) for data in switch.punted]
+
+    # (instance_type, egress_rid, egress_port) of what port 2 sent and of what the CPU port got
+    assert exchange(0x88b6) == ([(5, 7, 2)], [(5, 8, 255)])    # multicast: a replica each
+    assert exchange(0x88b7) == ([(0, 0, 2)], [(1, 0, 255)])    # I2E clone
+    assert exchange(0x88b8) == ([(0, 0, 2)], [(2, 3, 255)])    # E2E clone
+    assert exchange(0x88b9) == ([(6, 0, 2)], [])               # resubmitted once
+    assert exchange(0x88ba) == ([(4, 0, 2)], [])               # recirculated once
+    assert switch.loop.errors() == 0
+    sender.close(), receiver.close()
+
+
+@needs_root
 def test_bad_interface_named(fixture_pipeline):
     with pytest.raises(Exception, match="no-such-if0"):
         native_io.NativeLoop({1: "no-such-if0"})

@@ -5,8 +5,11 @@
  * destination goes to the CPU port 255; EtherType 0x9999 is dropped (mark_to_drop).  The
  * priority is the IPv4 TOS precedence (top 3 bits of byte 15) for EtherType 0x0800, and byte 14's
  * low 3 bits for EtherType 0x88b5, whose egress also writes enq_qdepth and deq_qdepth (4 bytes
- * each, big-endian) at bytes 16..23 so tests can see the queueing metadata.  Everything else
- * leaves byte for byte as it came.
+ * each, big-endian) at bytes 16..23 so tests can see the queueing metadata.  For the end-of-stage
+ * decisions: EtherType 0x88b6 goes to multicast group 1, 0x88b7 asks for I2E clone session 5,
+ * 0x88b8 for E2E clone session 6, 0x88b9 is resubmitted once, 0x88ba recirculated once; their
+ * deparser writes instance_type, egress_rid and egress_port at bytes 14, 15 and 16.  Everything
+ * else leaves byte for byte as it came.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -59,7 +62,10 @@ int tb_ingress(tb_pipeline_t *pl, tb_packet_t *pkt, uint64_t now_ns, tb_request_
     if (type == 0x9999) std->egress_spec = TB_DROP_PORT;
     if (type == 0x0800 && pkt->len > 15) std->priority = pkt->frame[15] >> 5;
     if (type == 0x88b5 && pkt->len > 14) std->priority = pkt->frame[14] & 7;
+    if (type == 0x88b6) std->mcast_grp = 1;
     no_request(req, std);
+    if (type == 0x88b7) req->clone_session = 5;
+    if (type == 0x88b9 && std->instance_type != TB_INSTANCE_RESUBMIT) req->resubmit_field_list = 0;
     return TB_OK;
 }
 
@@ -67,6 +73,9 @@ int tb_egress(tb_pipeline_t *pl, tb_packet_t *pkt, uint64_t now_ns, tb_request_t
 {
     (void)pl, (void)now_ns;
     no_request(req, &pkt->std);
+    uint16_t type = ethertype(pkt);
+    if (type == 0x88b8 && pkt->std.instance_type != TB_INSTANCE_EGRESS_CLONE) req->clone_session = 6;
+    if (type == 0x88ba && pkt->std.instance_type != TB_INSTANCE_RECIRC) req->recirculate_field_list = 0;
     return TB_OK;
 }
 
@@ -80,6 +89,11 @@ int tb_deparse(tb_pipeline_t *pl, tb_packet_t *pkt, uint8_t *out, uint32_t cap)
     if (ethertype(pkt) == 0x88b5 && pkt->len >= 24) {
         put32(out + 16, pkt->std.enq_qdepth);
         put32(out + 20, pkt->std.deq_qdepth);
+    }
+    if (ethertype(pkt) >= 0x88b6 && ethertype(pkt) <= 0x88ba && pkt->len >= 17) {
+        out[14] = (uint8_t)pkt->std.instance_type;
+        out[15] = (uint8_t)pkt->std.egress_rid;
+        out[16] = (uint8_t)pkt->std.egress_port;
     }
     return (int)pkt->len;
 }

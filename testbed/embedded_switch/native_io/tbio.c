@@ -403,7 +403,8 @@ typedef struct ops {
     int (*deparse)(tb_pipeline_t *, tb_packet_t *, uint8_t *, uint32_t);
 } ops_t;
 
-#define SLOT_FRAME 4096u
+#define SLOT_FRAME XSK_FRAME /* a slot's frame: what a port receives, a punted or delayed frame */
+#define SCRATCH 4096u      /* the deparser's output buffer */
 
 /* A packet between receive and transmit: its headers and metadata (tb_packet_t, after the slot
  * header) and a frame buffer.  Copies of a packet (multicast, clones, resubmit) parse or keep
@@ -464,7 +465,7 @@ struct tbio_loop {
     uint64_t errors;
     int halted, halt_reported;
     char halt_reason[256];
-    uint8_t scratch[SLOT_FRAME];
+    uint8_t scratch[SCRATCH];
 };
 
 #define PKT(loop, s) ((tb_packet_t *)((uint8_t *)(s) + sizeof(slot_t)))
@@ -552,7 +553,7 @@ static void enqueue(tbio_loop_t *L, slot_t *s)
 static void run_ingress(tbio_loop_t *L, slot_t *s, uint32_t port, uint32_t instance, slot_t *src, int field_list);
 
 /* Copies of the packet as it entered ingress, one per replica of the clone session (_i2e_clones). */
-static void i2e_clones(tbio_loop_t *L, slot_t *s, int32_t session, int field_list)
+static void i2e_clones(tbio_loop_t *L, slot_t *s, uint32_t port, int32_t session, int field_list)
 {
     replicas_t *r = session >= 0 && session < 65536 ? L->sessions[session] : NULL;
     if (!r) return;
@@ -570,7 +571,7 @@ static void i2e_clones(tbio_loop_t *L, slot_t *s, int32_t session, int field_lis
         std->instance_type = TB_INSTANCE_INGRESS_CLONE;
         int rc = L->ops.parse(L->pl, pkt, frame_of(c), c->len);
         if (rc == TB_HALT) {
-            halt(L, "clone parser", std->ingress_port, rc);
+            halt(L, "clone parser", port, rc);
             packet_free(L, c);
             return;
         }
@@ -616,7 +617,7 @@ static void run_ingress(tbio_loop_t *L, slot_t *s, uint32_t port, uint32_t insta
         packet_free(L, s);
         return;
     }
-    if (req.clone_session >= 0) i2e_clones(L, s, req.clone_session, req.clone_field_list);
+    if (req.clone_session >= 0) i2e_clones(L, s, port, req.clone_session, req.clone_field_list);
     if (req.resubmit_field_list >= 0) {
         if (s->passes + 1 < MAX_PASSES) {
             slot_t *r = packet_sharing_frame(L, s);
@@ -671,7 +672,7 @@ static uint64_t next_random(uint64_t *state) /* splitmix64 */
 
 static void punt(tbio_loop_t *L, const uint8_t *data, uint32_t len)
 {
-    slot_t *p = slot_get(L);
+    slot_t *p = len <= SLOT_FRAME ? slot_get(L) : NULL;
     if (!p) {
         L->errors++;
         return;
@@ -697,7 +698,7 @@ static void output(tbio_loop_t *L, uint32_t port, const uint8_t *data, uint32_t 
         return;
     }
     if (x->delay_ns > 0) {
-        slot_t *d = slot_get(L);
+        slot_t *d = len <= SLOT_FRAME ? slot_get(L) : NULL;
         if (!d) {
             L->stats[port].tx_errors++;
             return;
@@ -769,7 +770,7 @@ static void run_egress(tbio_loop_t *L, slot_t *s, int64_t now)
         packet_free(L, s);
         return;
     }
-    int len = L->ops.deparse(L->pl, pkt, L->scratch, SLOT_FRAME);
+    int len = L->ops.deparse(L->pl, pkt, L->scratch, SCRATCH);
     if (len < 0) {
         if (len == -TB_HALT) halt(L, "deparser", port, -len);
         else port_stats(L, port)->drops++;
@@ -779,8 +780,9 @@ static void run_egress(tbio_loop_t *L, slot_t *s, int64_t now)
     }
     if (truncate >= 0 && truncate < len) len = truncate;
     if (req.recirculate_field_list >= 0) {
-        slot_t *f = s->passes + 1 < MAX_PASSES && L->npending < DEQ_BATCH ? slot_get(L) : NULL;
+        slot_t *f = s->passes + 1 < MAX_PASSES && L->npending < DEQ_BATCH && len <= (int)SLOT_FRAME ? slot_get(L) : NULL;
         if (!f) {
+            if (s->passes + 1 < MAX_PASSES) L->errors++; /* too long for a slot, or out of slots */
             packet_free(L, s);
             return;
         }
