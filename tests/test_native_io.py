@@ -10,6 +10,7 @@ import random
 import socket
 import struct
 import subprocess
+import sys
 import threading
 import time
 
@@ -121,7 +122,8 @@ def fixture_pipeline(tmp_path_factory):
     import cffi
 
     path = str(tmp_path_factory.mktemp("pipeline") / "fixture_pipeline.so")
-    subprocess.run(["gcc", "-O2", "-fPIC", "-shared", f'-DTB_PIPELINE_HEADER="{native_io.pipeline_header()}"',
+    flags = native_io.SANITIZE_FLAGS if native_io.sanitizing() else ("-O2",)
+    subprocess.run(["gcc", *flags, "-fPIC", "-shared", f'-DTB_PIPELINE_HEADER="{native_io.pipeline_header()}"',
                     "-o", path, FIXTURE], check=True)
     ffi = cffi.FFI()
     ffi.cdef("void *tb_pipeline_new(void); void tb_pipeline_free(void *);")
@@ -328,3 +330,20 @@ def test_pipeline_header_copy_is_the_original():
         pytest.skip("testbed/p4/native is not in this tree yet")
     with open(native_io.PIPELINE_HEADER) as handle:
         assert handle.read() == copy
+
+
+@pytest.mark.skipif(native_io.sanitizing(), reason="already sanitized")
+def test_sanitized_run():
+    """This file's tests once more with the loop and the fixture built with ASan and UBSan: no report."""
+    preload = subprocess.run(["gcc", "-print-file-name=libasan.so"], capture_output=True, text=True).stdout.strip()
+    if not os.path.isabs(preload):
+        pytest.skip("no libasan for gcc")
+    env = dict(os.environ, TESTBED_NATIVE_SANITIZE="1", LD_PRELOAD=preload,
+               ASAN_OPTIONS="detect_leaks=0:abort_on_error=0:halt_on_error=1",
+               UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1")
+    result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-x",
+                             os.path.abspath(__file__), "-k", "not sanitized_run"], env=env, capture_output=True,
+                            text=True, timeout=1200)
+    report = result.stdout + result.stderr
+    assert result.returncode == 0, report[-4000:]
+    assert "ERROR: AddressSanitizer" not in report and "runtime error:" not in report, report[-4000:]

@@ -34,6 +34,12 @@ SOURCES = ("tbio.c", "tbio.h", "xsk.h")
 PIPELINE_HEADER = os.path.join(os.path.dirname(os.path.dirname(HERE)), "p4", "native", "include", "tb_pipeline.h")
 PIPELINE_HEADER_COPY = os.path.join(HERE, "tb_pipeline_copy.h")
 
+# the native backend's names for these settings (testbed/p4/native/build.py)
+SANITIZE_ENV = "TESTBED_NATIVE_SANITIZE"
+COMPILER_ENV = "TESTBED_CC"
+SANITIZE_FLAGS = ("-O1", "-g", "-fno-omit-frame-pointer", "-fsanitize=address,undefined",
+                  "-fno-sanitize-recover=undefined")
+
 #: tbio_run's answers
 STOPPED, WOKEN, PUNTED, HALTED = 0, 1, 2, 3
 
@@ -51,16 +57,27 @@ def pipeline_header():
 
 
 def cache_dir():
-    """Where built libraries are kept: ``$TESTBED_NATIVE_CACHE`` or ``~/.cache/testbed/native_io``."""
-    return os.environ.get("TESTBED_NATIVE_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "testbed",
-                                                                    "native_io")
+    """Where built libraries are kept: ``native_io`` in ``$TESTBED_CACHE_DIR`` (default ``~/.cache/testbed``)."""
+    return os.path.join(os.environ.get("TESTBED_CACHE_DIR", os.path.expanduser("~/.cache/testbed")), "native_io")
+
+
+def sanitizing():
+    """True when ``TESTBED_NATIVE_SANITIZE`` asks for AddressSanitizer + UndefinedBehaviorSanitizer builds
+    (the process must then preload libasan: ``LD_PRELOAD=$(gcc -print-file-name=libasan.so)``)."""
+    return os.environ.get(SANITIZE_ENV, "") not in ("", "0")
+
+
+def compiler():
+    """The C compiler: ``$TESTBED_CC``, else gcc."""
+    return os.environ.get(COMPILER_ENV) or "gcc"
 
 
 def build(extra_flags=()):
     """Compile the loop's library if it is not cached yet; return the shared object's path.
 
     Args:
-        extra_flags: more gcc flags (e.g. ``("-fsanitize=address,undefined",)``); part of the hash.
+        extra_flags: more compiler flags; part of the hash.  With :func:`sanitizing`, the
+            sanitizer flags come first.
 
     Returns:
         path of ``tbio-<hash>.so`` in :func:`cache_dir`; the hash covers the sources, the pipeline
@@ -74,7 +91,8 @@ def build(extra_flags=()):
     for path in [os.path.join(HERE, name) for name in SOURCES] + [header]:
         with open(path, "rb") as handle:
             digest.update(handle.read())
-    flags = ["-O2", "-g", "-fPIC", "-shared", "-Wall", "-Wextra", "-Wno-unused-function", *extra_flags]
+    flags = ["-O2", "-g", "-fPIC", "-shared", "-Wall", "-Wextra", "-Wno-unused-function",
+             *(SANITIZE_FLAGS if sanitizing() else ()), *extra_flags]
     digest.update(" ".join(flags).encode())
     directory = cache_dir()
     target = os.path.join(directory, f"tbio-{digest.hexdigest()[:20]}.so")
@@ -83,13 +101,14 @@ def build(extra_flags=()):
     os.makedirs(directory, exist_ok=True)
     fd, partial = tempfile.mkstemp(dir=directory, suffix=".so.tmp")
     os.close(fd)
-    command = ["gcc", *flags, f'-DTB_PIPELINE_HEADER="{header}"', "-o", partial, os.path.join(HERE, "tbio.c"),
+    command = [compiler(), *flags, f'-DTB_PIPELINE_HEADER="{header}"', "-o", partial, os.path.join(HERE, "tbio.c"),
                "-ldl", "-lpthread"]
     try:
         result = subprocess.run(command, capture_output=True, text=True)
     except FileNotFoundError:
         os.unlink(partial)
-        raise NativeBuildError("no C compiler (gcc) found: install it (scripts/install.sh) to use the native loop")
+        raise NativeBuildError(f"no C compiler ({compiler()}) found: install gcc (scripts/install.sh) to use the "
+                               "native loop")
     if result.returncode:
         os.unlink(partial)
         raise NativeBuildError(f"building the native packet loop failed: {' '.join(command)}\n{result.stderr}")
@@ -106,7 +125,7 @@ def _cdef():
 
 def load(extra_flags=()):
     """Return ``(ffi, lib)`` of the built library (built and opened once per process and flags)."""
-    key = tuple(extra_flags)
+    key = (tuple(extra_flags), sanitizing())
     with _lock:
         if key not in _loaded:
             import cffi

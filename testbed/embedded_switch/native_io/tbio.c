@@ -324,9 +324,11 @@ static int ready_cmp(const void *a, const void *b)
 int tbio_tm_dequeue_ready(tbio_tm_t *tm, int64_t now, tbio_departure_t *out, int cap)
 {
     if (tm->ready_pos >= tm->batch_end) { /* else: the rest of the previous batch comes first */
-        memmove(tm->ready, tm->ready + tm->ready_pos, sizeof *tm->ready * (tm->ready_len - tm->ready_pos));
-        tm->ready_len -= tm->ready_pos;
-        tm->ready_pos = 0;
+        if (tm->ready_pos) {
+            memmove(tm->ready, tm->ready + tm->ready_pos, sizeof *tm->ready * (tm->ready_len - tm->ready_pos));
+            tm->ready_len -= tm->ready_pos;
+            tm->ready_pos = 0;
+        }
         for (portq_t *q = tm->busy_head; q;) {
             portq_t *next = q->busy_next;
             advance(tm, q, now);
@@ -903,12 +905,12 @@ static void release_pool(tbio_loop_t *L)
 void tbio_free(tbio_loop_t *L)
 {
     if (!L) return;
+    release_pool(L);
     for (uint32_t i = 0; i < L->nxports; i++) {
         xsk_close(&L->xports[L->xport_list[i]]->xsk);
         free(L->xports[L->xport_list[i]]);
     }
     for (int i = 0; i < 65536; i++) free_replicas(L->groups[i]), free_replicas(L->sessions[i]);
-    release_pool(L);
     tbio_tm_free(L->tm);
     if (L->dl) dlclose(L->dl);
     if (L->wake_fd >= 0) close(L->wake_fd);
