@@ -26,6 +26,8 @@ For each method and for 64- and 1500-byte frames it reports
   with the sender paced above that (1.2x and 3x); "overload / peak" must stay >= 90% (no receive
   livelock);
 * idle CPU: the forwarder's CPU share with no traffic (no busy polling: ~0);
+* the forwarder's proportional set size after forwarding (for ``loop``: a Python process with the
+  loop's library, two ports with rings of 1024);
 * one-way delay at 1,000 packets/s (median and 99th percentile, sender to receiver socket), which
   shows what TPACKET_V3's block retirement costs at low rates.
 
@@ -174,15 +176,25 @@ def send(binary, line, size, seconds, rate=0):
     return int(out.split()[-1])
 
 
+def pss_kib(pid):
+    """Proportional set size of process ``pid`` in KiB."""
+    with open(f"/proc/{pid}/smaps_rollup") as handle:
+        for text in handle:
+            if text.startswith("Pss:"):
+                return int(text.split()[1])
+    return 0
+
+
 def forwarding(binary, line, method, size, seconds, rate=0, cap=None):
-    """Return ``(sent per s, forwarded per s, forwarder CPU us per forwarded packet)`` for one run."""
+    """Return ``(sent per s, forwarded per s, forwarder CPU us per forwarded packet, forwarder PSS KiB)``."""
     with cpu_cap(cap) as tasks, forwarder(binary, line, method, tasks) as process:
         before, cpu_before, started = line.received(), cpu_seconds(process.pid), time.monotonic()
         sent = send(binary, line, size, seconds, rate)
         time.sleep(0.1)  # the last frames in flight
         span = time.monotonic() - started
         received, cpu = line.received() - before, cpu_seconds(process.pid) - cpu_before
-    return sent / seconds, received / span, 1e6 * cpu / max(received, 1)
+        pss = pss_kib(process.pid)
+    return sent / seconds, received / span, 1e6 * cpu / max(received, 1), pss
 
 
 def idle_cpu_percent(binary, line, method, seconds):
@@ -217,7 +229,7 @@ def main():
         parser.error(f"--methods: unknown {', '.join(unknown) or '(none given)'}; allowed: {', '.join(METHODS)}")
     print(f"machine: {platform.machine()}, {os.cpu_count()} cores, {platform.platform()}, "
           f"load average {os.getloadavg()[0]:.1f} (other work shares the cores)")
-    directory = tempfile.mkdtemp(prefix="tbio-bench-")
+    directory = tempfile.mkdtemp(prefix=f"testbed-bench-{os.getpid()}-")  # testbed cleanup knows the pattern
     try:
         binary = Binary(build_forwarder(directory))
         binary.fixture = build_fixture(directory)
@@ -226,20 +238,20 @@ def main():
             peak = {}
             for method in methods:
                 for size in SIZES:
-                    offered, rate, cpu_us = forwarding(binary, line, method, size, args.seconds)
+                    offered, rate, cpu_us, pss = forwarding(binary, line, method, size, args.seconds)
                     peak[method, size] = rate
                     print(f"{method:8s} {size:4d} B: sender {offered:,.0f}/s, forwarded {rate:,.0f} packets/s, "
-                          f"{cpu_us:.2f} us forwarder CPU per packet", flush=True)
+                          f"{cpu_us:.2f} us forwarder CPU per packet, forwarder PSS {pss / 1024:.1f} MiB", flush=True)
             for method in methods:
                 for size in SIZES:
                     # cap the forwarder to a tenth of what the sender offers, then flood it
-                    offered, _, cpu_us = forwarding(binary, line, method, size, 1.0)
+                    offered, _, cpu_us, _ = forwarding(binary, line, method, size, 1.0)
                     capacity = offered / 20.0  # a margin: the sender's rate varies on a shared machine
                     cap = min(1.0, capacity * cpu_us / 1e6)
                     # peak: the best of two paced loads above what the cap allows
                     capped_peak = max(forwarding(binary, line, method, size, args.seconds, factor * capacity, cap)[1]
                                       for factor in (1.2, 3.0))
-                    flooded, overloaded, _ = forwarding(binary, line, method, size, args.seconds, 0, cap)
+                    flooded, overloaded, _, _ = forwarding(binary, line, method, size, args.seconds, 0, cap)
                     print(f"{method:8s} {size:4d} B overload: forwarder capped at {100 * cap:.1f}% of a core, "
                           f"peak {capped_peak:,.0f}/s (best of offered {1.2 * capacity:,.0f}/s and {3 * capacity:,.0f}/s), under {flooded:,.0f}/s "
                           f"offered ({flooded / max(capped_peak, 1):.1f}x) {overloaded:,.0f}/s = "

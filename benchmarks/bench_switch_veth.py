@@ -115,10 +115,10 @@ def cforwarder_rate(seconds, sizes, method="xdp"):
     from testbed.embedded_switch.native_io.netns import VethLine
 
     results = {}
-    directory = tempfile.mkdtemp(prefix="tbio-bench-")
+    directory = tempfile.mkdtemp(prefix=f"testbed-bench-{os.getpid()}-")  # testbed cleanup knows the pattern
     try:
         binary = build_forwarder(directory)
-        with VethLine(prefix="tbcf-") as line:
+        with VethLine(prefix="tb-cf-") as line:
             forwarder = subprocess.Popen(["ip", "netns", "exec", line.switch, binary, "forward", method,
                                           line.switch_in, line.switch_out], stdout=subprocess.PIPE, text=True)
             try:

@@ -96,6 +96,8 @@ def test_traffic_manager_matches_python(seed):
     assert compared > 500  # the comparison saw real traffic
     for port in ports:
         assert native.stats(port) == python.stats(port)
+        assert native.queue_config(port) == python.queue_config(port)
+    assert native.ports() == python.ports()
 
 
 def test_traffic_manager_rejects_bad_settings():
@@ -161,7 +163,7 @@ class Switch:
 
 @pytest.fixture
 def line_switch(fixture_pipeline):
-    with VethLine(prefix=f"tn{os.getpid() % 10000}-") as line:
+    with VethLine(prefix=f"tb-t{os.getpid() % 10000}-") as line:
         switch = Switch(line, *fixture_pipeline)
         try:
             yield line, switch

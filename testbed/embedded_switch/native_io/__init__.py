@@ -196,6 +196,8 @@ class NativeTrafficManager:
         self._items = {}
         self._next_item = 0
         self.batch = 256  # departures fetched per call into C
+        self._scratch = (self._ffi.new("uint64_t *"), self._ffi.new("uint64_t *"), self._ffi.new("uint32_t *"),
+                         self._ffi.new("uint32_t *"))
         self._out = self._ffi.new("tbio_departure_t[]", 256)
 
     def set_queue(self, port, rate_pps=None, rate_bps=None, depth_packets=64, priorities=1):
@@ -252,6 +254,18 @@ class NativeTrafficManager:
         self._lib.tbio_tm_stats(self._tm, port, self._clock_ns(), out)
         return {name: getattr(out, name) for name in
                 ("enqueued", "dequeued", "dropped", "dropped_full", "dropped_priority", "depth", "max_depth")}
+
+    def queue_config(self, port):
+        """``port``'s configuration: rate_pps, rate_bps, depth_packets, priorities (see TrafficManager)."""
+        pps, bps = self._ffi.new("uint64_t *"), self._ffi.new("uint64_t *")
+        depth, priorities = self._ffi.new("uint32_t *"), self._ffi.new("uint32_t *")
+        self._lib.tbio_tm_queue_config(self._tm, port, pps, bps, depth, priorities)
+        return {"rate_pps": pps[0] or None, "rate_bps": bps[0] or None, "depth_packets": depth[0],
+                "priorities": priorities[0]}
+
+    def ports(self):
+        """The ports that have queues (configured or used), sorted."""
+        return [port for port in range(512) if self._lib.tbio_tm_queue_config(self._tm, port, *self._scratch)]
 
 
 class NativeLoop:

@@ -7,6 +7,7 @@ import contextlib
 import ctypes
 import os
 import subprocess
+import tempfile
 
 __all__ = ["VethLine", "in_namespace"]
 
@@ -22,19 +23,25 @@ class VethLine:
     (removing leftovers of the same prefix first); leaving deletes the namespaces, and with them
     the veths.  Needs root.
 
+    While it exists, a temporary folder ``testbed-netns-<pid>-...`` marks this process as a running
+    owner, so another process's ``testbed cleanup`` leaves the namespaces alone; after a SIGKILL,
+    ``testbed cleanup`` removes the folder and the ``tb-`` namespaces.
+
     Args:
-        prefix: name prefix, at most 9 characters (interface names have 15).
+        prefix: name prefix, at most 9 characters (interface names have 15), starting with ``tb-``
+            (the namespaces ``testbed cleanup`` removes).
     """
 
-    def __init__(self, prefix="tbio-"):
-        if len(prefix) > 9:
-            raise ValueError(f"prefix {prefix!r}: at most 9 characters")
+    def __init__(self, prefix="tb-io-"):
+        if len(prefix) > 9 or not prefix.startswith("tb-"):
+            raise ValueError(f"prefix {prefix!r}: at most 9 characters, starting with tb-")
         self.prefix = prefix
         self.sender, self.switch, self.receiver = (prefix + role for role in ("snd", "sw", "rcv"))
         self.sender_if, self.switch_in, self.switch_out, self.receiver_if = (prefix + x for x in "abcd")
 
     def __enter__(self):
         self.delete()
+        self._mark = tempfile.mkdtemp(prefix=f"testbed-netns-{os.getpid()}-")
         try:
             for namespace in (self.sender, self.switch, self.receiver):
                 _run("ip", "netns", "add", namespace)
@@ -47,12 +54,15 @@ class VethLine:
                 _run("ip", "-n", ns_a, "link", "set", a, "up")
                 _run("ip", "-n", ns_b, "link", "set", b, "up")
         except BaseException:
-            self.delete()
+            self.__exit__()
             raise
         return self
 
     def __exit__(self, *exc):
         self.delete()
+        if getattr(self, "_mark", None):
+            os.rmdir(self._mark)
+            self._mark = None
 
     def delete(self):
         """Remove the namespaces (and their veths) if they exist."""
