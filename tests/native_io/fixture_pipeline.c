@@ -8,8 +8,9 @@
  * each, big-endian) at bytes 16..23 so tests can see the queueing metadata.  For the end-of-stage
  * decisions: EtherType 0x88b6 goes to multicast group 1, 0x88b7 asks for I2E clone session 5,
  * 0x88b8 for E2E clone session 6, 0x88b9 is resubmitted once, 0x88ba recirculated once; their
- * deparser writes instance_type, egress_rid and egress_port at bytes 14, 15 and 16.  Everything
- * else leaves byte for byte as it came.
+ * deparser writes instance_type, egress_rid and egress_port at bytes 14, 15 and 16.  EtherType
+ * 0x88bb reports event site 0 (a digest of byte 14) in ingress and site 1 (a log_msg of the egress
+ * port) in egress.  Everything else leaves byte for byte as it came.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -19,6 +20,9 @@ struct tb_packet {
     tb_std_meta_t std;
     const uint8_t *frame;
     uint32_t len;
+    uint32_t nevents;       /* of the last stage */
+    int32_t site;
+    uint64_t value;
 };
 
 struct tb_pipeline {
@@ -63,6 +67,8 @@ int tb_ingress(tb_pipeline_t *pl, tb_packet_t *pkt, uint64_t now_ns, tb_request_
     if (type == 0x0800 && pkt->len > 15) std->priority = pkt->frame[15] >> 5;
     if (type == 0x88b5 && pkt->len > 14) std->priority = pkt->frame[14] & 7;
     if (type == 0x88b6) std->mcast_grp = 1;
+    pkt->nevents = type == 0x88bb;
+    pkt->site = 0, pkt->value = pkt->len > 14 ? pkt->frame[14] : 0;
     no_request(req, std);
     if (type == 0x88b7) req->clone_session = 5;
     if (type == 0x88b9 && std->instance_type != TB_INSTANCE_RESUBMIT) req->resubmit_field_list = 0;
@@ -74,9 +80,21 @@ int tb_egress(tb_pipeline_t *pl, tb_packet_t *pkt, uint64_t now_ns, tb_request_t
     (void)pl, (void)now_ns;
     no_request(req, &pkt->std);
     uint16_t type = ethertype(pkt);
+    pkt->nevents = type == 0x88bb;
+    pkt->site = 1, pkt->value = pkt->std.egress_port;
     if (type == 0x88b8 && pkt->std.instance_type != TB_INSTANCE_EGRESS_CLONE) req->clone_session = 6;
     if (type == 0x88ba && pkt->std.instance_type != TB_INSTANCE_RECIRC) req->recirculate_field_list = 0;
     return TB_OK;
+}
+
+int tb_packet_events(const tb_packet_t *pkt, int32_t *sites, uint64_t *values, uint32_t max)
+{
+    if (!pkt->nevents || !max) return 0;
+    sites[0] = pkt->site;
+    memset(values, 0, sizeof *values * TB_MAX_EVENT_VALUES);
+    values[0] = pkt->value;
+    ((tb_packet_t *)pkt)->nevents = 0; /* a stage's list is read once */
+    return 1;
 }
 
 static void put32(uint8_t *p, uint32_t v) { p[0] = v >> 24, p[1] = v >> 16, p[2] = v >> 8, p[3] = v; }

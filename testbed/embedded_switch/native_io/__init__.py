@@ -26,7 +26,7 @@ import threading
 from testbed.errors import ParameterError, TestbedError
 
 __all__ = ["build", "NativeLoop", "NativeTrafficManager", "NativeDeparture", "STOPPED", "WOKEN", "PUNTED",
-           "HALTED"]
+           "HALTED", "UNSUPPORTED"]
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SOURCES = ("tbio.c", "tbio.h", "xsk.h")
@@ -41,7 +41,7 @@ SANITIZE_FLAGS = ("-O1", "-g", "-fno-omit-frame-pointer", "-fsanitize=address,un
                   "-fno-sanitize-recover=undefined")
 
 #: tbio_run's answers
-STOPPED, WOKEN, PUNTED, HALTED = 0, 1, 2, 3
+STOPPED, WOKEN, PUNTED, HALTED, UNSUPPORTED = 0, 1, 2, 3, 4
 
 _lock = threading.Lock()
 _loaded = {}
@@ -290,6 +290,7 @@ class NativeLoop:
             raise ParameterError("ring_size", ring_size, "a power of two >= 8")
         self._err = ffi.new("char[]", 512)
         self._buffer = ffi.new("uint8_t[]", 4096)
+        self._clock_origin_ns = clock_origin_ns
         try:
             for port, interface in sorted(ports.items()):
                 if lib.tbio_add_port(self._loop, port, interface.encode(), self._err, 512):
@@ -298,9 +299,10 @@ class NativeLoop:
             self.close()
             raise
 
-    def set_pipeline(self, library_path, pipeline):
+    def set_pipeline(self, library_path, pipeline, clock_origin_ns=None):
         """Use the compiled program at ``library_path`` with state ``pipeline`` (a ``tb_pipeline_t *``
         cdata or address); None for no pipeline (frames dropped).  Queued packets are dropped.
+        ``clock_origin_ns``: where the pipeline's timestamps start (default: the loop's).
 
         Raises:
             TestbedError: the library cannot be opened or is not a pipeline of the expected ABI.
@@ -309,7 +311,8 @@ class NativeLoop:
         handle = ffi.NULL if pipeline is None else ffi.cast("void *", pipeline)
         path = ffi.NULL if library_path is None else os.fsencode(library_path)
         with self.locked():
-            failed = self._lib.tbio_set_pipeline(self._loop, path, handle, self._err, 512)
+            origin = self._clock_origin_ns if clock_origin_ns is None else clock_origin_ns
+            failed = self._lib.tbio_set_pipeline(self._loop, path, handle, origin, self._err, 512)
         if failed:
             raise TestbedError(f"native pipeline: {ffi.string(self._err).decode()}")
 
@@ -358,7 +361,7 @@ class NativeLoop:
             return self._lib.tbio_inject(self._loop, port, frame, len(frame)) == 0
 
     def run(self, timeout_ms=-1):
-        """Forward until something needs Python; return STOPPED, WOKEN, PUNTED or HALTED."""
+        """Forward until something needs Python; return STOPPED, WOKEN, PUNTED, HALTED or UNSUPPORTED."""
         return self._lib.tbio_run(self._loop, int(timeout_ms))
 
     def wake(self):
@@ -373,6 +376,19 @@ class NativeLoop:
             if n < 0:
                 return frames
             frames.append(bytes(self._ffi.buffer(self._buffer, min(n, 4096))))
+
+    def events(self):
+        """Take the digests and log_msg calls the pipeline reported, oldest first.
+
+        Returns:
+            list of ``(site id, valid, values)``: the site in the program's layout "events", whether
+            its stage was a successful ingress (only then is a digest sent), 16 values.
+        """
+        events = []
+        site, valid, values = self._ffi.new("int32_t *"), self._ffi.new("uint32_t *"), self._ffi.new("uint64_t[16]")
+        while self._lib.tbio_take_event(self._loop, site, valid, values):
+            events.append((site[0], bool(valid[0]), tuple(values)))
+        return events
 
     def halt_reason(self):
         """Why the program stopped the switch, or None."""

@@ -1,4 +1,4 @@
-/* A copy of testbed/p4/native/include/tb_pipeline.h (branch native, commit fa5a63e), ABI version 1, used to
+/* A copy of testbed/p4/native/include/tb_pipeline.h (branch native, commit bd6147b), ABI version 1, used to
  * build native_io until that package is merged; the build prefers the original when it exists.  Delete after the merge. */
 /* tb_pipeline.h - C ABI of a P4 program compiled by testbed.p4.native (the native backend).
  *
@@ -103,6 +103,20 @@ void tb_packet_copy(tb_packet_t *dst, const tb_packet_t *src);
 void tb_packet_copy_headers(tb_packet_t *dst, const tb_packet_t *src);
 /* why the last stage returned TB_DROPPED / TB_HALT ("assert failed at file:line"), or "" */
 const char *tb_packet_failure(const tb_packet_t *pkt);
+/* the calls of the target's own externs (DSF, @embedded_only) the ingress made, in call order:
+ * extern ids (testbed.p4.compiler.target_externs.TARGET_EXTERNS order) and TB_MAX_EXTERN_ARGS
+ * argument values each; returns how many (at most max) */
+#define TB_MAX_EXTERN_REQUESTS 8
+#define TB_MAX_EXTERN_ARGS 12
+int tb_packet_extern_requests(const tb_packet_t *pkt, int32_t *ids, uint64_t *args, uint32_t max);
+/* what the last stage(s) reported besides the packet: digests and log_msg calls, in call order
+ * (parse + ingress together, egress, deparse each start a new list): site ids (the program's
+ * layout "events": a digest or a log_msg call) and TB_MAX_EVENT_VALUES values each */
+#define TB_MAX_EVENTS 16
+#define TB_MAX_EVENT_VALUES 16
+int tb_packet_events(const tb_packet_t *pkt, int32_t *sites, uint64_t *values, uint32_t max);
+/* where the unparsed payload starts in the frame */
+uint32_t tb_packet_payload_offset(const tb_packet_t *pkt);
 /* copy the user metadata fields of @field_list(index) from src to dst */
 void tb_preserve_fields(int index, const tb_packet_t *src, tb_packet_t *dst);
 int tb_parse(tb_pipeline_t *pl, tb_packet_t *pkt, const uint8_t *frame, uint32_t len);
@@ -115,7 +129,7 @@ int tb_deparse(tb_pipeline_t *pl, tb_packet_t *pkt, uint8_t *out, uint32_t cap);
 
 /* ---- whole pipeline for the common case ------------------------------------------------
  * Parse, ingress and, when the end of ingress is a plain unicast (no clone, resubmit or
- * multicast), egress and deparse of one frame entering on `port`, without queueing
+ * multicast, no target extern request, digest or log_msg), egress and deparse of one frame entering on `port`, without queueing
  * (egress timestamps = ingress ones).  Returns TB_OK with the frame in out (*out_len bytes,
  * truncation applied, port = tb_packet_std(pkt)->egress_port), or a stage ORed with what
  * stopped the packet there: TB_DROPPED / TB_HALT (errors), TB_DROP (egress_spec 511: a normal

@@ -403,7 +403,21 @@ typedef struct ops {
     int (*ingress)(tb_pipeline_t *, tb_packet_t *, uint64_t, tb_request_t *);
     int (*egress)(tb_pipeline_t *, tb_packet_t *, uint64_t, tb_request_t *);
     int (*deparse)(tb_pipeline_t *, tb_packet_t *, uint8_t *, uint32_t);
+    /* optional: programs of the native backend that can call the target's own externs (DSF) */
+    int (*extern_requests)(const tb_packet_t *, int32_t *, uint64_t *, uint32_t);
+    /* optional: digests and log_msg calls of the last stage(s) */
+    int (*events)(const tb_packet_t *, int32_t *, uint64_t *, uint32_t);
 } ops_t;
+
+#define EVENT_VALUES 16    /* TB_MAX_EVENT_VALUES */
+#define EVENTS_PER_STAGE 16 /* TB_MAX_EVENTS */
+#define EVENT_QUEUE 4096
+
+typedef struct event {
+    int32_t site;
+    uint32_t valid;        /* 0: the stage failed or was not ingress: its digests are not sent */
+    uint64_t values[EVENT_VALUES];
+} event_t;
 
 #define SLOT_FRAME XSK_FRAME /* a slot's frame: what a port receives, a punted or delayed frame */
 #define SCRATCH 4096u      /* the deparser's output buffer */
@@ -464,7 +478,11 @@ struct tbio_loop {
     replicas_t *sessions[65536];
     pending_t pending[DEQ_BATCH];
     uint32_t npending;
+    event_t events[EVENT_QUEUE];
+    uint32_t events_head, nevents;
+    uint64_t events_dropped;
     uint64_t errors;
+    int unsupported, unsupported_reported; /* a packet called the target's own externs (DSF) */
     int halted, halt_reported;
     char halt_reason[256];
     uint8_t scratch[SCRATCH];
@@ -542,6 +560,24 @@ static void halt(tbio_loop_t *L, const char *where, uint32_t port, int rc)
 
 static const uint8_t *frame_of(slot_t *s) { return s->owner->frame; }
 
+/* Queue the digests and log_msg calls the last stage(s) of pkt reported, for Python. */
+static void collect_events(tbio_loop_t *L, tb_packet_t *pkt, uint32_t valid)
+{
+    if (!L->ops.events) return;
+    int32_t sites[EVENTS_PER_STAGE];
+    uint64_t values[EVENTS_PER_STAGE * EVENT_VALUES];
+    int n = L->ops.events(pkt, sites, values, EVENTS_PER_STAGE);
+    for (int i = 0; i < n; i++) {
+        if (L->nevents == EVENT_QUEUE) {
+            L->events_dropped++;
+            continue;
+        }
+        event_t *e = &L->events[(L->events_head + L->nevents++) % EVENT_QUEUE];
+        e->site = sites[i], e->valid = valid;
+        memcpy(e->values, values + (size_t)i * EVENT_VALUES, sizeof e->values);
+    }
+}
+
 static void enqueue(tbio_loop_t *L, slot_t *s)
 {
     tb_std_meta_t *std = L->ops.packet_std(PKT(L, s));
@@ -572,6 +608,7 @@ static void i2e_clones(tbio_loop_t *L, slot_t *s, uint32_t port, int32_t session
         std->packet_length = s->len;
         std->instance_type = TB_INSTANCE_INGRESS_CLONE;
         int rc = L->ops.parse(L->pl, pkt, frame_of(c), c->len);
+        collect_events(L, pkt, 0);
         if (rc == TB_HALT) {
             halt(L, "clone parser", port, rc);
             packet_free(L, c);
@@ -609,6 +646,7 @@ static void run_ingress(tbio_loop_t *L, slot_t *s, uint32_t port, uint32_t insta
     int rc = L->ops.parse(L->pl, pkt, frame_of(s), s->len);
     if (rc == TB_OK && src) L->ops.preserve_fields(field_list, PKT(L, src), pkt);
     if (rc == TB_OK) rc = L->ops.ingress(L->pl, pkt, (uint64_t)now, &req);
+    collect_events(L, pkt, rc == TB_OK);
     if (rc == TB_HALT) {
         halt(L, "ingress", port, rc);
         packet_free(L, s);
@@ -618,6 +656,17 @@ static void run_ingress(tbio_loop_t *L, slot_t *s, uint32_t port, uint32_t insta
         port_stats(L, port)->drops++;
         packet_free(L, s);
         return;
+    }
+    if (L->ops.extern_requests) {
+        int32_t ids[1];
+        uint64_t args[64];
+        if (L->ops.extern_requests(pkt, ids, args, 1) > 0) { /* the DSF traffic manager is Python's */
+            L->unsupported = 1;
+            L->errors++;
+            port_stats(L, port)->drops++;
+            packet_free(L, s);
+            return;
+        }
     }
     if (req.clone_session >= 0) i2e_clones(L, s, port, req.clone_session, req.clone_field_list);
     if (req.resubmit_field_list >= 0) {
@@ -755,6 +804,7 @@ static void run_egress(tbio_loop_t *L, slot_t *s, int64_t now)
     tb_request_t req;
     memset(&req, 0, sizeof req);
     int rc = L->ops.egress(L->pl, pkt, (uint64_t)now, &req);
+    collect_events(L, pkt, 0);
     if (rc == TB_HALT) {
         halt(L, "egress", port, rc);
         packet_free(L, s);
@@ -773,6 +823,7 @@ static void run_egress(tbio_loop_t *L, slot_t *s, int64_t now)
         return;
     }
     int len = L->ops.deparse(L->pl, pkt, L->scratch, SCRATCH);
+    collect_events(L, pkt, 0);
     if (len < 0) {
         if (len == -TB_HALT) halt(L, "deparser", port, -len);
         else port_stats(L, port)->drops++;
@@ -940,8 +991,10 @@ int tbio_add_port(tbio_loop_t *L, uint32_t port, const char *ifname, char *err, 
     return 0;
 }
 
-int tbio_set_pipeline(tbio_loop_t *L, const char *path, void *pipeline, char *err, size_t errlen)
+int tbio_set_pipeline(tbio_loop_t *L, const char *path, void *pipeline, int64_t clock_origin_ns, char *err,
+                      size_t errlen)
 {
+    L->origin = clock_origin_ns;
     /* packets of the previous program refer to its state: they go with it */
     tbio_tm_t *tm = tbio_tm_new(64, 1);
     if (!tm) {
@@ -982,6 +1035,8 @@ int tbio_set_pipeline(tbio_loop_t *L, const char *path, void *pipeline, char *er
             return -1;
         }
     }
+    *(void **)&o.extern_requests = dlsym(dl, "tb_packet_extern_requests");
+    *(void **)&o.events = dlsym(dl, "tb_packet_events");
     if (o.abi_version() != TB_PIPELINE_ABI_VERSION) {
         snprintf(err, errlen, "%s: pipeline ABI version %u, this loop speaks %u", path, o.abi_version(),
                  TB_PIPELINE_ABI_VERSION);
@@ -991,6 +1046,8 @@ int tbio_set_pipeline(tbio_loop_t *L, const char *path, void *pipeline, char *er
     L->dl = dl, L->ops = o, L->pl = pipeline;
     L->slot_size = (sizeof(slot_t) + o.packet_size() + 63) & ~(size_t)63;
     L->halted = L->halt_reported = 0;
+    L->unsupported = L->unsupported_reported = 0;
+    L->nevents = L->events_head = 0;
     return 0;
 }
 
@@ -1090,6 +1147,23 @@ int tbio_take_punted(tbio_loop_t *L, uint8_t *buf, uint32_t cap)
     return len;
 }
 
+int tbio_take_event(tbio_loop_t *L, int32_t *site, uint32_t *valid, uint64_t *values)
+{
+    pthread_mutex_lock(&L->mutex);
+    int found = L->nevents > 0;
+    if (found) {
+        event_t *e = &L->events[L->events_head];
+        *site = e->site, *valid = e->valid;
+        memcpy(values, e->values, sizeof e->values);
+        L->events_head = (L->events_head + 1) % EVENT_QUEUE;
+        L->nevents--;
+    }
+    pthread_mutex_unlock(&L->mutex);
+    return found;
+}
+
+uint64_t tbio_events_dropped(tbio_loop_t *L) { return L->events_dropped; }
+
 void tbio_port_stats(tbio_loop_t *L, uint32_t port, tbio_port_stats_t *out)
 {
     memset(out, 0, sizeof *out);
@@ -1128,7 +1202,12 @@ int tbio_run(tbio_loop_t *L, int timeout_ms)
             rc = TBIO_HALTED;
             break;
         }
-        if (L->punt_head) {
+        if (L->unsupported && !L->unsupported_reported) {
+            L->unsupported_reported = 1;
+            rc = TBIO_UNSUPPORTED;
+            break;
+        }
+        if (L->punt_head || L->nevents) {
             rc = TBIO_PUNTED;
             break;
         }

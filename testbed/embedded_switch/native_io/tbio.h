@@ -63,8 +63,10 @@ int tbio_tm_queue_config(tbio_tm_t *tm, uint32_t port, uint64_t *rate_pps, uint6
 /* ---- the packet loop ---- */
 #define TBIO_STOPPED 0     /* tbio_run: the caller's timeout passed */
 #define TBIO_WOKEN 1       /* tbio_wake was called */
-#define TBIO_PUNTED 2      /* frames for the CPU port wait: tbio_take_punted */
+#define TBIO_PUNTED 2      /* frames for the CPU port (tbio_take_punted) or events (tbio_take_event) wait */
 #define TBIO_HALTED 3      /* the program did what stops simple_switch: see tbio_halt_reason */
+#define TBIO_UNSUPPORTED 4 /* a packet called the target's own externs (DSF), which the loop cannot
+                              carry out: it was dropped; the caller should forward in Python */
 
 tbio_loop_t *tbio_new(int32_t cpu_port, int64_t clock_origin_ns, uint32_t ring_size, uint32_t seed);
 void tbio_free(tbio_loop_t *loop);
@@ -72,9 +74,11 @@ void tbio_free(tbio_loop_t *loop);
  * Returns 0, or -1 with a message in err. */
 int tbio_add_port(tbio_loop_t *loop, uint32_t port, const char *ifname, char *err, size_t errlen);
 /* Load the pipeline functions from the shared object at path (dlopen; the same object the control
- * plane opened, so its state is shared) and use pipeline; path NULL: no pipeline (frames dropped,
- * as BMv2 --no-p4).  Returns 0, or -1 with a message in err. */
-int tbio_set_pipeline(tbio_loop_t *loop, const char *path, void *pipeline, char *err, size_t errlen);
+ * plane opened, so its state is shared) and use pipeline, whose timestamps count from
+ * clock_origin_ns (CLOCK_MONOTONIC); path NULL: no pipeline (frames dropped, as BMv2 --no-p4).
+ * Returns 0, or -1 with a message in err. */
+int tbio_set_pipeline(tbio_loop_t *loop, const char *path, void *pipeline, int64_t clock_origin_ns, char *err,
+                      size_t errlen);
 tbio_tm_t *tbio_traffic_manager(tbio_loop_t *loop);
 int tbio_set_multicast_group(tbio_loop_t *loop, uint32_t group, uint32_t n, const uint32_t *ports,
                              const uint32_t *rids);
@@ -90,6 +94,10 @@ void tbio_unlock(tbio_loop_t *loop);
 int tbio_inject(tbio_loop_t *loop, uint32_t port, const uint8_t *frame, uint32_t len);
 /* The oldest frame sent to the CPU port: its length (copied into buf up to cap), or -1 when none. */
 int tbio_take_punted(tbio_loop_t *loop, uint8_t *buf, uint32_t cap);
+/* The oldest digest / log_msg call a stage reported (tb_packet_events: site id, 16 values);
+ * valid is 0 for a stage other than a successful ingress (its digests are not sent).  1, or 0 when none. */
+int tbio_take_event(tbio_loop_t *loop, int32_t *site, uint32_t *valid, uint64_t *values);
+uint64_t tbio_events_dropped(tbio_loop_t *loop);
 void tbio_port_stats(tbio_loop_t *loop, uint32_t port, tbio_port_stats_t *out);
 const char *tbio_halt_reason(tbio_loop_t *loop);
 uint64_t tbio_errors(tbio_loop_t *loop);
