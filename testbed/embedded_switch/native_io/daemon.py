@@ -80,6 +80,17 @@ class NativeSwitchDaemon(SwitchDaemon):
         if loop is not None:
             loop.set_impairment(port, loss, delay_ms)
 
+    def handle_control(self, data):
+        """As :meth:`SwitchDaemon.handle_control`; ``status`` counts what the native loop did."""
+        answer = super().handle_control(data)
+        loop = self.loop
+        if loop is not None and answer.get("ok") and "ports" in answer:
+            for port, described in answer["ports"].items():
+                stats = loop.port_stats(int(port))
+                described.update(tx_errors=stats["tx_errors"], socket_drops=stats["kernel_drops"],
+                                 drops=stats["impairment_drops"])
+        return answer
+
     def stop(self, *_args):
         """Ask the loop to finish (signal handler; safe from any thread)."""
         self._stopped = True
