@@ -185,6 +185,8 @@ class NativeSwitchDaemon(SwitchDaemon):
         with self.loop.locked():
             native.sync()
         self.loop.set_pipeline(device.library.path, native.pl, device.clock_origin_ns)
+        for port in device.tm.ports():  # queue settings made on the device before it came here
+            self.loop.set_queue(port, **device.tm.queue_config(port))
         waker = _Waker(self.loop)
         for collection in (native.tables, native.profiles, native.meters):
             for _, obj in collection.values():
