@@ -233,7 +233,7 @@ def test_priority_order_and_queue_metadata_match_python(line_switch):
     sender, receiver = _socket(line.sender, line.sender_if), _socket(line.receiver, line.receiver_if)
     for frame in frames:
         sender.send(frame)  # all within a few ms, long before the second departure
-    got = [data for _, data in _receive(receiver, len(frames), timeout=5)]
+    got = [data for _, data in _receive(receiver, len(frames), timeout=15)]  # the last leaves after ~3 s
     clock = Clock()
     python = TrafficManager(clock_ns=clock)
     python.set_queue(2, rate_pps=5, depth_packets=3, priorities=8)
