@@ -365,8 +365,10 @@ class NativeLoop:
         return self._lib.tbio_run(self._loop, int(timeout_ms))
 
     def wake(self):
-        """Make a running :meth:`run` return WOKEN (any thread)."""
-        self._lib.tbio_wake(self._loop)
+        """Make a running :meth:`run` return WOKEN (any thread; nothing once closed)."""
+        loop = self._loop
+        if loop is not None:
+            self._lib.tbio_wake(loop)
 
     def punted(self):
         """Take the frames sent to the CPU port, oldest first."""

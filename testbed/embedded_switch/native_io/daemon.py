@@ -170,17 +170,21 @@ class NativeSwitchDaemon(SwitchDaemon):
                     self.log.error("switch halted: %s", device.halted)
         finally:
             self.loop = None
-            loop.wake()
+            self._unwatch()
             watcher.join(5)
             loop.close()
             self._device = None
 
-    def _install(self, device):
-        """Use ``device``'s compiled program and native state in the loop."""
+    def _unwatch(self):
+        """Take this daemon's wakers off the native state's objects."""
         for objects, waker in self._watched:
             if waker in objects:
                 objects.remove(waker)
         self._watched = []
+
+    def _install(self, device):
+        """Use ``device``'s compiled program and native state in the loop."""
+        self._unwatch()
         native = device.native
         with self.loop.locked():
             native.sync()
