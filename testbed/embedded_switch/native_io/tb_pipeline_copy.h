@@ -1,4 +1,4 @@
-/* A copy of testbed/p4/native/include/tb_pipeline.h (branch native, commit bd6147b), ABI version 1, used to
+/* A copy of testbed/p4/native/include/tb_pipeline.h (branch native, commit 35f0a42), ABI version 1, used to
  * build native_io until that package is merged; the build prefers the original when it exists.  Delete after the merge. */
 /* tb_pipeline.h - C ABI of a P4 program compiled by testbed.p4.native (the native backend).
  *
@@ -23,8 +23,11 @@
  * last tb_deparse of the packet and of all its copies.
  *
  * Threads: one packet-processing thread per tb_pipeline.  Control-plane writes (tb_table_*,
- * tb_profile_*) must not run concurrently with packet processing on the same pipeline
- * (the Python device serialises both with its lock).
+ * tb_profile_*, tb_meter_set ...) must not run concurrently with packet processing on the same
+ * pipeline: the Python side (testbed/p4/native/state.py, NativeState.sync) copies changed tables
+ * into native memory holding tb_pipeline_lock; a native packet loop holds the same lock while it
+ * runs a batch of packets (and lets NativeState.sync run between batches).  Register and counter
+ * cells may be read and written by the control plane at any time (64-bit cells).
  *
  * All field values are unsigned, at most 64 bits wide, in host order; header fields wider
  * than 64 bits are big-endian byte arrays.  Stable ABI: TB_PIPELINE_ABI_VERSION changes on
@@ -94,6 +97,8 @@ uint32_t tb_abi_version(void);
 tb_pipeline_t *tb_pipeline_new(void);        /* NULL when out of memory */
 void tb_pipeline_free(tb_pipeline_t *pl);
 size_t tb_packet_size(void);                 /* bytes to allocate for one tb_packet_t */
+void tb_pipeline_lock(tb_pipeline_t *pl);    /* the state lock (see Threads above) */
+void tb_pipeline_unlock(tb_pipeline_t *pl);
 
 /* ---- packet path ------------------------------------------------------------------- */
 void tb_packet_reset(tb_pipeline_t *pl, tb_packet_t *pkt);     /* headers invalid, metadata 0 */
@@ -145,5 +150,13 @@ int tb_deparse(tb_pipeline_t *pl, tb_packet_t *pkt, uint8_t *out, uint32_t cap);
 int tb_process(tb_pipeline_t *pl, tb_packet_t *pkt, const uint8_t *frame, uint32_t len, uint32_t port,
                uint64_t now_ns, uint64_t timestamp_us, uint8_t *out, uint32_t cap, int32_t *out_len,
                tb_request_t *req);
+
+/* The ingress half in one call (a packet arriving on `port`, or resubmitted / recirculated with
+ * instance_type and the @field_list fields of preserve_from, index preserve_index; NULL / -1: none):
+ * reset, standard metadata, parse, verifyChecksum, ingress.  Returns TB_OK or a stage ORed with
+ * TB_DROPPED / TB_HALT, as tb_process. */
+int tb_run_ingress(tb_pipeline_t *pl, tb_packet_t *pkt, const uint8_t *frame, uint32_t len, uint32_t port,
+                   uint32_t instance_type, uint64_t now_ns, uint64_t timestamp_us, const tb_packet_t *preserve_from,
+                   int preserve_index, tb_request_t *req);
 
 #endif /* TB_PIPELINE_H */

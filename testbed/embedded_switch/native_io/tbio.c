@@ -407,6 +407,9 @@ typedef struct ops {
     int (*extern_requests)(const tb_packet_t *, int32_t *, uint64_t *, uint32_t);
     /* optional: digests and log_msg calls of the last stage(s) */
     int (*events)(const tb_packet_t *, int32_t *, uint64_t *, uint32_t);
+    /* optional: the state lock the control plane holds while it copies tables into native memory */
+    void (*pl_lock)(tb_pipeline_t *);
+    void (*pl_unlock)(tb_pipeline_t *);
 } ops_t;
 
 #define EVENT_VALUES 16    /* TB_MAX_EVENT_VALUES */
@@ -1037,6 +1040,9 @@ int tbio_set_pipeline(tbio_loop_t *L, const char *path, void *pipeline, int64_t 
     }
     *(void **)&o.extern_requests = dlsym(dl, "tb_packet_extern_requests");
     *(void **)&o.events = dlsym(dl, "tb_packet_events");
+    *(void **)&o.pl_lock = dlsym(dl, "tb_pipeline_lock");
+    *(void **)&o.pl_unlock = dlsym(dl, "tb_pipeline_unlock");
+    if (!o.pl_lock || !o.pl_unlock) o.pl_lock = NULL, o.pl_unlock = NULL;
     if (o.abi_version() != TB_PIPELINE_ABI_VERSION) {
         snprintf(err, errlen, "%s: pipeline ABI version %u, this loop speaks %u", path, o.abi_version(),
                  TB_PIPELINE_ABI_VERSION);
@@ -1127,7 +1133,9 @@ int tbio_inject(tbio_loop_t *L, uint32_t port, const uint8_t *frame, uint32_t le
     if (!s) return -1;
     memcpy(s->frame, frame, len);
     s->len = len;
+    if (L->ops.pl_lock) L->ops.pl_lock(L->pl);
     run_ingress(L, s, port, TB_INSTANCE_NORMAL, NULL, -1);
+    if (L->ops.pl_unlock) L->ops.pl_unlock(L->pl);
     return 0;
 }
 
@@ -1176,12 +1184,25 @@ const char *tbio_halt_reason(tbio_loop_t *L) { return L->halted ? L->halt_reason
 
 uint64_t tbio_errors(tbio_loop_t *L) { return L->errors; }
 
+/* The loop's lock, then the pipeline's state lock (tb_pipeline.h: held while packets are processed). */
+static void hold(tbio_loop_t *L)
+{
+    pthread_mutex_lock(&L->mutex);
+    if (L->pl && L->ops.pl_lock) L->ops.pl_lock(L->pl);
+}
+
+static void release(tbio_loop_t *L)
+{
+    if (L->pl && L->ops.pl_unlock) L->ops.pl_unlock(L->pl);
+    pthread_mutex_unlock(&L->mutex);
+}
+
 int tbio_run(tbio_loop_t *L, int timeout_ms)
 {
     int64_t deadline = timeout_ms < 0 ? INT64_MAX : clock_ns() + (int64_t)timeout_ms * 1000000;
     struct pollfd fds[MAX_PORTS + 1];
     int rc;
-    pthread_mutex_lock(&L->mutex);
+    hold(L);
     for (;;) {
         uint32_t received = 0;
         for (uint32_t i = 0; i < L->nxports; i++) {
@@ -1220,9 +1241,9 @@ int tbio_run(tbio_loop_t *L, int timeout_ms)
             break;
         }
         if (__atomic_load_n(&L->waiters, __ATOMIC_SEQ_CST)) { /* let control in between batches */
-            pthread_mutex_unlock(&L->mutex);
+            release(L);
             while (__atomic_load_n(&L->waiters, __ATOMIC_SEQ_CST)) sched_yield();
-            pthread_mutex_lock(&L->mutex);
+            hold(L);
             continue;
         }
         if (received) continue;
@@ -1242,15 +1263,15 @@ int tbio_run(tbio_loop_t *L, int timeout_ms)
             ts.tv_sec = wait / 1000000000, ts.tv_nsec = wait % 1000000000;
             tsp = &ts;
         }
-        pthread_mutex_unlock(&L->mutex);
+        release(L);
         ppoll(fds, (nfds_t)nfds, tsp, NULL);
-        pthread_mutex_lock(&L->mutex);
+        hold(L);
         if (fds[nfds - 1].revents & POLLIN) {
             uint64_t value;
             if (read(L->wake_fd, &value, sizeof value) < 0) { /* raced with another reader: fine */
             }
         }
     }
-    pthread_mutex_unlock(&L->mutex);
+    release(L);
     return rc;
 }

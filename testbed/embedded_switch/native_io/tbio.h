@@ -4,7 +4,9 @@
  * Threads: one thread runs tbio_run; any other thread that touches the loop or the pipeline state
  * (P4Runtime writes, PacketOut injection, queue settings) brackets its calls with tbio_lock /
  * tbio_unlock.  The loop holds the lock while it processes and gives it up in poll() and between
- * batches when someone waits for it.
+ * batches when someone waits for it.  While it processes it also holds the pipeline's own state
+ * lock (tb_pipeline_lock, when the program's library has one), so copying tables into native
+ * memory under tbio_lock (which then takes tb_pipeline_lock) always waits for the end of a batch.
  *
  * The part between cdef-begin and cdef-end is read by cffi (testbed/embedded_switch/native_io/__init__.py).
  */
