@@ -102,7 +102,8 @@ class Fabric:
     """
 
     def __init__(self, topology, program=None, target="auto", controller=None, mode_params=None,
-                 required_params=None, seed=0, backend=None, detection_delay_ms=None, controller_options=None, shape_links=False,
+                 required_params=None, seed=0, backend=None, detection_delay_ms=None, controller_options=None,
+                 shape_links=False,
                  pcap=False, packet_log=False, log_dir=None, state_file=None, controller_log=None, progress=None,
                  log_level="warning", **topo_params):
         if isinstance(topology, FabricTopo):

@@ -76,7 +76,8 @@ class FCPlusController:
             self.entries_written += self._write(self.programmer.clients[tor], tables)
         self.mode_params_written = {name: _param(mode_params, name) for name in
                                     ("fcplus_k", "fcplus_n_lp", "pfc_lossless",
-                                     "fabric_port_rate_pps", "host_port_rate_pps", "pfc_xoff_packets", "pfc_xon_packets",
+                                     "fabric_port_rate_pps", "host_port_rate_pps",
+                                     "pfc_xoff_packets", "pfc_xon_packets",
                                      "pfc_headroom_packets", "pfc_buffer_packets")}
         self.notes.append(f"fcplus: routing {routing}, K={k}, N_lp={n_lp}, {len(paths)} ToR pairs")
 

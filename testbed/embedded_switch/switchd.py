@@ -473,7 +473,11 @@ def main(argv=None):
         target = EmbeddedTarget(cpu_port=args.cpu_port, seed=args.seed, backend=args.backend)
         if args.program:
             target.load_program_file(args.program)
-        daemon = SwitchDaemon(target, ports, pcap_dir=args.pcap_dir, name=args.name, seed=args.seed,
+        daemon_class = SwitchDaemon
+        # the backend may come from TESTBED_BACKEND, so ask the target, not the arguments
+        if target.backend == "native" and not args.pcap_dir and os.environ.get("TESTBED_NATIVE_LOOP", "1") != "0":
+            from testbed.embedded_switch.native_io.daemon import NativeSwitchDaemon as daemon_class
+        daemon = daemon_class(target, ports, pcap_dir=args.pcap_dir, name=args.name, seed=args.seed,
                               control_path=args.control_socket)
     except (TestbedError, OSError) as error:
         switch_logger(args.name).error("%s", error)

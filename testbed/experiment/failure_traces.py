@@ -49,10 +49,10 @@ class LogNormal:
     def check(self, field):
         """Refuse a median outside [MIN_MEDIAN_S, MAX_MEDIAN_S] or a spread outside [0, MAX_SIGMA], naming ``field``.
 
-        >>> LogNormal(1.0, 1e6).check("repair_s")
+        >>> LogNormal(1.0, 1e6).check("repair_s")  # doctest: +ELLIPSIS
         Traceback (most recent call last):
         ...
-        testbed.errors.ParameterError: invalid repair_s.sigma=1000000.0: allowed values are a number in [0, 4.0] (log-scale spread)
+        testbed.errors.ParameterError: invalid repair_s.sigma=1000000.0: allowed values are a number in [0, 4.0] ...
         """
         if isinstance(self.median, bool) or not (isinstance(self.median, (int, float)) and
                                                  MIN_MEDIAN_S <= self.median <= MAX_MEDIAN_S):

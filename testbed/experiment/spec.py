@@ -73,7 +73,8 @@ rates at most 10 Gbit/s, collective sizes at most 1 GiB, the detection delay at
 most a minute, a log-normal's median in [1 ms, a day] and ``sigma`` in [0, 4] (every
 draw finite), at most 10,000 drawn failures per process; the name (a folder name)
 is at most 100 bytes.  Numbers must be finite (no ``.inf`` or ``.nan``), names and
-paths free of control characters (NUL, newline).  The file itself is read within bounds (:mod:`testbed.experiment.spec_yaml`:
+paths free of control characters (NUL, newline).  The file itself is read within bounds
+(:mod:`testbed.experiment.spec_yaml`:
 UTF-8 text of at most 1 MiB, at most 32 levels deep, no key given twice,
 YAML aliases only while the expanded document has at most 100,000 values),
 and the topology is sized by its generator before anything is built.  :func:`derive_seed` gives

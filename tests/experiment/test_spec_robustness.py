@@ -233,7 +233,8 @@ def test_a_huge_seed_is_refused():
 @pytest.mark.parametrize("changes, message", [
     ({"duration_s": 1e308}, "duration_s: must be a number in (0, 86400] (got 1e+308)"),
     ({"traffic__0__rate_mbps": 1e308}, "traffic[0].rate_mbps: must be a number in (0, 10000] (got 1e+308)"),
-    ({"traffic__0__rate_mbps": 2 ** 64}, "traffic[0].rate_mbps: must be a number in (0, 10000] (got 18446744073709551616)"),
+    ({"traffic__0__rate_mbps": 2 ** 64},
+     "traffic[0].rate_mbps: must be a number in (0, 10000] (got 18446744073709551616)"),
     ({"traffic__0__start_s": 1e12}, "traffic[0].start_s: must be a number in [0, 86400] (got 1000000000000.0)"),
     ({"traffic__0__duration_s": 1e12}, "traffic[0].duration_s: must be a number in (0, 86400] (got 1000000000000.0)"),
     ({"traffic__0__size_bytes": 2 ** 40}, "traffic[0].size_bytes: must be an integer in [1, 1073741824] (got "),

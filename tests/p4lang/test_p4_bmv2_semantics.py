@@ -453,7 +453,9 @@ def test_lookahead_of_a_struct_reads_its_fields_in_order_also_as_a_statement():
     parser = """
 parser MyParser(packet_in pkt, out headers_t hdr, inout meta_t meta, inout standard_metadata_t sm) {
     state start { pkt.extract(hdr.eth); transition select(hdr.eth.type) { 0x88b5: parse_data; default: accept; } }
-    state parse_data { meta.p = pkt.lookahead<pair_t>(); pkt.lookahead<pair_t>(); pkt.extract(hdr.data); transition accept; }
+    state parse_data {
+        meta.p = pkt.lookahead<pair_t>(); pkt.lookahead<pair_t>(); pkt.extract(hdr.data); transition accept;
+    }
 }
 """
     _, _, device = device_for(make_program(headers=headers, meta="pair_t p;", parser=parser, ingress="""

@@ -1,4 +1,5 @@
-"""What a load-balancing run adds to its results: flowlet path changes (p4src/flowlet.p4's counter); its comparison plot."""
+"""What a load-balancing run adds to its results: flowlet path changes (p4src/flowlet.p4's counter);
+its comparison plot."""
 from testbed.experiment.counters import counter_total
 from testbed.experiment.results import OPT_INT
 from testbed.mechanisms.hooks import Column, RunHooks

@@ -321,7 +321,7 @@ class CGenerator:
         out.line("int tb_ingress(tb_pipeline_t *pl, tb_packet_t *pkt, uint64_t now_ns, tb_request_t *req) {")
         out.line("    pkt->now_ns = now_ns; req_reset(pkt); pkt->req.truncate_length = -1;")
         out.line(f"    int st = {names['verify_checksum']}(pl, pkt, &pkt->hdr, &pkt->meta);")
-        out.line(f"    if (st < 0) return -st;")
+        out.line("    if (st < 0) return -st;")
         out.line(f"    st = {names['ingress']}(pl, pkt, &pkt->hdr, &pkt->meta, &pkt->sm);")
         out.line("    req_out(pkt, req);")
         out.line("    return st < 0 ? -st : TB_OK;")
@@ -1460,7 +1460,7 @@ class CGenerator:
                 codes.append(self.expr(arg, scope, fn, want=p.type))
         result = fn.temp("f")
         fn.out.line(f"uint64_t {result} = {decl.c_function}(pl, pkt{''.join(', ' + c for c in codes)});")
-        fn.out.line(f"if (pkt->fail_status) return -(int)pkt->fail_status;")
+        fn.out.line("if (pkt->fail_status) return -(int)pkt->fail_status;")
         for arg, temp in copy_backs:
             fn.out.line(f"{self.lvalue(arg, scope, fn)} = {temp};")
         return result

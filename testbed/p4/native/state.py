@@ -301,7 +301,6 @@ class NativeState:
     def _load_table(self, index, table):
         ffi, lib = self.ffi, self.lib
         keys = table.info.match_keys
-        nkeys = len(keys)
         where = f"table {table.info.name}"
         nargs = self.library.layout["table_nargs"][index]
         lpm_pos = table._kinds.index("lpm") if table._mode == "lpm" else None

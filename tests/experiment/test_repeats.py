@@ -10,7 +10,7 @@ from testbed.experiment import analysis, compare, plots, repeats
 from testbed.experiment.spec import SpecError, derive_seed, load_spec, parse_spec
 from testbed.mechanisms import hooks_for
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from repo_paths import REPO
 EXPERIMENTS = os.path.join(REPO, "experiments")
 T0_NS = 1_700_000_000_000_000_000
 
@@ -46,7 +46,8 @@ def test_spec_repeat_key_and_with_seed_redraws_only_what_the_seed_draws():
     assert other.traffic[0].hosts == spec.traffic[0].hosts
     # what the spec states stays; what the seed draws (hash_seed is not given here) follows the seed
     assert other.mode_params["flowlet_interval_us"] == spec.mode_params["flowlet_interval_us"]
-    assert "hash_seed" in other.seeded_params and other.mode_params["hash_seed"] == derive_seed(99, "hash_seed") & 0xFFFF
+    assert "hash_seed" in other.seeded_params \
+        and other.mode_params["hash_seed"] == derive_seed(99, "hash_seed") & 0xFFFF
     assert spec.with_seed(spec.seed).traffic[0].seed == spec.traffic[0].seed
     with open(os.path.join(EXPERIMENTS, "flowlet_sweep.yaml")) as handle:
         import yaml

@@ -4,7 +4,7 @@ import pytest
 from testbed.controllers.fcplus.programming import fcplus_entries
 from testbed.errors import ParameterError
 from testbed.modes import check_parameters
-from testbed.topologies.fcplus.routing import priority_transition_table, routing_paths
+from testbed.topologies.fcplus.routing import priority_transition_table
 from testbed.topologies.fcplus.topology import fcplus_graph
 
 

@@ -19,7 +19,7 @@ from testbed.topologies.fcplus.deadlock import cycles_by_priority
 from testbed.topologies.fcplus.routing import routing_paths
 from testbed.topologies.fcplus.topology import fcplus_graph
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from repo_paths import REPO
 SPEC = os.path.join(REPO, "experiments", "fcplus_deadlock.yaml")
 TRIANGLE = {"tor0", "tor1", "tor2"}
 

@@ -1,6 +1,6 @@
 """Differential test of the native backend against the Python backend, in process (no Mininet).
 
-For every program of p4src/ and tests/p4/ that the native backend compiles, one seeded script
+For every program of p4src/ and tests/p4lang/programs/ that the native backend compiles, one seeded script
 of the BMv2 differential harness (:class:`diff_harness.ScriptBuilder`: table entries, action
 profile members and weighted groups, default actions, invalid writes, state changes between
 batches, at least :data:`FRAMES` frames of many kinds, PacketOuts) drives two devices of the
@@ -32,12 +32,12 @@ from testbed.p4.program import ActionCall, KeyMatch
 from testbed.p4.state import SwitchState, TableEntry
 from testbed.p4runtime.values import match_from_spec, parse_value
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from repo_paths import REPO
 FRAMES = int(os.environ.get("TESTBED_NATIVE_DIFF_FRAMES", "10000"))
 SEED = int(os.environ.get("TESTBED_NATIVE_DIFF_SEED", "1"))
 CPU_PORT = 255
 PROGRAMS = sorted(os.path.relpath(p, REPO) for p in glob.glob(os.path.join(REPO, "p4src", "*.p4"))
-                  + glob.glob(os.path.join(REPO, "tests", "p4", "*.p4")))
+                  + glob.glob(os.path.join(REPO, "tests", "p4lang", "programs", "*.p4")))
 
 pytestmark = pytest.mark.skipif(compiler() is None, reason="no C compiler")
 
@@ -399,7 +399,8 @@ def test_arithmetic_and_parser_selects_equal():
     assert twins[1].snapshot() == twins[0].snapshot()
 
 
-@pytest.mark.parametrize("path", ["p4src/flowlet.p4", "p4src/l3_ecmp.p4", "tests/p4/ecn.p4", "tests/p4/multicast.p4"])
+@pytest.mark.parametrize("path", ["p4src/flowlet.p4", "p4src/l3_ecmp.p4", "tests/p4lang/programs/ecn.p4",
+                                  "tests/p4lang/programs/multicast.p4"])
 def test_queued_mode_equal(path):
     """Through the traffic manager (receive + transmit_ready on a seeded clock, rate-limited queues with
     priorities): the same departures in the same order, with the queueing metadata the egress reads."""

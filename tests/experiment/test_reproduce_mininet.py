@@ -8,13 +8,12 @@ placement (exact byte counts of paced streams), goodput from shaped links,
 the reaction time from a 50 ms detection delay plus a rewrite, and the only
 out-of-order figure is that pinned flows (100 ms flowlets) never reorder.
 """
-import os
 
 import pytest
 
 from testbed.experiment import figures
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from repo_paths import REPO
 
 
 @pytest.mark.mininet

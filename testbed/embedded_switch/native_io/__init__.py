@@ -1,0 +1,436 @@
+"""The embedded switch's packet loop in native code: AF_XDP ports, the v1model traffic manager, batched send.
+
+The C library (``tbio.c``, ``tbio.h``, ``xsk.h`` beside this file) is built with the system C
+compiler at first use and cached by the content hash of its sources (:func:`build`), then loaded
+through cffi.  A frame never passes through Python on its way through the switch: the loop
+receives on every port's AF_XDP socket, runs the compiled pipeline (the functions of
+tb_pipeline.h, looked up in the program's shared object), queues in the traffic manager and sends.
+It blocks in ``ppoll`` when there is nothing to do, so an idle switch costs no CPU.  Python stays
+in control: :meth:`NativeLoop.run` returns when frames for the CPU port wait (PacketIn), when
+:meth:`NativeLoop.wake` was called, when the program halted the switch, or at the caller's
+timeout; every other call takes the loop's lock, which the loop gives up between batches.
+
+The I/O method, AF_XDP in copy mode behind a five-instruction XDP program loaded with ``bpf()``
+(no libbpf), was chosen by measurement: see benchmarks/bench_io_methods.py and benchmarks/README.md.
+
+:class:`NativeTrafficManager` is the traffic manager alone, with the interface of
+:class:`testbed.p4.v1model.traffic_manager.TrafficManager` (tests compare the two).
+"""
+import hashlib
+import os
+import re
+import subprocess
+import tempfile
+import threading
+
+from testbed.errors import ParameterError, TestbedError
+from testbed.p4.native.build import COMPILER_ENV, SANITIZE_ENV, SANITIZE_FLAGS
+
+__all__ = ["build", "NativeLoop", "NativeTrafficManager", "NativeDeparture", "STOPPED", "WOKEN", "PUNTED",
+           "HALTED", "UNSUPPORTED"]
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SOURCES = ("tbio.c", "tbio.h", "xsk.h")
+#: tb_pipeline.h, the C ABI of the native backend's compiled programs (testbed/p4/native)
+PIPELINE_HEADER = os.path.join(os.path.dirname(os.path.dirname(HERE)), "p4", "native", "include", "tb_pipeline.h")
+
+#: tbio_run's answers
+STOPPED, WOKEN, PUNTED, HALTED, UNSUPPORTED = 0, 1, 2, 3, 4
+
+_lock = threading.Lock()
+_loaded = {}
+
+
+class NativeBuildError(TestbedError):
+    """The C compiler failed or is missing."""
+
+
+def pipeline_header():
+    """The tb_pipeline.h the library is built against (the native backend's)."""
+    return PIPELINE_HEADER
+
+
+def cache_dir():
+    """Where built libraries are kept: ``native_io`` in ``$TESTBED_CACHE_DIR`` (default ``~/.cache/testbed``)."""
+    return os.path.join(os.environ.get("TESTBED_CACHE_DIR", os.path.expanduser("~/.cache/testbed")), "native_io")
+
+
+def sanitizing():
+    """True when ``TESTBED_NATIVE_SANITIZE`` asks for AddressSanitizer + UndefinedBehaviorSanitizer builds
+    (the process must then preload libasan: ``LD_PRELOAD=$(gcc -print-file-name=libasan.so)``)."""
+    return os.environ.get(SANITIZE_ENV, "") not in ("", "0")
+
+
+def compiler():
+    """The C compiler: ``$TESTBED_CC``, else gcc."""
+    return os.environ.get(COMPILER_ENV) or "gcc"
+
+
+def build(extra_flags=()):
+    """Compile the loop's library if it is not cached yet; return the shared object's path.
+
+    Args:
+        extra_flags: more compiler flags; part of the hash.  With :func:`sanitizing`, the
+            sanitizer flags come first.
+
+    Returns:
+        path of ``tbio-<hash>.so`` in :func:`cache_dir`; the hash covers the sources, the pipeline
+        header and the flags, so a changed source is rebuilt.
+
+    Raises:
+        NativeBuildError: no ``gcc``, or it failed (its message is included).
+    """
+    header = pipeline_header()
+    digest = hashlib.sha256()
+    for path in [os.path.join(HERE, name) for name in SOURCES] + [header]:
+        with open(path, "rb") as handle:
+            digest.update(handle.read())
+    flags = ["-O2", "-g", "-fPIC", "-shared", "-Wall", "-Wextra", "-Wno-unused-function",
+             *(SANITIZE_FLAGS if sanitizing() else ()), *extra_flags]
+    digest.update(" ".join(flags).encode())
+    directory = cache_dir()
+    target = os.path.join(directory, f"tbio-{digest.hexdigest()[:20]}.so")
+    if os.path.exists(target):
+        return target
+    os.makedirs(directory, exist_ok=True)
+    fd, partial = tempfile.mkstemp(dir=directory, suffix=".so.tmp")
+    os.close(fd)
+    command = [compiler(), *flags, f'-DTB_PIPELINE_HEADER="{header}"', "-o", partial, os.path.join(HERE, "tbio.c"),
+               "-ldl", "-lpthread"]
+    try:
+        result = subprocess.run(command, capture_output=True, text=True)
+    except FileNotFoundError:
+        os.unlink(partial)
+        raise NativeBuildError(f"no C compiler ({compiler()}) found: install gcc (scripts/install.sh) to use the "
+                               "native loop")
+    if result.returncode:
+        os.unlink(partial)
+        raise NativeBuildError(f"building the native packet loop failed: {' '.join(command)}\n{result.stderr}")
+    os.replace(partial, target)  # atomic: concurrent builders agree
+    return target
+
+
+def _cdef():
+    with open(os.path.join(HERE, "tbio.h")) as handle:
+        text = handle.read()
+    body = text.split("/* cdef-begin */", 1)[1].split("/* cdef-end */", 1)[0]
+    return re.sub(r"/\*.*?\*/", "", body, flags=re.S)
+
+
+def load(extra_flags=()):
+    """Return ``(ffi, lib)`` of the built library (built and opened once per process and flags)."""
+    key = (tuple(extra_flags), sanitizing())
+    with _lock:
+        if key not in _loaded:
+            import cffi
+
+            ffi = cffi.FFI()
+            ffi.cdef(_cdef())
+            _loaded[key] = (ffi, ffi.dlopen(build(extra_flags)))
+        return _loaded[key]
+
+
+def _rate(field, value):
+    if value is None:
+        return 0
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0 \
+            or (isinstance(value, float) and not value.is_integer()) or value >= 2 ** 64:
+        raise ParameterError(field, value, "a positive whole number below 2**64, or None for no limit")
+    return int(value)
+
+
+def _positive(field, value, most):
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= most:
+        raise ParameterError(field, value, f"an integer from 1 to {most}")
+    return value
+
+
+class NativeDeparture:
+    """A packet leaving its egress queue: the fields of :class:`testbed.p4.v1model.traffic_manager.Departure`."""
+
+    __slots__ = ("port", "item", "nbytes", "priority", "enq_timestamp_ns", "deq_timestamp_ns",
+                 "deq_timedelta_ns", "enq_qdepth", "deq_qdepth")
+
+    def __init__(self, d, item):
+        self.port = d.port
+        self.item = item
+        self.nbytes = d.nbytes
+        self.priority = d.priority
+        self.enq_timestamp_ns = d.enq_timestamp_ns
+        self.deq_timestamp_ns = d.deq_timestamp_ns
+        self.deq_timedelta_ns = d.deq_timestamp_ns - d.enq_timestamp_ns
+        self.enq_qdepth = d.enq_qdepth
+        self.deq_qdepth = d.deq_qdepth
+
+
+class NativeTrafficManager:
+    """The C traffic manager with :class:`~testbed.p4.v1model.traffic_manager.TrafficManager`'s interface.
+
+    Args:
+        clock_ns: monotonic clock in integer nanoseconds, read where the Python one reads it.
+        default_depth_packets: depth of each priority queue of a port never configured.
+        default_priorities: priority queues of such a port (1 to 64).
+
+    Raises:
+        ParameterError: a depth or priority count out of range.
+
+    Items may be any Python objects (kept in a table here, the C side holds their numbers).
+    Ports are 0 to 511 (v1model's 9 bits); at most 64 priorities.  Not thread-safe by itself.
+    """
+
+    def __init__(self, clock_ns=None, default_depth_packets=64, default_priorities=1):
+        import time
+
+        _positive("default_depth_packets", default_depth_packets, 2 ** 32 - 1)
+        _positive("default_priorities", default_priorities, 64)
+        self._ffi, self._lib = load()
+        self._clock_ns = clock_ns or time.monotonic_ns
+        self._tm = self._ffi.gc(self._lib.tbio_tm_new(default_depth_packets, default_priorities),
+                                self._lib.tbio_tm_free)
+        self._items = {}
+        self._next_item = 0
+        self.batch = 256  # departures fetched per call into C
+        self._scratch = (self._ffi.new("uint64_t *"), self._ffi.new("uint64_t *"), self._ffi.new("uint32_t *"),
+                         self._ffi.new("uint32_t *"))
+        self._out = self._ffi.new("tbio_departure_t[]", 256)
+
+    def set_queue(self, port, rate_pps=None, rate_bps=None, depth_packets=64, priorities=1):
+        """Configure the egress queues of ``port`` (see TrafficManager.set_queue).
+
+        Raises:
+            ParameterError: bad values, or a change of priorities while packets are queued.
+        """
+        pps, bps = _rate("rate_pps", rate_pps), _rate("rate_bps", rate_bps)
+        _positive("depth_packets", depth_packets, 2 ** 32 - 1)
+        _positive("priorities", priorities, 64)
+        _positive("port", port + 1, 512)
+        status = self._lib.tbio_tm_set_queue(self._tm, port, pps, bps, depth_packets, priorities, self._clock_ns())
+        if status == -1:
+            raise ParameterError("priorities", priorities, "unchanged", reason=f"port {port} has packets queued")
+        if status:
+            raise MemoryError("native traffic manager")
+
+    def enqueue(self, port, item, nbytes, priority=0, now_ns=None):
+        """Queue a packet; return enq_qdepth, or None when dropped (see TrafficManager.enqueue)."""
+        key = self._next_item
+        self._next_item += 1
+        depth = self._lib.tbio_tm_enqueue(self._tm, port, key, nbytes, priority,
+                                          self._clock_ns() if now_ns is None else now_ns)
+        if depth < 0:
+            return None
+        self._items[key] = item
+        return depth
+
+    def dequeue_ready(self, now_ns=None):
+        """Return the departures due by now, in departure-time order."""
+        now = self._clock_ns() if now_ns is None else now_ns
+        result = []
+        while True:
+            n = self._lib.tbio_tm_dequeue_ready(self._tm, now, self._out, min(self.batch, 256))
+            for i in range(n):
+                d = self._out[i]
+                result.append(NativeDeparture(d, self._items.pop(d.item)))
+            if n < min(self.batch, 256):
+                return result
+
+    def next_departure_ns(self):
+        """When dequeue_ready will next return something, or None."""
+        when = self._ffi.new("int64_t *")
+        return when[0] if self._lib.tbio_tm_next_departure(self._tm, when) else None
+
+    def depth(self, port, now_ns=None):
+        """Packets queued on ``port`` at now."""
+        return self._lib.tbio_tm_depth(self._tm, port, self._clock_ns() if now_ns is None else now_ns)
+
+    def stats(self, port):
+        """Counters of ``port`` (see TrafficManager.stats)."""
+        out = self._ffi.new("tbio_queue_stats_t *")
+        self._lib.tbio_tm_stats(self._tm, port, self._clock_ns(), out)
+        return {name: getattr(out, name) for name in
+                ("enqueued", "dequeued", "dropped", "dropped_full", "dropped_priority", "depth", "max_depth")}
+
+    def queue_config(self, port):
+        """``port``'s configuration: rate_pps, rate_bps, depth_packets, priorities (see TrafficManager)."""
+        pps, bps = self._ffi.new("uint64_t *"), self._ffi.new("uint64_t *")
+        depth, priorities = self._ffi.new("uint32_t *"), self._ffi.new("uint32_t *")
+        self._lib.tbio_tm_queue_config(self._tm, port, pps, bps, depth, priorities)
+        return {"rate_pps": pps[0] or None, "rate_bps": bps[0] or None, "depth_packets": depth[0],
+                "priorities": priorities[0]}
+
+    def ports(self):
+        """The ports that have queues (configured or used), sorted."""
+        return [port for port in range(512) if self._lib.tbio_tm_queue_config(self._tm, port, *self._scratch)]
+
+
+class NativeLoop:
+    """A switch's native packet loop over AF_XDP sockets on its port interfaces (root needed).
+
+    Args:
+        ports: ``{port number: interface name}`` (each interface with one receive queue).
+        cpu_port: the CPU port (frames sent to it are punted to Python), or None.
+        clock_origin_ns: CLOCK_MONOTONIC ns at which the pipeline's timestamps are 0.
+        ring_size: AF_XDP ring size per port (a power of two; 2 * ring_size frames of 2 KiB each).
+        seed: seeds the per-port loss generators.
+
+    Raises:
+        TestbedError: a port cannot be opened (the message names the interface and the cause).
+    """
+
+    def __init__(self, ports, cpu_port=None, clock_origin_ns=0, ring_size=256, seed=0):
+        self._ffi, self._lib = load()
+        ffi, lib = self._ffi, self._lib
+        self._loop = lib.tbio_new(-1 if cpu_port is None else cpu_port, clock_origin_ns, ring_size, seed)
+        if self._loop == ffi.NULL:
+            raise ParameterError("ring_size", ring_size, "a power of two >= 8")
+        self._err = ffi.new("char[]", 512)
+        self._buffer = ffi.new("uint8_t[]", 4096)
+        self._clock_origin_ns = clock_origin_ns
+        try:
+            for port, interface in sorted(ports.items()):
+                if lib.tbio_add_port(self._loop, port, interface.encode(), self._err, 512):
+                    raise TestbedError(f"port {port} ({interface}): {ffi.string(self._err).decode()}")
+        except BaseException:
+            self.close()
+            raise
+
+    def set_pipeline(self, library_path, pipeline, clock_origin_ns=None):
+        """Use the compiled program at ``library_path`` with state ``pipeline`` (a ``tb_pipeline_t *``
+        cdata or address); None for no pipeline (frames dropped).  Queued packets are dropped.
+        ``clock_origin_ns``: where the pipeline's timestamps start (default: the loop's).
+
+        Raises:
+            TestbedError: the library cannot be opened or is not a pipeline of the expected ABI.
+        """
+        ffi = self._ffi
+        handle = ffi.NULL if pipeline is None else ffi.cast("void *", pipeline)
+        path = ffi.NULL if library_path is None else os.fsencode(library_path)
+        with self.locked():
+            origin = self._clock_origin_ns if clock_origin_ns is None else clock_origin_ns
+            failed = self._lib.tbio_set_pipeline(self._loop, path, handle, origin, self._err, 512)
+        if failed:
+            raise TestbedError(f"native pipeline: {ffi.string(self._err).decode()}")
+
+    def locked(self):
+        """Context manager holding the loop's lock (no frame is processed meanwhile)."""
+        return _Locked(self._lib, self._loop)
+
+    def set_queue(self, port, rate_pps=None, rate_bps=None, depth_packets=64, priorities=1):
+        """Configure the egress queues of ``port`` (see TrafficManager.set_queue)."""
+        pps, bps = _rate("rate_pps", rate_pps), _rate("rate_bps", rate_bps)
+        _positive("depth_packets", depth_packets, 2 ** 32 - 1)
+        _positive("priorities", priorities, 64)
+        _positive("port", port + 1, 512)
+        import time
+
+        with self.locked():
+            status = self._lib.tbio_tm_set_queue(self._lib.tbio_traffic_manager(self._loop), port, pps, bps,
+                                                 depth_packets, priorities, time.monotonic_ns())
+        if status == -1:
+            raise ParameterError("priorities", priorities, "unchanged", reason=f"port {port} has packets queued")
+
+    def set_multicast_group(self, group, replicas):
+        """Set multicast group ``group`` to ``[(port, rid), ...]`` (empty: delete)."""
+        ports = [p for p, _ in replicas]
+        rids = [r for _, r in replicas]
+        with self.locked():
+            self._lib.tbio_set_multicast_group(self._loop, group, len(ports), ports, rids)
+
+    def set_clone_session(self, session, replicas, packet_length=0):
+        """Set clone session ``session`` to ``[(port, rid), ...]``, truncating copies to ``packet_length`` (0: no)."""
+        ports = [p for p, _ in replicas]
+        rids = [r for _, r in replicas]
+        with self.locked():
+            self._lib.tbio_set_clone_session(self._loop, session, len(ports), ports, rids, packet_length)
+
+    def set_impairment(self, port, loss, delay_ms):
+        """Drop frames leaving ``port`` with probability ``loss``, hold the others ``delay_ms``."""
+        with self.locked():
+            if self._lib.tbio_set_impairment(self._loop, port, float(loss), int(round(delay_ms * 1e6))):
+                raise ParameterError("port/loss/delay_ms", (port, loss, delay_ms),
+                                     "a data port, a loss in [0, 1] and a delay >= 0")
+
+    def inject(self, port, frame):
+        """Run ``frame`` through ingress as if received on ``port`` (a PacketOut on the CPU port)."""
+        with self.locked():
+            return self._lib.tbio_inject(self._loop, port, frame, len(frame)) == 0
+
+    def run(self, timeout_ms=-1):
+        """Forward until something needs Python; return STOPPED, WOKEN, PUNTED, HALTED or UNSUPPORTED."""
+        return self._lib.tbio_run(self._loop, int(timeout_ms))
+
+    def wake(self):
+        """Make a running :meth:`run` return WOKEN (any thread; nothing once closed)."""
+        loop = self._loop
+        if loop is not None:
+            self._lib.tbio_wake(loop)
+
+    def punted(self):
+        """Take the frames sent to the CPU port, oldest first."""
+        frames = []
+        while True:
+            n = self._lib.tbio_take_punted(self._loop, self._buffer, 4096)
+            if n < 0:
+                return frames
+            frames.append(bytes(self._ffi.buffer(self._buffer, min(n, 4096))))
+
+    def events(self):
+        """Take the digests and log_msg calls the pipeline reported, oldest first.
+
+        Returns:
+            list of ``(site id, valid, values)``: the site in the program's layout "events", whether
+            its stage was a successful ingress (only then is a digest sent), 16 values.
+        """
+        events = []
+        site, valid, values = self._ffi.new("int32_t *"), self._ffi.new("uint32_t *"), self._ffi.new("uint64_t[16]")
+        while self._lib.tbio_take_event(self._loop, site, valid, values):
+            events.append((site[0], bool(valid[0]), tuple(values)))
+        return events
+
+    def halt_reason(self):
+        """Why the program stopped the switch, or None."""
+        reason = self._lib.tbio_halt_reason(self._loop)
+        return None if reason == self._ffi.NULL else self._ffi.string(reason).decode()
+
+    def port_stats(self, port):
+        """Counters of ``port``: rx/tx packets and bytes, drops, tx_errors, kernel_drops, impairment_drops,
+        and ``queue`` (the traffic manager's counters)."""
+        import time
+
+        out = self._ffi.new("tbio_port_stats_t *")
+        queue = self._ffi.new("tbio_queue_stats_t *")
+        with self.locked():
+            self._lib.tbio_port_stats(self._loop, port, out)
+            self._lib.tbio_tm_stats(self._lib.tbio_traffic_manager(self._loop), port, time.monotonic_ns(), queue)
+        result = {name: getattr(out, name) for name in ("rx_packets", "rx_bytes", "tx_packets", "tx_bytes", "drops",
+                                                         "tx_errors", "kernel_drops", "impairment_drops")}
+        result["queue"] = {name: getattr(queue, name) for name in
+                           ("enqueued", "dequeued", "dropped", "dropped_full", "dropped_priority", "depth",
+                            "max_depth")}
+        return result
+
+    def errors(self):
+        """Internal errors counted (out of packet slots or memory, a frame larger than the deparser's buffer)."""
+        return self._lib.tbio_errors(self._loop)
+
+    def close(self):
+        """Close the sockets (the XDP programs go with them) and free everything; run must have returned."""
+        if getattr(self, "_loop", None) is not None and self._loop != self._ffi.NULL:
+            self._lib.tbio_free(self._loop)
+        self._loop = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+class _Locked:
+    def __init__(self, lib, loop):
+        self._lib, self._loop = lib, loop
+
+    def __enter__(self):
+        self._lib.tbio_lock(self._loop)
+
+    def __exit__(self, *exc):
+        self._lib.tbio_unlock(self._loop)

@@ -1,0 +1,294 @@
+"""The switch process's forwarding with the native packet loop, for pipelines of the native backend.
+
+:class:`NativeSwitchDaemon` is :class:`~testbed.embedded_switch.switchd.SwitchDaemon` (same
+arguments, control requests, impairments, stop) whose packet path is a
+:class:`~testbed.embedded_switch.native_io.NativeLoop` while the target's pipeline is the native
+backend's; with a Python pipeline it is the Python loop unchanged.  The main thread runs the
+loop; Python does only what the loop hands back or what control asks:
+
+* PacketIn: frames the loop punts to the CPU port go to the target's listeners;
+* PacketOut: a watcher thread injects the target's pending frames into the loop's ingress;
+* P4Runtime writes change the Python state; the native state's watchers mark what changed and
+  wake the loop, which copies it into native memory (``NativeState.sync``) under the loop's lock
+  before the next batch; multicast groups and clone sessions are copied when they differ;
+* port loss and delay (``port_control``) are the loop's; the packet generator's frames are injected
+  when due;
+* a new pipeline (SetForwardingPipelineConfig) replaces the loop's pipeline (queued packets are
+  dropped with the old program, as they are when a Python switch changes program).
+
+Not carried: pcaps of the ports (``--pcap-dir`` keeps the Python loop), the embedded target's own
+externs (DSF: at a program's first call of one the loop drops that packet and the switch goes back
+to the Python loop for that pipeline), frames over 2,048 bytes.  Digests and log_msg lines come back
+from the loop as events and go to the device's callbacks.
+"""
+import os
+import select
+import threading
+import time
+
+from testbed.embedded_switch import native_io
+from testbed.embedded_switch.switchd import SwitchDaemon
+from testbed.p4.v1model import runtime as RT
+
+__all__ = ["NativeSwitchDaemon", "native_loop_applies", "deliver_events"]
+
+IDLE_TIMEOUT_MS = 100  # how often an idle loop looks at the replication engine and the generator
+#: AF_XDP ring size per port: a burst the kernel can queue while the loop waits for a core
+RING_SIZE = int(os.environ.get("TESTBED_NATIVE_RING", "512"))
+
+
+def native_loop_applies(device, pcap):
+    """True when ``device`` (the target's real device) can run in the native loop.
+
+    >>> native_loop_applies(None, None)
+    False
+    """
+    native = getattr(device, "native", None)
+    library = getattr(device, "library", None)
+    if native is None or library is None or pcap is not None:
+        return False
+    return not getattr(device, "needs_python_loop", False)
+
+
+class _Injector:
+    """What ``EmbeddedTarget.inject_pending`` feeds PacketOuts to: the loop's ingress."""
+
+    def __init__(self, loop):
+        self.loop = loop
+
+    def receive(self, port, frame):
+        self.loop.inject(port, frame)
+
+
+class NativeSwitchDaemon(SwitchDaemon):
+    """A :class:`SwitchDaemon` forwarding in native code when the pipeline allows (see the module)."""
+
+    def __init__(self, target, ports, pcap_dir=None, name="switch", seed=0, control_path=None):
+        super().__init__(target, ports, pcap_dir=pcap_dir, name=name, seed=seed, control_path=control_path)
+        self.seed = seed
+        self.loop = None
+        self._device = None
+        self._pre = (None, None)
+        self._watched = []
+        self._stopped = False
+        self.target.add_pipeline_listener(self._pipeline_changed)
+
+    def set_impairment(self, port, loss, delay_ms):
+        """As :meth:`SwitchDaemon.set_impairment`, on the native loop too."""
+        super().set_impairment(port, loss, delay_ms)
+        loop = self.loop
+        if loop is not None:
+            loop.set_impairment(port, loss, delay_ms)
+
+    def handle_control(self, data):
+        """As :meth:`SwitchDaemon.handle_control`; ``status`` counts what the native loop did."""
+        answer = super().handle_control(data)
+        loop = self.loop
+        if loop is not None and answer.get("ok") and "ports" in answer:
+            for port, described in answer["ports"].items():
+                stats = loop.port_stats(int(port))
+                described.update(tx_errors=stats["tx_errors"], socket_drops=stats["kernel_drops"],
+                                 drops=stats["impairment_drops"])
+        return answer
+
+    def stop(self, *_args):
+        """Ask the loop to finish (signal handler; safe from any thread)."""
+        self._stopped = True
+        super().stop()
+        loop = self.loop
+        if loop is not None:
+            loop.wake()
+
+    def run(self):
+        """Forward until :meth:`stop`: natively while the pipeline allows, else with the Python loop."""
+        while not self._stopped:
+            if native_loop_applies(self._real_device(), self.pcap):
+                self._native_run()
+            else:
+                self.running = not self._stopped
+                super().run()  # returns on stop, or when _pipeline_changed brings a native pipeline
+                self._drain_stop_pipe()
+
+    def _real_device(self):
+        device = self.target.device
+        return getattr(device, "real", device)
+
+    def _pipeline_changed(self):
+        """A new pipeline was committed (P4Runtime thread): the running loop must look at it."""
+        loop = self.loop
+        if loop is not None:
+            loop.wake()
+        elif native_loop_applies(self._real_device(), self.pcap):
+            self.running = False  # the Python loop returns; run() starts the native one
+            try:
+                os.write(self._stop_write, b"\0")
+            except (OSError, TypeError):
+                pass
+
+    def _drain_stop_pipe(self):
+        try:
+            while os.read(self._stop_read, 4096):
+                pass
+        except (BlockingIOError, OSError, TypeError):
+            pass
+
+    def _native_run(self):
+        ports = {port: sock.interface for port, sock in self.sockets.items()}
+        # the port sockets stay open (the Python loop may come back) but see nothing: XDP takes the frames
+        loop = native_io.NativeLoop(ports, cpu_port=self.target.cpu_port, seed=self.seed, ring_size=RING_SIZE)
+        for port, impairment in self.impaired.items():
+            loop.set_impairment(port, impairment.loss, impairment.delay_ns / 1e6)
+        self.loop = loop
+        watcher = threading.Thread(target=self._watch, name="native-io-control", daemon=True)
+        watcher.start()
+        try:
+            while not self._stopped:
+                device = self._real_device()
+                if device is not self._device:
+                    if not native_loop_applies(device, self.pcap):
+                        break  # back to Python (a program the loop cannot run)
+                    self._install(device)
+                native = device.native
+                if native.dirty:
+                    with loop.locked():
+                        native.sync()
+                self._sync_replication(device.state)
+                timeout = self._inject_generated()
+                answer = loop.run(timeout)
+                if answer == native_io.PUNTED:
+                    for frame in loop.punted():
+                        self.target.deliver_cpu_frame(frame)
+                    deliver_events(device, loop.events())
+                elif answer == native_io.UNSUPPORTED:
+                    # the program calls the target's own externs: their traffic manager is Python's
+                    self.log.warning("the program calls the embedded target's own externs: forwarding in Python "
+                                     "(one packet was dropped finding out)")
+                    device.needs_python_loop = True
+                    break
+                elif answer == native_io.HALTED and device.halted is None:
+                    device.halted = loop.halt_reason()
+                    self.log.error("switch halted: %s", device.halted)
+        finally:
+            self.loop = None
+            self._unwatch()
+            watcher.join(5)
+            loop.close()
+            self._device = None
+
+    def _unwatch(self):
+        """Take this daemon's wakers off the native state's objects."""
+        for objects, waker in self._watched:
+            if waker in objects:
+                objects.remove(waker)
+        self._watched = []
+
+    def _install(self, device):
+        """Use ``device``'s compiled program and native state in the loop."""
+        self._unwatch()
+        native = device.native
+        with self.loop.locked():
+            native.sync()
+        self.loop.set_pipeline(device.library.path, native.pl, device.clock_origin_ns)
+        for port in device.tm.ports():  # queue settings made on the device before it came here
+            self.loop.set_queue(port, **device.tm.queue_config(port))
+        waker = _Waker(self.loop)
+        for collection in (native.tables, native.profiles, native.meters):
+            for _, obj in collection.values():
+                obj.watchers.append(waker)
+                self._watched.append((obj.watchers, waker))
+        self._device = device
+        self._pre = (None, None)
+        self.log.info("native packet loop on ports %s", sorted(self.sockets))
+
+    def _sync_replication(self, state):
+        groups = tuple(sorted((group, tuple(tuple(r) for r in replicas))
+                              for group, replicas in state.multicast_groups.entries()))
+        sessions = tuple(sorted((sid, tuple(tuple(r) for r in s.replicas), s.packet_length_bytes or 0)
+                                for sid, s in _session_entries(state.clone_sessions)))
+        old_groups, old_sessions = self._pre
+        if groups != old_groups:
+            for group, _ in old_groups or ():
+                self.loop.set_multicast_group(group, [])
+            for group, replicas in groups:
+                self.loop.set_multicast_group(group, list(replicas))
+        if sessions != old_sessions:
+            for sid, _, _ in old_sessions or ():
+                self.loop.set_clone_session(sid, [])
+            for sid, replicas, length in sessions:
+                self.loop.set_clone_session(sid, list(replicas), length)
+        self._pre = (groups, sessions)
+
+    def _inject_generated(self):
+        """Inject the packet generator's due frames; return how long the loop may wait (ms)."""
+        generator = self.target.packet_generator
+        now = time.monotonic_ns()
+        for port, frame in generator.due(now):
+            self.loop.inject(port, frame)
+        due = generator.next_due_ns()
+        if due is None:
+            return IDLE_TIMEOUT_MS
+        return max(0, min(IDLE_TIMEOUT_MS, (due - now) // 1_000_000))
+
+    def _watch(self):
+        """Serve control requests and PacketOuts while the main thread is in the loop."""
+        poller = select.poll()
+        poller.register(self.target.wakeup_fd, select.POLLIN)
+        poller.register(self._stop_read, select.POLLIN)
+        control_fd = self.control.fileno() if self.control is not None else None
+        if control_fd is not None:
+            poller.register(control_fd, select.POLLIN)
+        injector = None
+        while not self._stopped and self.loop is not None:
+            for fd, _ in poller.poll(200):
+                loop = self.loop
+                if loop is None:
+                    return
+                if fd == self.target.wakeup_fd:
+                    self.target.clear_wakeup()
+                    injector = injector if injector is not None and injector.loop is loop else _Injector(loop)
+                    self.target.inject_pending(injector)
+                elif fd == control_fd:
+                    self.control.serve(self.handle_control)
+                    loop.wake()  # the generator may have a new timer
+                else:
+                    loop.wake()
+                    return
+
+
+def deliver_events(device, events):
+    """Hand the loop's events to ``device``'s digest and log callbacks, as the native device does.
+
+    Args:
+        device: the native device (its layout's "events" name the sites).
+        events: ``[(site id, valid, values)]`` from :meth:`NativeLoop.events`.
+    """
+    sites = device.library.layout.get("events") or []
+    for site_id, valid, values in events:
+        site = sites[site_id]
+        if site["kind"] == "digest":
+            if valid and device.on_digest is not None:
+                device.on_digest(site["name"], tuple(values[:site["count"]]))
+        elif device.on_log is not None:
+            shown = []
+            for (kind, width), value in zip(site["values"], values):
+                if kind == "bool":
+                    value = bool(value)
+                elif kind == "int" and value >> (width - 1):
+                    value -= 1 << width
+                shown.append(value)
+            device.on_log(RT.format_log_message(site["message"], tuple(shown)))
+
+
+class _Waker:
+    """A state watcher that wakes the loop (the native state marks the change itself)."""
+
+    def __init__(self, loop):
+        self.loop = loop
+
+    def __call__(self, _changed, *_rest):
+        self.loop.wake()
+
+
+def _session_entries(sessions):
+    entries = sessions.entries()
+    return entries.items() if isinstance(entries, dict) else entries

@@ -1,0 +1,108 @@
+/* tbio.h - the embedded switch's native packet loop: AF_XDP port I/O, the v1model traffic manager,
+ * and a compiled pipeline called through tb_pipeline.h's functions.
+ *
+ * Threads: one thread runs tbio_run; any other thread that touches the loop or the pipeline state
+ * (P4Runtime writes, PacketOut injection, queue settings) brackets its calls with tbio_lock /
+ * tbio_unlock.  The loop holds the lock while it processes and gives it up in poll() and between
+ * batches when someone waits for it.  While it processes it also holds the pipeline's own state
+ * lock (tb_pipeline_lock, when the program's library has one), so copying tables into native
+ * memory under tbio_lock (which then takes tb_pipeline_lock) always waits for the end of a batch.
+ *
+ * The part between cdef-begin and cdef-end is read by cffi (testbed/embedded_switch/native_io/__init__.py).
+ */
+#ifndef TBIO_H
+#define TBIO_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* cdef-begin */
+typedef struct tbio_tm tbio_tm_t;
+typedef struct tbio_loop tbio_loop_t;
+
+/* One packet leaving its egress queue (see testbed/p4/v1model/traffic_manager.py, Departure). */
+typedef struct tbio_departure {
+    uint32_t port;
+    uint32_t priority;
+    uint64_t item;
+    uint32_t nbytes;
+    uint32_t enq_qdepth;
+    uint32_t deq_qdepth;
+    int64_t enq_timestamp_ns;
+    int64_t deq_timestamp_ns;
+} tbio_departure_t;
+
+typedef struct tbio_queue_stats {
+    uint64_t enqueued, dequeued, dropped, dropped_full, dropped_priority, depth, max_depth;
+} tbio_queue_stats_t;
+
+typedef struct tbio_port_stats {
+    uint64_t rx_packets, rx_bytes, tx_packets, tx_bytes, drops;
+    uint64_t tx_errors;          /* frames the port's transmit ring had no room for */
+    uint64_t kernel_drops;       /* frames the kernel dropped before the loop read them (rx ring full) */
+    uint64_t impairment_drops;   /* frames dropped by the port's configured loss */
+} tbio_port_stats_t;
+
+/* ---- traffic manager (also usable on its own: the differential test drives it directly) ---- */
+tbio_tm_t *tbio_tm_new(uint32_t default_depth, uint32_t default_priorities);
+void tbio_tm_free(tbio_tm_t *tm);
+/* rates: 0 = no limit.  Returns 0, or -1 when priorities would change while packets are queued. */
+int tbio_tm_set_queue(tbio_tm_t *tm, uint32_t port, uint64_t rate_pps, uint64_t rate_bps, uint32_t depth,
+                      uint32_t priorities, int64_t now_ns);
+/* enq_qdepth, or -1 when dropped (queue full or priority out of range) */
+int64_t tbio_tm_enqueue(tbio_tm_t *tm, uint32_t port, uint64_t item, uint32_t nbytes, uint32_t priority,
+                        int64_t now_ns);
+/* Departures due by now_ns, in departure-time order; at most cap (the rest stay for the next call). */
+int tbio_tm_dequeue_ready(tbio_tm_t *tm, int64_t now_ns, tbio_departure_t *out, int cap);
+/* 1 and *when set when something is queued or ready, else 0 */
+int tbio_tm_next_departure(tbio_tm_t *tm, int64_t *when);
+uint64_t tbio_tm_depth(tbio_tm_t *tm, uint32_t port, int64_t now_ns);
+void tbio_tm_stats(tbio_tm_t *tm, uint32_t port, int64_t now_ns, tbio_queue_stats_t *out);
+/* the configuration; 0 when the port was never configured nor used */
+int tbio_tm_queue_config(tbio_tm_t *tm, uint32_t port, uint64_t *rate_pps, uint64_t *rate_bps, uint32_t *depth,
+                         uint32_t *priorities);
+
+/* ---- the packet loop ---- */
+#define TBIO_STOPPED 0     /* tbio_run: the caller's timeout passed */
+#define TBIO_WOKEN 1       /* tbio_wake was called */
+#define TBIO_PUNTED 2      /* frames for the CPU port (tbio_take_punted) or events (tbio_take_event) wait */
+#define TBIO_HALTED 3      /* the program did what stops simple_switch: see tbio_halt_reason */
+#define TBIO_UNSUPPORTED 4 /* a packet called the target's own externs (DSF), which the loop cannot
+                              carry out: it was dropped; the caller should forward in Python */
+
+tbio_loop_t *tbio_new(int32_t cpu_port, int64_t clock_origin_ns, uint32_t ring_size, uint32_t seed);
+void tbio_free(tbio_loop_t *loop);
+/* Open an AF_XDP socket on ifname's receive queue 0 and attach the redirecting XDP program.
+ * Returns 0, or -1 with a message in err. */
+int tbio_add_port(tbio_loop_t *loop, uint32_t port, const char *ifname, char *err, size_t errlen);
+/* Load the pipeline functions from the shared object at path (dlopen; the same object the control
+ * plane opened, so its state is shared) and use pipeline, whose timestamps count from
+ * clock_origin_ns (CLOCK_MONOTONIC); path NULL: no pipeline (frames dropped, as BMv2 --no-p4).
+ * Returns 0, or -1 with a message in err. */
+int tbio_set_pipeline(tbio_loop_t *loop, const char *path, void *pipeline, int64_t clock_origin_ns, char *err,
+                      size_t errlen);
+tbio_tm_t *tbio_traffic_manager(tbio_loop_t *loop);
+int tbio_set_multicast_group(tbio_loop_t *loop, uint32_t group, uint32_t n, const uint32_t *ports,
+                             const uint32_t *rids);
+int tbio_set_clone_session(tbio_loop_t *loop, uint32_t session, uint32_t n, const uint32_t *ports,
+                           const uint32_t *rids, uint32_t packet_length);
+/* loss in [0, 1], delay in ns, for frames leaving port (an AF_XDP port) */
+int tbio_set_impairment(tbio_loop_t *loop, uint32_t port, double loss, int64_t delay_ns);
+int tbio_run(tbio_loop_t *loop, int timeout_ms);
+void tbio_wake(tbio_loop_t *loop);
+void tbio_lock(tbio_loop_t *loop);
+void tbio_unlock(tbio_loop_t *loop);
+/* A frame entering ingress on port (a PacketOut on the CPU port); call under tbio_lock. */
+int tbio_inject(tbio_loop_t *loop, uint32_t port, const uint8_t *frame, uint32_t len);
+/* The oldest frame sent to the CPU port: its length (copied into buf up to cap), or -1 when none. */
+int tbio_take_punted(tbio_loop_t *loop, uint8_t *buf, uint32_t cap);
+/* The oldest digest / log_msg call a stage reported (tb_packet_events: site id, 16 values);
+ * valid is 0 for a stage other than a successful ingress (its digests are not sent).  1, or 0 when none. */
+int tbio_take_event(tbio_loop_t *loop, int32_t *site, uint32_t *valid, uint64_t *values);
+uint64_t tbio_events_dropped(tbio_loop_t *loop);
+void tbio_port_stats(tbio_loop_t *loop, uint32_t port, tbio_port_stats_t *out);
+const char *tbio_halt_reason(tbio_loop_t *loop);
+uint64_t tbio_errors(tbio_loop_t *loop);
+/* cdef-end */
+
+#endif /* TBIO_H */
