@@ -68,8 +68,9 @@ def check_parameters(values, field_path="mode_params"):
             raise ParameterError(f"{field_path}.{name}", value, "a parameter name: " + ", ".join(PARAMETERS))
         checked[name] = PARAMETERS[name].check(value, f"{field_path}.{name}")
     for mechanism in mechanisms.mechanisms():
-        if mechanism.check_parameters is not None:
-            mechanism.check_parameters(checked, field_path)
+        check = mechanism.check_parameters
+        if check is not None:
+            (mechanisms.load(check) if isinstance(check, str) else check)(checked, field_path)
     return checked
 
 

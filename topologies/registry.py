@@ -127,3 +127,15 @@ def describe_kinds():
         doc = (cls.__doc__ or "").strip().splitlines()
         rows.append((kind, doc[0] if doc else "", list(cls.PARAMETERS)))
     return rows
+
+
+def virtual_layer_analysis():
+    """The routings and throughput analysis of topologies on virtual layers (FC+ and FC).
+
+    Returns:
+        ``(routing, throughput)``: the modules :mod:`testbed.topologies.fcplus.routing` (``ROUTINGS``,
+        ``check_k``, ``check_n_lp``) and :mod:`testbed.topologies.fcplus.throughput` (``TRAFFIC_PATTERNS``,
+        ``routing_throughput``), so that commands reach them through this registry.
+    """
+    from testbed.topologies.fcplus import routing, throughput
+    return routing, throughput

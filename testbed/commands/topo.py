@@ -14,9 +14,7 @@ import json
 import os
 
 from testbed.errors import ParameterError, TestbedError
-from testbed.topologies.fcplus.routing import ROUTINGS
-from testbed.topologies.fcplus.throughput import TRAFFIC_PATTERNS
-from testbed.topologies.registry import describe_kinds, make_topology, parse_key_values
+from testbed.topologies.registry import describe_kinds, make_topology, parse_key_values, virtual_layer_analysis
 
 _PARAMS_HELP = "topology parameters as key=value (see `testbed topo kinds`); lists as 1,2,3, matrices as 1,2;2,1"
 
@@ -63,7 +61,7 @@ def register(subparsers):
         "seed=... among the key=value parameters; --seed is the seed of the uniform random traffic.")
     throughput.add_argument("kind", help="fcplus or fc")
     throughput.add_argument("params", nargs="*", metavar="key=value", help=_PARAMS_HELP)
-    throughput.add_argument("--routing", choices=ROUTINGS, default="fcplus1l",
+    throughput.add_argument("--routing", choices=virtual_layer_analysis()[0].ROUTINGS, default="fcplus1l",
                             help="ksp: K shortest paths (may deadlock); dfksp: deadlock-free KSP with --nlp "
                             "priorities; fcplus1l / fcplus2l: FC+ (1L-K) / (2L-K); fc: FC's edge-disjoint "
                             "up-down paths (default: %(default)s)")
@@ -71,7 +69,7 @@ def register(subparsers):
                             help="paths per ToR pair (default: %(default)s; fc ignores it)")
     throughput.add_argument("--nlp", type=int, default=2,
                             help="lossless priorities N_lp of dfksp, 1..3 (default: %(default)s)")
-    throughput.add_argument("--traffic", choices=TRAFFIC_PATTERNS, default="worst",
+    throughput.add_argument("--traffic", choices=virtual_layer_analysis()[1].TRAFFIC_PATTERNS, default="worst",
                             help="all-to-all, uniform (12.5%% of the ToRs per ToR) or worst (near-worst-case "
                             "longest matching) (default: %(default)s)")
     throughput.add_argument("--seed", type=int, default=1,
@@ -155,10 +153,8 @@ def run_export(args):
 
 def run_throughput(args):
     """Print the throughput of a routing on an FC+ or FC topology."""
-    from testbed.topologies.fcplus.routing import check_k, check_n_lp
-    from testbed.topologies.fcplus.throughput import routing_throughput
-
-    for option, value, check in (("--k", args.k, check_k), ("--nlp", args.nlp, check_n_lp)):
+    routing, throughput = virtual_layer_analysis()
+    for option, value, check in (("--k", args.k, routing.check_k), ("--nlp", args.nlp, routing.check_n_lp)):
         try:
             check(value)
         except ParameterError as error:
@@ -167,7 +163,7 @@ def run_throughput(args):
     if not callable(getattr(topo, "tor_graph", None)):
         raise ParameterError("kind", args.kind, "fcplus or fc (topologies on virtual layers)")
     graph = topo.tor_graph()
-    result = routing_throughput(graph, args.routing, args.traffic, k=args.k, n_lp=args.nlp, seed=args.seed)
+    result = throughput.routing_throughput(graph, args.routing, args.traffic, k=args.k, n_lp=args.nlp, seed=args.seed)
     report = {"kind": topo.kind, "params": {key: value for key, value in topo.params.items() if "mbps" not in key},
               "routing": args.routing, "k": args.k, "n_lp": args.nlp, "traffic": args.traffic,
               "traffic_seed": args.seed, **{key: value for key, value in result.items() if key != "cycles"},

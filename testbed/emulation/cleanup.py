@@ -47,6 +47,8 @@ PROCESS_PATTERNS = (
 )
 
 
+#: where a network puts its Unix sockets when ``$TMPDIR`` is too long for socket paths
+SHORT_TEMP_ROOT = "/tmp"
 #: temporary files and folders of a network: ``testbed-<purpose>-<pid>-...`` or ``testbed-<pid>-...``
 TEMP_PATTERN = re.compile(r"^testbed-(?:[a-z0-9]+-)?(\d+)-")
 
@@ -57,12 +59,14 @@ def temp_paths():
     >>> bool(TEMP_PATTERN.match("testbed-p4rt-4242-7f3a")), TEMP_PATTERN.match("testbed-4242-s1.ctl").group(1)
     (True, '4242')
     """
-    folder = tempfile.gettempdir()
     found = []
-    for name in sorted(os.listdir(folder)):
-        match = TEMP_PATTERN.match(name)
-        if match:
-            found.append((os.path.join(folder, name), int(match.group(1))))
+    for folder in sorted({tempfile.gettempdir(), SHORT_TEMP_ROOT}):
+        if not os.path.isdir(folder):
+            continue
+        for name in sorted(os.listdir(folder)):
+            match = TEMP_PATTERN.match(name)
+            if match:
+                found.append((os.path.join(folder, name), int(match.group(1))))
     return found
 
 

@@ -28,7 +28,7 @@ from mininet.net import Mininet
 from mininet.node import Switch
 
 from testbed.embedded_switch.port_control import check_impairment
-from testbed.emulation.cleanup import mark_owner
+from testbed.emulation.cleanup import SHORT_TEMP_ROOT, mark_owner
 from testbed.emulation.forkserver import ForkServer
 from testbed.emulation.hosts import FabricHost
 from testbed.emulation.links import FabricLink, LinkBatch, set_link_ends
@@ -41,6 +41,9 @@ from testbed.emulation.switches import BridgeSwitch
 from testbed.errors import EmulationError, ParameterError
 from testbed.topologies.graph import node_pair
 
+#: the longest temporary directory that sockets go in: room for "/testbed-p4rt-<pid>-<id>/<switch>.p4rt"
+#: within a Unix socket path's 107 bytes
+SOCKET_ROOT_MAX = 50
 #: node shells started, hosts configured and switch processes started or stopped at once
 BRINGUP_WORKERS = 16
 #: how often the switches' P4Runtime servers are probed while waiting for them
@@ -170,7 +173,7 @@ class FabricNetwork:
             params.setdefault("log_dir", self.log_dir or self._temporary_dir("logs"))
             os.makedirs(params["log_dir"], exist_ok=True)
         if self.switch_kind == "bmv2":
-            params.setdefault("socket_dir", self._temporary_dir("p4rt"))  # short Unix socket paths
+            params.setdefault("socket_dir", self._temporary_dir("p4rt", short=True))  # Unix socket paths
         if self.switch_kind == "embedded" and self.fork_switches:
             from testbed.emulation.p4switch import SWITCHD_MODULE
 
@@ -188,12 +191,17 @@ class FabricNetwork:
 
         return make
 
-    def _temporary_dir(self, purpose):
+    def _temporary_dir(self, purpose, short=False):
         """A new private directory in the temporary directory, removed at stop whenever a signal comes.
 
-        Its name is recorded before it exists, so an interrupt cannot leave it unknown.
+        Its name is recorded before it exists, so an interrupt cannot leave it unknown.  With ``short``
+        it holds Unix sockets: when ``$TMPDIR`` is too long for their paths (108 bytes with the switch
+        names), it goes to :data:`~testbed.emulation.cleanup.SHORT_TEMP_ROOT`, which cleanup searches too.
         """
-        path = os.path.join(tempfile.gettempdir(), f"testbed-{purpose}-{os.getpid()}-{id(self):x}")
+        root = tempfile.gettempdir()
+        if short and len(os.fsencode(root)) > SOCKET_ROOT_MAX:
+            root = SHORT_TEMP_ROOT
+        path = os.path.join(root, f"testbed-{purpose}-{os.getpid()}-{id(self):x}")
         self._temporary_dirs.append(path)
         os.makedirs(path, mode=0o700, exist_ok=True)
         return path

@@ -17,7 +17,7 @@ default action (:func:`testbed.controllers.parameters.write_parameters`).
 """
 import math
 from dataclasses import dataclass, field
-from typing import Callable, Optional
+from typing import Callable, Optional, Union
 
 from testbed.errors import ParameterError
 
@@ -219,5 +219,5 @@ class Mechanism:
     parameters: tuple = field(default=())
     controllers: tuple = field(default=())
     topology_kinds: tuple = field(default=())
-    check_parameters: Optional[Callable] = None
+    check_parameters: Optional[Union[Callable, str]] = None
     hooks: Optional[str] = None

@@ -246,8 +246,10 @@ class NativeTrafficManager:
         """Counters of ``port`` (see TrafficManager.stats)."""
         out = self._ffi.new("tbio_queue_stats_t *")
         self._lib.tbio_tm_stats(self._tm, port, self._clock_ns(), out)
-        return {name: getattr(out, name) for name in
-                ("enqueued", "dequeued", "dropped", "dropped_full", "dropped_priority", "depth", "max_depth")}
+        counters = {name: getattr(out, name) for name in
+                    ("enqueued", "dequeued", "dropped", "dropped_full", "dropped_priority", "depth", "max_depth")}
+        counters["dropped_headroom"] = 0  # this traffic manager has no PFC (lossless classes): nothing held back
+        return counters
 
     def queue_config(self, port):
         """``port``'s configuration: rate_pps, rate_bps, depth_packets, priorities (see TrafficManager)."""

@@ -11,7 +11,6 @@ detector and run hooks in this package.
 Its parameters are the controller's (no parameter table): routing size,
 lossless classes, port rate and the PFC thresholds, all in packets.
 """
-from testbed.errors import ParameterError
 from testbed.mechanisms.base import ControllerKind, Mechanism, Mode, Parameter
 
 PARAMETERS = (
@@ -36,29 +35,8 @@ PARAMETERS = (
               "deadlock detector: how long a cycle of paused queues must make no progress"),
 )
 
-_PFC_FIELDS = ("pfc_buffer_packets", "pfc_xoff_packets", "pfc_xon_packets", "pfc_headroom_packets")
-
-
-def check_parameters(values, field_path="mode_params"):
-    """Refuse PFC thresholds that are each in range but wrong together (XOFF above the buffer, no headroom).
-
-    Raises:
-        ParameterError: naming ``mode_params.<field>`` and the allowed values.
-
-    >>> check_parameters({"pfc_lossless": 1, "pfc_headroom_packets": 0})  # doctest: +ELLIPSIS
-    Traceback (most recent call last):
-    ...
-    testbed.errors.ParameterError: invalid mode_params.pfc_headroom_packets=0: allowed values are ...
-    """
-    from testbed.p4.v1model.pfc import PfcConfig
-
-    defaults = {parameter.name: parameter.default for parameter in PARAMETERS}
-    merged = dict(defaults, **{name: value for name, value in values.items() if name in defaults})
-    lossless = merged["pfc_lossless"]
-    try:
-        PfcConfig.checked(list(range(1, lossless + 1)), **{name[len("pfc_"):]: merged[name] for name in _PFC_FIELDS})
-    except ParameterError as error:
-        raise ParameterError(f"{field_path}.pfc_{error.field}", error.value, error.allowed, error.reason) from None
+#: the mode parameters that are PFC settings (checked together by checks.py)
+PFC_FIELDS = ("pfc_buffer_packets", "pfc_xoff_packets", "pfc_xon_packets", "pfc_headroom_packets")
 
 
 def _mode(name, routing, description):
@@ -87,6 +65,6 @@ MECHANISM = Mechanism(
                        constructor_options=("routing",), recovers=False),
     ),
     topology_kinds=(),
-    check_parameters=check_parameters,
+    check_parameters="testbed.mechanisms.fcplus.checks:check_parameters",
     hooks="testbed.mechanisms.fcplus.run:FCPlusHooks",
 )
