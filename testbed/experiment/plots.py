@@ -51,6 +51,16 @@ LEGEND_ROW_FRACTION = 0.07  # height of one legend row (8-point text), as a frac
 LEGEND_MARGIN = 0.06
 
 
+def rows_with_runs(rows, runs_by_label):
+    """The comparison rows whose mode has runs to draw, their labels and one colour per label.
+
+    Returns:
+        tuple: ``(rows, labels, colours)``; empty rows when no mode has a run.
+    """
+    labels = [row["mode"] for row in rows if runs_by_label.get(row["mode"])]
+    return [row for row in rows if row["mode"] in labels], labels, mode_colours(labels)
+
+
 def mode_colours(modes):
     """One colour per mode, the same in every panel, never shared by two modes.
 

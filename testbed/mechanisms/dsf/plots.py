@@ -2,7 +2,7 @@
 comparison (fabric-link MMR in bytes of cells, VOQ depth, drops by place)."""
 import os
 
-from testbed.experiment.plots import metric_bars, mode_colours, plt
+from testbed.experiment.plots import metric_bars, plt, rows_with_runs
 
 #: the tier whose MMR a comparison shows: interface nodes up to the fabric (where spraying or hashing chooses)
 UPLINK_TIER = "rdsw>fdsw"
@@ -103,11 +103,9 @@ def plot_dsf_comparison(rows, runs_by_label, out_dir, title):
     Returns:
         list: the file names written.
     """
-    labels = [row["mode"] for row in rows if runs_by_label.get(row["mode"])]
-    rows = [row for row in rows if row["mode"] in labels]
+    rows, labels, colours = rows_with_runs(rows, runs_by_label)
     if not rows:
         return []
-    colours = mode_colours(labels)
     figure, axes = plt.subplots(1, 3, figsize=(16, 4.8))
     try:
         metric_bars(axes[0], rows, "fabric_mmr", colours, f"{UPLINK_TIER} link MMR (bytes of cells)")

@@ -1,7 +1,7 @@
 """F10's comparison plot: detection and flow recovery per mode, losses over time by cause, path dilation."""
 import os
 
-from testbed.experiment.plots import metric_bars, mode_colours, plt
+from testbed.experiment.plots import metric_bars, plt, rows_with_runs
 
 #: drop causes of a run's ``dataplane.drops`` shown per mode: (key, legend label)
 DROP_CAUSES = (("connectivity_links", "links down (no reroute yet)"), ("no_detour", "no detour (F10 data plane)"),
@@ -44,11 +44,9 @@ def plot_f10_comparison(rows, runs_by_label, out_dir, title):
     Returns:
         list: the file names written.
     """
-    labels = [row["mode"] for row in rows if runs_by_label.get(row["mode"])]
-    rows = [row for row in rows if row["mode"] in labels]
+    rows, labels, colours = rows_with_runs(rows, runs_by_label)
     if not rows:
         return []
-    colours = mode_colours(labels)
     figure, axes = plt.subplots(2, 3, figsize=(16, 8.5))
     try:
         metric_bars(axes[0, 0], rows, "detection_s", colours, "detection s (failure to port down)")
