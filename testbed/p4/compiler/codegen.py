@@ -20,7 +20,7 @@ from testbed.p4.compiler.calls import CallsMixin
 from testbed.p4.compiler.classes import ClassesMixin
 from testbed.p4.compiler.expressions import ExpressionsMixin
 from testbed.p4.compiler.externs import ExternsMixin
-from testbed.p4.compiler.pycode import Emitter, Frame, FunctionContext, attr, literal
+from testbed.p4.compiler.pycode import Emitter, Frame, FunctionContext, attr, literal, varbit_length_attr
 from testbed.p4.compiler.statements import StatementsMixin
 from testbed.p4.compiler.tableapply import TableApplyMixin
 from testbed.p4.frontend import types as T
@@ -83,10 +83,24 @@ class CodeGenerator(ClassesMixin, StatementsMixin, CallsMixin, TableApplyMixin, 
         return self.model.error(node, message)
 
     def check_variable_type(self, node, type_):
-        """Refuse, at ``node``'s line, a variable of a type the generated code has no value for."""
+        """Refuse, at ``node``'s line, a loop variable of a type the generated code has no value for."""
         if isinstance(type_, T.VarbitType):
-            raise self.error(node, f"unsupported construct: a variable of type {type_.name_text()} (varbits are "
-                                   f"header fields here; copy the header instead)")
+            raise self.error(node, f"unsupported construct: a loop variable of type {type_.name_text()}")
+
+    def declare_varbit(self, name, init, scope, fn):
+        """A local ``varbit`` variable: a holder with the value and its current length, as a header field has.
+
+        ``name`` is the variable's code (``holder.f_v``), so reads, assignments, comparisons and
+        field lists treat it exactly as a varbit header field.  Without an initializer it is empty
+        (length 0), which is what BMv2 gives a default-constructed varbit.
+        """
+        holder = name.rpartition(".")[0]
+        fn.out.line(f"{holder} = _VarbitLocal()")
+        if init is None:
+            return
+        source = self.lvalue(init, scope, fn)
+        fn.out.line(f"{name} = {source}")
+        fn.out.line(f"{self._varbit_length_code(name, init)} = {self._varbit_length_code(source, init)}")
 
     def global_name(self, prefix):
         """A new module-level name."""
@@ -99,6 +113,8 @@ class CodeGenerator(ClassesMixin, StatementsMixin, CallsMixin, TableApplyMixin, 
             base = symbol.name if not keyword.iskeyword(symbol.name) else symbol.name + "_"
             self.global_counter += 1
             symbol.py = f"v_{base}_{self.global_counter}"
+            if symbol.kind == "var" and isinstance(symbol.type, T.VarbitType):
+                symbol.py += "." + attr("v")
         return symbol.py
 
     # ------------------------------------------------------------------ module
@@ -147,6 +163,14 @@ class CodeGenerator(ClassesMixin, StatementsMixin, CallsMixin, TableApplyMixin, 
         out.line("")
         out.line("def _pack_len(items):")
         out.line("    return (sum(width for _, width in items) + 7) >> 3")
+        out.line("")
+        value, length = attr("v"), varbit_length_attr("v")
+        out.line("class _VarbitLocal:")
+        out.line(f"    __slots__ = ({value!r}, {length!r})")
+        out.line("")
+        out.line("    def __init__(self):")
+        out.line(f"        self.{value} = 0")
+        out.line(f"        self.{length} = 0")
         out.line("")
         out.line("def _stk(stack, index):")
         out.line("    if 0 <= index < len(stack.items):")
@@ -346,8 +370,12 @@ class CodeGenerator(ClassesMixin, StatementsMixin, CallsMixin, TableApplyMixin, 
         init = variable.decl.init
         name = self.py_name(variable, fn)
         out.origin = variable.decl.loc
-        self.check_variable_type(variable.decl, variable.type)
-        if init is None:
+        if isinstance(variable.type, T.VarbitType):
+            if init is not None:
+                self.model.type_of(init, scope)
+                self._check_assignable(init, variable.type, init.type)
+            self.declare_varbit(name, init, scope, fn)
+        elif init is None:
             out.line(f"{name} = {self._initial_value(variable.type)}")
         elif isinstance(variable.type, (T.HeaderType, T.StructType, T.StackType, T.TupleType)):
             value = self.composite_value(init, variable.type, scope, fn)

@@ -128,11 +128,15 @@ class StatementsMixin:
     def variable(self, node, scope, fn):
         """A local variable, with or without initializer."""
         type_ = self.model.resolve_type(node.type_ref)
-        self.check_variable_type(node, type_)
         symbol = Symbol("var", node.name, type_, decl=node)
         name = self.py_name(symbol, fn)
         out = fn.out
-        if node.init is not None:
+        if isinstance(type_, T.VarbitType):
+            if node.init is not None:
+                self.model.type_of(node.init, scope)
+                self._check_assignable(node, type_, node.init.type)
+            self.declare_varbit(name, node.init, scope, fn)
+        elif node.init is not None:
             if node.init.kind not in ("list", "struct_expr", "invalid_header"):
                 self.model.type_of(node.init, scope)
                 self._check_assignable(node, type_, node.init.type)

@@ -25,8 +25,8 @@ from testbed.p4.frontend.checker import SIZE_METHODS, Scope, Symbol, convert_int
 from testbed.p4.v1model import hashes
 
 #: Constructs the C backend refuses (the Python backend runs them).
-UNSUPPORTED = ("header stacks of header unions", "varbit fields not on whole bytes", "for loops in parsers",
-               "parser value sets", "tuples", "functions returning headers or structs",
+UNSUPPORTED = ("header stacks of header unions", "varbit fields not on whole bytes", "varbit local variables",
+               "for loops in parsers", "parser value sets", "tuples", "functions returning headers or structs",
                "values wider than 64 bits outside extract/emit/copy/compare/hash (and keys, lookahead)",
                "division and modulo of int<W> values", "random() of int<W>", "hash algorithm random",
                "header or struct parameters of actions")
