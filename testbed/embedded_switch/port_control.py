@@ -38,6 +38,11 @@ request is one JSON object, each answer one JSON object:
   "ports": {"1": {"pause_sent": [8 counts], "paused": [...], "queued": [...], ...,
   "queue": {...}, "pipeline_drops": n}}}`` (:meth:`~testbed.p4.v1model.traffic_manager.TrafficManager.pfc_stats`
   of every port, with its queue's ``stats`` and the packets the program dropped that came in on it).
+* ``{"command": "dsf_history", "names": ["dsf_voq_enqueued", ...], "start_ns": ..., "period_us": 2000,
+  "capacity": 4000}`` has the DSF traffic manager note those counters at ``start_ns + k * period_us``
+  (CLOCK_MONOTONIC; :mod:`testbed.p4.v1model.dsf.history`); ``{"command": "dsf_history", "read": true}``
+  answers ``{"ok": true, "notes": [[time_ns, {name: {index: [packets, bytes]}}], ...], "more": bool,
+  "overflows": n}`` (the notes are removed; ``more``: the answer was full, read again).
 
 A bad request is answered ``{"error": "FIELD: reason", "field": FIELD,
 "allowed": "..."}`` naming the field and its allowed values.
@@ -62,6 +67,9 @@ PKTGEN_FIELDS = ("command", "app", "port", "period_us", "template", "stop")
 QUEUE_FIELDS = ("command", "port", "rate_pps", "rate_bps", "depth_packets", "priorities")
 PFC_FIELDS = ("command", "off", "lossless", "buffer_packets", "xoff_packets", "xon_packets",
               "headroom_packets", "pause_quanta")
+DSF_HISTORY_FIELDS = ("command", "names", "start_ns", "period_us", "capacity", "read")
+DSF_HISTORY_PERIOD_US = (100, 1_000_000)  # the grid's spacing: from 0.1 ms to 1 s
+DSF_HISTORY_CAPACITY = (1, 100_000)  # notes held between reads
 _CLIENT_NUMBERS = itertools.count()
 
 
@@ -110,10 +118,12 @@ def parse_request(data, ports):
             return _parse_pktgen(message)
         if message["command"] in ("queue", "pfc"):
             return _parse_settings(message, ports)
+        if message["command"] == "dsf_history":
+            return _parse_dsf_history(message)
         if message["command"] not in ("status", "pfc_status") or len(message) != 1:
             raise ControlRequestError("command", f"{message['command']!r} is not a command "
                                       "(or it came with other fields)",
-                                      "status or pfc_status (alone), pktgen, queue, pfc")
+                                      "status or pfc_status (alone), pktgen, queue, pfc, dsf_history")
         return {"command": message["command"]}
     for field in message:
         if field not in REQUEST_FIELDS:
@@ -167,6 +177,31 @@ def _parse_settings(message, ports):
     return dict(message)
 
 
+def _parse_dsf_history(message):
+    """``{"command": "dsf_history", "read": True}`` or the start request with its fields checked."""
+    for field in message:
+        if field not in DSF_HISTORY_FIELDS:
+            raise ControlRequestError(field, "unknown field", "fields " + ", ".join(DSF_HISTORY_FIELDS))
+    if message.get("read"):
+        if len(message) != 2:
+            raise ControlRequestError("read", "came with other fields", "command and read alone")
+        return {"command": "dsf_history", "read": True}
+    names = message.get("names")
+    if not isinstance(names, list) or not names or not all(isinstance(name, str) for name in names):
+        raise ControlRequestError("names", f"{names!r} is not a list of counter names",
+                                  "a non-empty list of counter names")
+    start_ns = message.get("start_ns")
+    if isinstance(start_ns, bool) or not isinstance(start_ns, int) or start_ns < 0:
+        raise ControlRequestError("start_ns", f"{start_ns!r} is not a time", "an integer >= 0 (CLOCK_MONOTONIC ns)")
+    period_us = _number(message.get("period_us"), "period_us", *DSF_HISTORY_PERIOD_US)
+    capacity = message.get("capacity")
+    low, high = DSF_HISTORY_CAPACITY
+    if isinstance(capacity, bool) or not isinstance(capacity, int) or not low <= capacity <= high:
+        raise ControlRequestError("capacity", f"{capacity!r} is out of range", f"an integer in [{low}, {high}]")
+    return {"command": "dsf_history", "read": False, "names": names, "start_ns": start_ns,
+            "period_ns": int(period_us * 1000), "capacity": capacity}
+
+
 def set_packet_generator(control_path, app, port=None, period_us=None, template=None, stop=False, timeout=2.0):
     """Start, change or stop an application of a running embedded switch's packet generator.
 
@@ -211,6 +246,37 @@ def configure(control_path, message, timeout=2.0):
         raise ParameterError(field, message.get(field), answer.get("allowed", "see the switch log"),
                              f"switch control socket {control_path}")
     return answer
+
+
+def record_dsf_history(control_path, names, start_ns, period_us, capacity, timeout=2.0):
+    """Have a running switch's DSF traffic manager note counters ``names`` every ``period_us`` from ``start_ns``.
+
+    Raises:
+        ParameterError: the switch refused a field (named, with the allowed values).
+        EmulationError: the switch could not be reached.
+    """
+    return configure(control_path, {"command": "dsf_history", "names": list(names), "start_ns": int(start_ns),
+                                    "period_us": period_us, "capacity": capacity}, timeout=timeout)
+
+
+def read_dsf_history(control_path, timeout=2.0):
+    """``(notes, overflows)``: every DSF counter note a running switch took since the last read (removed
+    there), oldest first, as ``[(time_ns, {name: {index: [packets, bytes]}})]``.
+
+    Raises:
+        EmulationError: the switch could not be reached or answered an error.
+    """
+    notes, overflows = [], 0
+    while True:
+        answer = request(control_path, {"command": "dsf_history", "read": True}, timeout=timeout)
+        if "error" in answer:
+            raise EmulationError(f"switch control socket {control_path}: {answer['error']}")
+        notes.extend((time_ns, {name: {int(index): cell for index, cell in cells.items()}
+                                for name, cells in counters.items()})
+                     for time_ns, counters in answer["notes"])
+        overflows = answer["overflows"]
+        if not answer["more"]:
+            return notes, overflows
 
 
 def _number(value, field, low, high):

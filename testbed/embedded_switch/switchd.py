@@ -35,7 +35,7 @@ import sys
 import time
 
 from testbed.embedded_switch.p4runtime_target import EmbeddedTarget
-from testbed.embedded_switch.port_control import ControlRequestError, ControlSocket, parse_request
+from testbed.embedded_switch.port_control import MAX_MESSAGE, ControlRequestError, ControlSocket, parse_request
 from testbed.errors import ParameterError, TestbedError
 from testbed.p4.native import BACKENDS, DEFAULT_BACKEND
 from testbed.log_format import configure_process_logging
@@ -295,6 +295,8 @@ class SwitchDaemon:
                     "clock_origin_ns": device.clock_origin_ns if device is not None else None}
         if request["command"] in ("queue", "pfc", "pfc_status"):
             return self.handle_pfc_control(request)
+        if request["command"] == "dsf_history":
+            return self.handle_dsf_history(request)
         if request["command"] == "pktgen":
             if request["stop"]:
                 generator.stop(request["app"])
@@ -321,6 +323,21 @@ class SwitchDaemon:
             return {"error": str(error), "field": "lossless", "allowed": "a list of priorities in [0, 7]"}
         self.target.wake()
         return {"ok": True}
+
+    def handle_dsf_history(self, request):
+        """Start the DSF traffic manager's counter notes, or read them (see port_control)."""
+        device = self.target.device
+        if not hasattr(device, "record_dsf_history"):
+            return {"error": "command: this switch has no DSF traffic manager (no Python pipeline loaded)",
+                    "field": "command", "allowed": "dsf_history on a switch running a DSF program"}
+        if not request["read"]:
+            # start_ns is CLOCK_MONOTONIC; the device clock is CLOCK_MONOTONIC too (Device's default)
+            device.record_dsf_history(request["names"], request["start_ns"], request["period_ns"],
+                                      request["capacity"])
+            return {"ok": True}
+        budget = MAX_MESSAGE - 1024  # room for the rest of the answer
+        notes, overflows, more = device.dsf_history(budget)
+        return {"ok": True, "notes": notes, "more": more, "overflows": overflows}
 
     def pfc_status(self):
         """The PFC settings and every port's PFC counters and pause state, at one instant."""

@@ -18,8 +18,9 @@ import time
 
 from mininet.node import Switch
 
-from testbed.embedded_switch.port_control import (check_impairment, port_status, set_packet_generator,
-                                                  set_port_impairment, switch_status)
+from testbed.embedded_switch.port_control import (check_impairment, port_status, read_dsf_history,
+                                                  record_dsf_history, set_packet_generator, set_port_impairment,
+                                                  switch_status)
 from testbed.emulation.bmv2_runtime import THRIFT_PORT, BMv2Runtime
 from testbed.emulation.interfaces import disable_ipv6, disable_offloads
 from testbed.emulation.links import ip_batch
@@ -350,6 +351,15 @@ class EmbeddedP4Switch(P4Switch):
     def packet_generator_status(self):
         """``{app: {"generated", "skipped", "late_max_us", ...}}`` of the packet generator."""
         return {int(app): state for app, state in switch_status(self.control_path)["packet_generator"].items()}
+
+    def record_dsf_history(self, names, start_ns, period_us, capacity):
+        """Have the DSF traffic manager note counters ``names`` every ``period_us`` from ``start_ns``
+        (CLOCK_MONOTONIC), keeping at most ``capacity`` notes unread (:mod:`testbed.p4.v1model.dsf.history`)."""
+        record_dsf_history(self.control_path, names, start_ns, period_us, capacity)
+
+    def read_dsf_history(self):
+        """``(notes, overflows)``: the DSF counter notes since the last read (see port_control.read_dsf_history)."""
+        return read_dsf_history(self.control_path)
 
     def read_register(self, name, index=None, client=None):
         """Read a register over P4Runtime (the embedded server implements RegisterEntry reads).

@@ -1,4 +1,5 @@
 """DSF's fabric measurements of a run (testbed/mechanisms/dsf/metrics.py) on hand-made counters and samples."""
+import json
 from types import SimpleNamespace
 
 import pytest
@@ -127,39 +128,95 @@ def test_the_dsf_section_fits_its_schema():
     record = {"links": [row("rdsw0", 2, "fdsw0", 1, 10, 0)], "failures": [], "traffic": [{"started_at_s": 0.1}]}
     samples = [sample(0.0, {}), sample(1.0, {})]
     section = M.dsf_section(spec, g, record, samples, SimpleNamespace(dsf={"ibm_seed": 3}))
-    section.update(sample_errors=[], switch_cpu={}, load_average=[0.0, 0.0, 0.0])
+    section.update(sample_errors=[], switch_cpu={}, load_average=[0.0, 0.0, 0.0], dsf_sample_interval_s=0.002)
     assert check_schema(section, DSF_SCHEMA) == []
     assert section["cell_bytes"] == 256 and section["control"] == {"ibm_seed": 3}
 
 
-def test_the_dsf_counters_are_sampled_every_few_milliseconds_and_the_samples_are_bounded():
-    """VOQ depth and credits change within milliseconds: the RDSWs' DSF counters are read every
-    DSF_SAMPLE_INTERVAL_S (50 ms), a long run less often; the sampler itself keeps a few-millisecond pace
-    over a real P4Runtime server, and never more than max_samples are kept."""
-    import time
+class DeviceNotes:
+    """A switch's two DSF history calls (what its control socket serves) on an in-process device."""
 
-    from p4runtime_helpers import DEVICE_ID, demo_info, running_server
-    from testbed.p4runtime.client import P4RuntimeClient
+    def __init__(self, device):
+        self.device = device
 
-    assert M.DSF_SAMPLE_INTERVAL_S <= 0.05
-    g = graph()
-    rdsws = [n for n in g.nodes if g.nodes[n].get("role") == "rdsw"]
-    assert M.dsf_sampler_for(g, {}, 0, duration_s=10).interval_s == M.DSF_SAMPLE_INTERVAL_S
-    assert M.dsf_sampler_for(g, {}, 0, duration_s=3600).interval_s == 3600 / M.MAX_DSF_SAMPLES
-    with running_server(demo_info()) as (_target, _server, address):
-        client = P4RuntimeClient(address, device_id=DEVICE_ID, election_id=(0, 10), timeout=10)
-        try:
-            sampler = M.CounterSampler({rdsws[0]: client}, {rdsws[0]: ["MyIngress.port_counter"]}, time.time_ns(),
-                                       0.005, max_samples=40)
-            sampler.start()
-            time.sleep(1.0)
-            sampler.stop()
-        finally:
-            client.close()
-    assert not sampler.errors
-    times = [s["t_s"] for s in sampler.samples]
-    assert 10 <= len(times) <= 41 and times == sorted(times)  # far more than the old once a second; bounded
-    assert sampler.interval_s > 0.005  # it thinned itself out when 40 were reached
+    def record_dsf_history(self, names, start_ns, period_us, capacity):
+        self.device.record_dsf_history(names, start_ns, int(period_us * 1000), capacity)
+
+    def read_dsf_history(self):
+        notes, overflows, _more = self.device.dsf_history(None)
+        return notes, overflows
+
+
+def test_the_switches_notes_give_the_dsf_counters_exactly_at_every_grid_time():
+    """The DSF traffic managers note their counters on a 2 ms grid for nothing while idle; carried forward,
+    the notes give every counter's exact value at every grid time (simulated clock: checked against the
+    counters themselves at each grid time), and the sampler merges the switches onto one time axis."""
+    from test_dsf_fabric import MS, one_cluster, send_stream
+
+    from testbed.controllers.dsf.inprocess import build_inprocess_fabric
+
+    assert M.DSF_SAMPLE_INTERVAL_S <= 0.002
+    assert M.dsf_sampler_for(graph(), {}, 0, duration_s=3600).interval_s == 3600 / M.MAX_DSF_SAMPLES
+    fabric = build_inprocess_fabric(one_cluster(rdsws=3, hosts=2, host_mbps=4, fabric_mbps=3), queue_frames=64)
+    rdsws = sorted(name for name in fabric.wired.devices if name.startswith("rdsw"))
+    period = 2 * MS
+    start = fabric.clock.now_ns + 777  # off the frames' times, so that no event falls on a grid time
+    for name in rdsws:
+        fabric.wired.devices[name].record_dsf_history(M.DSF_COUNTERS, start, period, 100_000)
+    for position, sender in enumerate(("h3", "h4", "h5", "h6")):
+        send_stream(fabric, sender, "h1", 60, 2e6, start_ns=fabric.clock.now_ns + position * 1000)
+    truth = {}
+    for k in range(1, 150):
+        fabric.wired.run(until_ns=start + k * period)
+        truth[start + k * period] = {name: {counter: {index: [cell_packets, cell_bytes] for index, (cell_packets,
+                                                      cell_bytes) in enumerate(zip(state.counters[counter].packets,
+                                                                                   state.counters[counter].bytes))
+                                                      if cell_packets}
+                                            for counter in M.DSF_COUNTERS}
+                                     for name, state in fabric.states.items() if name in rdsws}
+    notes = {name: DeviceNotes(fabric.wired.devices[name]).read_dsf_history()[0] for name in rdsws}
+    for name in rdsws:
+        assert all((at - start) % period == 0 for at, _ in notes[name])
+        assert 10 < len(notes[name]) < len(truth)  # a note only where something changed
+        carried, position = {counter: {} for counter in M.DSF_COUNTERS}, 0
+        for at in sorted(truth):
+            while position < len(notes[name]) and notes[name][position][0] <= at:
+                for counter, cells in notes[name][position][1].items():
+                    carried[counter].update(cells)
+                position += 1
+            assert carried == truth[at][name], (name, at)
+    # the sampler's merge: one sample per noted time, every switch's cells as they were then
+    sampler = M.DsfHistorySampler({name: DeviceNotes(fabric.wired.devices[name]) for name in rdsws},
+                                  M.DSF_COUNTERS, t0_ns=0, interval_s=0.002)
+    sampler._notes = notes
+    merged = sampler._merged()
+    times = sorted({at for name in rdsws for at, _ in notes[name]})
+    assert len(merged) == len(times)
+    for sample_, at in zip(merged, times):
+        if at in truth:
+            assert sample_["counters"] == truth[at]
+    depth = M.voq_depths(merged, rdsws)
+    assert depth["max"]["depth_pkts"] > 0
+
+
+def test_the_history_holds_at_most_its_capacity_and_reads_fit_a_datagram():
+    from testbed.p4.v1model.dsf.history import CounterHistory
+
+    cells = SimpleNamespace(packets=[0] * 400, bytes=[0] * 400)
+    history = CounterHistory({"c": cells}, start_ns=0, period_ns=10, capacity=5)
+    for event in range(10):
+        history.before(event * 10 + 5)
+        for index in range(400):
+            cells.packets[index] += 1
+            cells.bytes[index] += 1000
+            history.touched("c", index)
+    assert len(history.notes) == 5 and history.overflows == 5  # the first note (empty) and four more
+    assert [at for at, _ in history.drain(max_bytes=100)] == [0]  # the empty first note fits, the next not
+    big = history.drain(max_bytes=100)  # one note of 400 cells is over 100 bytes: still returned, alone
+    assert len(big) == 1 and len(big[0][1]["c"]) == 400
+    assert len(history.drain(max_bytes=len(json.dumps(big[0])) * 2 + 10)) == 2 and len(history.notes) == 1
+    with pytest.raises(ValueError):
+        CounterHistory({"c": cells}, start_ns=0, period_ns=0, capacity=5)
 
 
 def test_path_dilation_is_not_reported_for_the_cell_fabric_only():

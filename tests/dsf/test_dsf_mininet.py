@@ -130,6 +130,14 @@ def test_incast_waits_in_voqs_with_credits_and_overflows_the_fabric_without(no_l
     off = run(tmp_path, data, "credits-off", mode_params={"dsf_credits": 0})
     assert on["dataplane"]["drops_by_place"]["fabric"] == 0
     assert on["dsf"]["voq_depth"]["max"]["depth_pkts"] > 0
+    # the switches note VOQs and credits on a grid of a few ms they share (every change, for the 5 s of incast)
+    interval = on["dsf"]["dsf_sample_interval_s"]
+    assert interval <= 0.0025
+    times = on["dsf"]["voq_depth"]["t_s"]
+    steps = [round((later - earlier) / interval, 3) for earlier, later in zip(times, times[1:])]
+    assert steps and all(step >= 1 and step == int(step) for step in steps), steps[:20]
+    assert on["dsf"]["dsf_samples"] >= 5 / 0.05 * 4  # at least 4x what reads every 50 ms gave
+    assert not [error for error in on["dsf"]["sample_errors"] if "dsf history" in error]
     assert max(row["busy"] for row in on["dsf"]["host_ports"]) >= 0.9
     assert off["dataplane"]["drops_by_place"]["fabric"] > 0
 

@@ -241,3 +241,19 @@ def test_parse_request_without_a_switch():
         with pytest.raises(ValueError) as excinfo:
             parse_request(data, {1: "a"})
         assert excinfo.value.field == field
+
+
+def test_a_dsf_history_request_is_checked_field_by_field():
+    start = b'{"command": "dsf_history", "names": ["dsf_voq_enqueued"], "start_ns": 5, "period_us": 2000, ' \
+            b'"capacity": 100}'
+    assert parse_request(start, {1: "a"}) == {"command": "dsf_history", "read": False, "names": ["dsf_voq_enqueued"],
+                                               "start_ns": 5, "period_ns": 2_000_000, "capacity": 100}
+    assert parse_request(b'{"command": "dsf_history", "read": true}', {}) == {"command": "dsf_history", "read": True}
+    for good, bad, field, allowed in ((b'"period_us": 2000', b'"period_us": 10', "period_us", "[100, 1e+06]"),
+                                      (b'"capacity": 100', b'"capacity": 0', "capacity", "[1, 100000]"),
+                                      (b'"start_ns": 5', b'"start_ns": -1', "start_ns", "CLOCK_MONOTONIC"),
+                                      (b'["dsf_voq_enqueued"]', b'[]', "names", "counter names"),
+                                      (b'"capacity": 100', b'"capacity": 100, "x": 1', "x", "names, start_ns")):
+        with pytest.raises(ValueError) as excinfo:
+            parse_request(start.replace(good, bad), {1: "a"})
+        assert excinfo.value.field == field and allowed in excinfo.value.allowed

@@ -9,13 +9,15 @@ links' tc statistics, never from a model:
   :func:`testbed.experiment.counters.drops_by_place`; ``fabric`` adds up what was
   lost *inside* the fabric: link queues, reassembly timeouts, no reachability at
   fabric nodes and TTL (the VOQs are the ingress edge; host ports the egress).
-* :class:`CounterSampler` reads counters once per interval during a run: the
-  per-port egress counters of every switch each :data:`SAMPLE_INTERVAL_S`, the
-  DSF counters of the interface nodes (VOQ depth, credits) every 50 ms
-  (:data:`DSF_SAMPLE_INTERVAL_S`), at most
-  :data:`MAX_DSF_SAMPLES` samples per run whatever its length.  The switches are read in
-  parallel, each with one Read; between full reads (every :data:`DSF_FULL_READ_S`) only
-  the VOQs and ports in use are read, so that a sample costs a few milliseconds.
+* :class:`CounterSampler` reads the per-port egress counters of every switch over
+  P4Runtime once per :data:`SAMPLE_INTERVAL_S` (the switches in parallel, one Read each).
+* :class:`DsfHistorySampler` gets the DSF counters of the interface nodes (VOQ depth,
+  credits) every :data:`DSF_SAMPLE_INTERVAL_S` (2 ms), at most :data:`MAX_DSF_SAMPLES`
+  per run whatever its length: the switches' DSF traffic managers note them themselves
+  on a time grid they share (:mod:`testbed.p4.v1model.dsf.history`, for nothing while
+  idle) and the sampler fetches the notes over the control socket every
+  :data:`DSF_READ_INTERVAL_S`; reading counters over P4Runtime that often would cost the
+  switches more CPU than a small machine can spare and change what is measured.
 * :func:`dsf_section` turns the samples and the end-of-run link loads into
   ``dsf``: link load and MMR per direction of each fabric tier (bytes of cells),
   VOQ depth over time, credit grants per second, host-port busy fraction,
@@ -37,10 +39,10 @@ from testbed.topologies.graph import is_host, port_toward
 from testbed.traffic import metrics
 
 SAMPLE_INTERVAL_S = 1.0  # egress counters: uplink rates and host-port busy fractions
-DSF_SAMPLE_INTERVAL_S = 0.05  # VOQ depth and credit grants: 20 samples a second (the sampler can do
-# 5 ms, but on a busy 2-core machine reads that often slow the switches enough to change the fabric's drops)
-MAX_DSF_SAMPLES = 4000  # per run: a longer run is sampled less often, and a late overrun thinned out
-DSF_FULL_READ_S = 0.25  # every VOQ and port this often; in between the ones in use (see CounterSampler)
+DSF_SAMPLE_INTERVAL_S = 0.002  # VOQ depth and credit grants, noted by the switches on this grid
+MAX_DSF_SAMPLES = 4000  # per run: a longer run is sampled less often
+DSF_READ_INTERVAL_S = 0.25  # the switches' notes are fetched this often (they hold DSF_HISTORY_CAPACITY)
+DSF_HISTORY_CAPACITY = 4000  # notes a switch holds unread: 8 s at 2 ms, far more than a read interval
 EGRESS_COUNTER = "MyEgress.egress_port_counter"
 # departures are read before arrivals, so that depth = arrivals - departures is never below the truth
 DSF_COUNTERS = ("dsf_voq_dequeued", "dsf_voq_enqueued", "dsf_credit_granted")
@@ -108,10 +110,6 @@ class CounterSampler:
         names: ``{switch: [counter names]}`` to read on each (switches without names are not read).
         t0_ns: the run's time zero (sample times are seconds since it).
         interval_s: time between samples (the reads of one sample may take longer).
-        max_samples: at most this many samples are kept (None: no bound).
-        full_every_s: read every cell this often, and in between only the cells seen non-zero so far
-            (None: every cell each time).  A cell that becomes non-zero in between shows from the next
-            full read on.
 
     Attributes:
         samples: ``[{"t_s": float, "times": {switch: float}, "counters": {switch: {name: {index:
@@ -119,47 +117,33 @@ class CounterSampler:
         errors: reads that failed (text), at most one per switch and counter.
     """
 
-    def __init__(self, clients, names, t0_ns, interval_s=SAMPLE_INTERVAL_S, max_samples=None, full_every_s=None):
+    def __init__(self, clients, names, t0_ns, interval_s=SAMPLE_INTERVAL_S):
         self.clients = {switch: client for switch, client in clients.items() if names.get(switch)}
         self.names = {switch: list(names.get(switch, ())) for switch in self.clients}
         self.t0_ns = t0_ns
         self.interval_s = interval_s
-        self.max_samples = max_samples
         self.samples = []
         self.errors = []
         self._stop = threading.Event()
         self._thread = None
         self._pool = None
-        self.full_every_s = full_every_s
-        self._last_full = float("-inf")
-        # {switch: indexes non-zero in any of its counters}: a VOQ's departures are read as soon as its
-        # arrivals are seen (the switch's counters must share their index range, as DSF's do)
-        self._known = {}
 
-    def _read_switch(self, switch, full=True):
-        """``(counters, time read)`` of one switch: one Read of its counters (names in reading order), every
-        cell when ``full``, else only the cells that were ever non-zero (a read of hundreds of cells per
-        counter takes tens of milliseconds on a busy switch)."""
+    def _read_switch(self, switch):
+        """``(counters, time read)`` of one switch: one Read of every cell of its counters."""
         client, values = self.clients[switch], {}
-        known = self._known.setdefault(switch, set())
         began = time.time_ns()
         try:
             names = {client.index.id_of("counters", name): name for name in self.names[switch]}
             entities = []
-            for counter_id, name in names.items():
-                for index in ([None] if full else sorted(known)):
-                    entity = p4runtime_pb2.Entity()
-                    entity.counter_entry.counter_id = counter_id
-                    if index is not None:
-                        entity.counter_entry.index.index = index
-                    entities.append(entity)
-            for entity in client.read(entities) if entities else ():
+            for counter_id in names:
+                entity = p4runtime_pb2.Entity()
+                entity.counter_entry.counter_id = counter_id
+                entities.append(entity)
+            for entity in client.read(entities):
                 entry = entity.counter_entry
                 if entry.data.packet_count or entry.data.byte_count:
-                    name = names[entry.counter_id]
-                    values.setdefault(name, {})[int(entry.index.index)] = [
+                    values.setdefault(names[entry.counter_id], {})[int(entry.index.index)] = [
                         int(entry.data.packet_count), int(entry.data.byte_count)]
-                    known.add(int(entry.index.index))
             for name in self.names[switch]:
                 values.setdefault(name, {})
         except Exception as error:  # noqa: BLE001 - a crashed switch: keep sampling the others
@@ -173,20 +157,13 @@ class CounterSampler:
         own reads), and keep the sample with the time each switch was read."""
         at = (time.time_ns() - self.t0_ns) / 1e9
         switches = list(self.clients)
-        full = self.full_every_s is None or at - self._last_full >= self.full_every_s
-        if full:
-            self._last_full = at
         if self._pool is not None and len(switches) > 1:
-            results = list(self._pool.map(lambda switch: self._read_switch(switch, full), switches))
+            results = list(self._pool.map(self._read_switch, switches))
         else:
-            results = [self._read_switch(switch, full) for switch in switches]
+            results = [self._read_switch(switch) for switch in switches]
         counters = {switch: values for switch, (values, _) in zip(switches, results)}
         times = {switch: read_at for switch, (_, read_at) in zip(switches, results)}
         self.samples.append({"t_s": at, "times": times, "counters": counters})
-        if self.max_samples and len(self.samples) > self.max_samples:
-            # bounded: keep every other sample (the first included) and sample half as often from now on
-            self.samples = self.samples[::2]
-            self.interval_s *= 2
 
     def _run(self):
         next_at = time.monotonic()
@@ -218,13 +195,110 @@ def sampler_for(graph, clients, t0_ns, interval_s=SAMPLE_INTERVAL_S):
     return CounterSampler(clients, {switch: [EGRESS_COUNTER] for switch in clients}, t0_ns, interval_s)
 
 
-def dsf_sampler_for(graph, clients, t0_ns, duration_s):
-    """A :class:`CounterSampler` of the DSF counters (VOQs, credits) of the RDSWs, every
-    :data:`DSF_SAMPLE_INTERVAL_S` or so that a run of ``duration_s`` gives at most :data:`MAX_DSF_SAMPLES`."""
-    names = {switch: list(DSF_COUNTERS) for switch in clients if graph.nodes[switch].get("role") == "rdsw"}
+class DsfHistorySampler:
+    """DSF counters of switches on a time grid they all share, noted by the switches and fetched in a thread.
+
+    Args:
+        switches: ``{name: switch}`` with ``record_dsf_history`` and ``read_dsf_history``
+            (:class:`~testbed.emulation.p4switch.EmbeddedP4Switch`).
+        names: the counters to note (those a switch's program lacks are left out there).
+        t0_ns: the run's time zero (``time.time_ns()``; sample times are seconds since it).
+        interval_s: the grid's spacing.
+
+    Attributes:
+        samples: after :meth:`stop`, one per grid time at which any switch's counters changed, in
+            :class:`CounterSampler`'s form (every switch's counters as they were at that time).
+        errors: failed starts and reads (text), and notes a switch dropped for want of reading.
+    """
+
+    def __init__(self, switches, names, t0_ns, interval_s):
+        self.switches = dict(switches)
+        self.names = list(names)
+        self.t0_ns = t0_ns
+        self.interval_s = interval_s
+        self.samples = []
+        self.errors = []
+        self._notes = {name: [] for name in self.switches}
+        self._overflows = {}
+        self._offset_ns = 0
+        self._stop = threading.Event()
+        self._thread = None
+
+    def _record(self, message):
+        if message not in self.errors:
+            self.errors.append(message)
+
+    def start(self):
+        """Start the switches' notes from now on and fetch them every :data:`DSF_READ_INTERVAL_S`."""
+        start_ns = time.monotonic_ns()
+        self._offset_ns = time.time_ns() - start_ns  # CLOCK_MONOTONIC -> the run's wall clock
+        for name, switch in sorted(self.switches.items()):
+            try:
+                switch.record_dsf_history(self.names, start_ns, self.interval_s * 1e6, DSF_HISTORY_CAPACITY)
+            except Exception as error:  # noqa: BLE001 - a switch that cannot note is reported, not fatal
+                self._record(f"{name} dsf history: {error}")
+        self._thread = threading.Thread(target=self._run, name="dsf-history", daemon=True)
+        self._thread.start()
+
+    def _read(self):
+        for name, switch in sorted(self.switches.items()):
+            try:
+                notes, overflows = switch.read_dsf_history()
+            except Exception as error:  # noqa: BLE001 - a crashed switch: keep reading the others
+                self._record(f"{name} dsf history: {type(error).__name__}")
+                continue
+            self._notes[name].extend(notes)
+            self._overflows[name] = overflows
+
+    def _run(self):
+        while not self._stop.wait(DSF_READ_INTERVAL_S):
+            self._read()
+
+    def stop(self):
+        """Stop, fetch the last notes and build :attr:`samples`; safe to call twice."""
+        if self._thread is None:
+            return
+        self._stop.set()
+        self._thread.join(timeout=30)
+        self._thread = None
+        self._read()
+        for name, dropped in sorted(self._overflows.items()):
+            if dropped:
+                self._record(f"{name} dsf history: {dropped} notes dropped (not read in time)")
+        self.samples = self._merged()
+
+    def _merged(self):
+        """One sample per noted time, each switch's cells carried forward from its latest note."""
+        by_time = {}
+        for name, notes in self._notes.items():
+            for at_ns, counters in notes:
+                by_time.setdefault(at_ns, []).append((name, counters))
+        state = {name: {counter: {} for counter in self.names} for name in self.switches}
+        samples = []
+        for at_ns in sorted(by_time):
+            for name, counters in by_time[at_ns]:
+                for counter, cells in counters.items():
+                    state[name].setdefault(counter, {}).update(cells)
+            t_s = (at_ns + self._offset_ns - self.t0_ns) / 1e9
+            samples.append({"t_s": t_s, "times": {name: t_s for name in state},
+                            "counters": {name: {counter: dict(cells) for counter, cells in counters.items()}
+                                         for name, counters in state.items()}})
+        return samples
+
+
+def dsf_sampler_for(graph, switches, t0_ns, duration_s):
+    """A :class:`DsfHistorySampler` of the DSF counters (VOQs, credits) of the RDSWs, every
+    :data:`DSF_SAMPLE_INTERVAL_S` or so that a run of ``duration_s`` gives at most :data:`MAX_DSF_SAMPLES`.
+
+    Args:
+        graph: the topology (its ``role`` attributes name the RDSWs).
+        switches: ``{name: switch}`` of the running fabric.
+        t0_ns: the run's time zero.
+        duration_s: the run's length.
+    """
+    rdsws = {name: switch for name, switch in switches.items() if graph.nodes[name].get("role") == "rdsw"}
     interval = max(DSF_SAMPLE_INTERVAL_S, duration_s / MAX_DSF_SAMPLES)
-    return CounterSampler(clients, names, t0_ns, interval, max_samples=MAX_DSF_SAMPLES,
-                          full_every_s=DSF_FULL_READ_S)
+    return DsfHistorySampler(rdsws, DSF_COUNTERS, t0_ns, interval)
 
 
 def process_cpu_seconds(pid):
@@ -491,6 +565,7 @@ class FabricRecorder:
         self.spec = spec
         self.graph = fabric.topo.graph()
         self.clients = clients
+        self.switches = {switch.name: switch for switch in fabric.switches}
         self.sampler = None
         self.dsf_sampler = None
         self.cpu = SwitchCpu(fabric.switches)
@@ -499,7 +574,7 @@ class FabricRecorder:
     def start(self, t0_ns):
         """Start sampling counters."""
         self.sampler = sampler_for(self.graph, self.clients, t0_ns)
-        self.dsf_sampler = dsf_sampler_for(self.graph, self.clients, t0_ns, self.spec.duration_s)
+        self.dsf_sampler = dsf_sampler_for(self.graph, self.switches, t0_ns, self.spec.duration_s)
         self.sampler.start()
         self.dsf_sampler.start()
         self.cpu.start()
@@ -517,6 +592,7 @@ class FabricRecorder:
         samples = self.sampler.samples if self.sampler is not None else []
         dsf_samples = self.dsf_sampler.samples if self.dsf_sampler is not None else []
         section = dsf_section(self.spec, self.graph, record, samples, controller, dsf_samples)
+        section["dsf_sample_interval_s"] = self.dsf_sampler.interval_s if self.dsf_sampler is not None else None
         section["sample_errors"] = (list(self.sampler.errors) + list(self.dsf_sampler.errors)
                                     if self.sampler is not None else [])
         section["switch_cpu"] = {name: round(share, 3) for name, share in sorted(self.cpu_shares.items())}

@@ -26,7 +26,9 @@ DSF_SCHEMA = {
     # the controller's state: input_balanced, ibm_seed, withdrawals {dest: [[adv, nbr, key]]}, failed_links,
     # nodes, system_ports, reactions
     "control": dict,
-    "samples": int, "dsf_samples": int, "sample_errors": [str],
+    # samples: egress counters (once a second); dsf_samples: grid times at which the RDSWs' VOQ and credit
+    # counters changed, noted by the switches every dsf_sample_interval_s (voq_depth and credits use them)
+    "samples": int, "dsf_samples": int, "dsf_sample_interval_s": OPT_NUMBER, "sample_errors": [str],
     "switch_cpu": dict,                   # {switch: CPU share of one core over the run}
     "load_average": [NUMBER],             # the machine's, at the end
 }

@@ -153,6 +153,7 @@ class Device:
         self._pfc_counters_synced = 0
         self.packet_generator = packet_generator or PacketGenerator(clock_ns)
         self.dsf = None  # the DSF traffic manager, once the program calls its externs
+        self._dsf_history = None  # record_dsf_history's arguments, for a DSF traffic manager made later
         self._stats = {}
         self._lock = threading.RLock()
         self.raise_errors = raise_errors
@@ -312,6 +313,8 @@ class Device:
         """Carry out the packet's calls of the target's own externs; True when one took the packet."""
         if self.dsf is None:
             self.dsf = DSFTrafficManager(self.state, self.on_log)
+            if self._dsf_history is not None:
+                self.dsf.record_history(*self._dsf_history)
 
         def packet_bytes():
             self._compute(P, hdr, meta)
@@ -319,6 +322,25 @@ class Device:
             self._deparser(P, out, hdr)
             return b"".join(out) + P.payload
         return self.dsf.handle(P.extern_requests, packet_bytes, P.payload, P.now_ns)
+
+    def record_dsf_history(self, names, start_ns, period_ns, capacity):
+        """Have the DSF traffic manager note counters ``names`` at ``start_ns + k * period_ns`` (device clock),
+        holding at most ``capacity`` notes between reads (:mod:`testbed.p4.v1model.dsf.history`)."""
+        with self._lock:
+            self._dsf_history = (tuple(names), start_ns, period_ns, capacity)
+            if self.dsf is not None:
+                self.dsf.record_history(*self._dsf_history)
+
+    def dsf_history(self, max_bytes):
+        """``(notes, overflows, more)``: the DSF counter notes taken so far (removed; as many as fit in
+        ``max_bytes`` of JSON), how many were dropped for want of reading, and whether more are left;
+        ``([], 0, False)`` before the first DSF packet."""
+        with self._lock:
+            history = self.dsf.history if self.dsf is not None else None
+            if history is None:
+                return [], 0, False
+            history.before(self.clock_ns())
+            return history.drain(max_bytes=max_bytes), history.overflows, bool(history.notes)
 
     def set_pfc(self, config):
         """Turn PFC on with a :class:`~testbed.p4.v1model.pfc.PfcConfig` (None: off); see TrafficManager.set_pfc."""

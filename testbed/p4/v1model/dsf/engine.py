@@ -12,7 +12,9 @@ the device (:class:`testbed.p4.v1model.device.Device`):
   device asks for them (:meth:`DSFTrafficManager.due`), which it does whenever
   :meth:`DSFTrafficManager.next_event_ns` (pending frames: now; else the next
   grant, request refresh or reassembly timeout) has come;
-* it counts into the program's counters of dsf.p4 (absent ones are skipped).
+* it counts into the program's counters of dsf.p4 (absent ones are skipped),
+  and, once :meth:`DSFTrafficManager.record_history` is called, notes them on a
+  time grid (:mod:`.history`) for a reader that wants them every few milliseconds.
 
 Bad parameters (a cell size outside [21, 1500], a VOQ depth of 0, a credit
 rate outside [1, 100] % or of 0 kbit/s, a grant of 0 bytes) drop the packet or
@@ -24,6 +26,7 @@ from collections import deque
 
 from testbed.p4.v1model.dsf.constants import (CELL_PORT, COUNTER_DROPS, COUNTER_REASSEMBLED, COUNTERS,
                                               DELIVERY_PORT, DROP_BAD_PARAMETER, MAX_CELL_BYTES, MIN_CELL_BYTES)
+from testbed.p4.v1model.dsf.history import CounterHistory
 from testbed.p4.v1model.dsf.reassembly import Reassembler
 from testbed.p4.v1model.dsf.scheduler import CreditSchedulers
 from testbed.p4.v1model.dsf.voq import VoqTable
@@ -45,12 +48,21 @@ class DSFTrafficManager:
         self.schedulers = CreditSchedulers(self._emit_cell, self._count)
         self.reassembly = Reassembler(self._deliver, self._count)
         self.my_node = 0
+        self.history = None
+
+    def record_history(self, names, start_ns, period_ns, capacity):
+        """Note counters ``names`` (those the program has) at ``start_ns + k * period_ns`` from now on
+        (:class:`~.history.CounterHistory`, in :attr:`history`; replaces an earlier one)."""
+        self.history = CounterHistory({name: self._counters[name] for name in names if name in self._counters},
+                                      start_ns, period_ns, capacity)
 
     # -- plumbing ------------------------------------------------------------------------
     def _count(self, name, index, nbytes):
         counter = self._counters.get(name)
         if counter is not None:
             counter.count(index, nbytes)
+            if self.history is not None:
+                self.history.touched(name, index)
 
     def _emit_cell(self, frame):
         self._pending.append((CELL_PORT, frame))
@@ -77,6 +89,8 @@ class DSFTrafficManager:
         Returns:
             bool: True when an extern took the packet (it must not go on to the egress queues).
         """
+        if self.history is not None:
+            self.history.before(now_ns)
         taken = False
         for name, args in requests:
             if name == "dsf_voq_enqueue":
@@ -125,6 +139,8 @@ class DSFTrafficManager:
     # -- timers ----------------------------------------------------------------------------
     def due(self, now_ns):
         """Run the timers due by ``now_ns`` and return the frames for ingress: ``[(port, frame)]``."""
+        if self.history is not None:
+            self.history.before(now_ns)
         self.schedulers.due(now_ns)
         self.voqs.refresh(now_ns)
         self.reassembly.expire(now_ns)
