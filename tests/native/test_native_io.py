@@ -521,6 +521,73 @@ def test_switchd_forwards_in_the_native_loop(tmp_path):
 
 
 @needs_root
+@pytest.mark.skipif(not _has_native_backend(), reason="the native backend (testbed/p4/native) is not in this tree")
+def test_native_switch_daemon_pfc_status_and_p4runtime_counters(tmp_path):
+    """The switch daemon's native loop: queue and pfc requests reach its traffic manager, a PAUSE frame
+    arriving is consumed and pauses the class, and pfc_status and the program's PFC counters (P4Runtime)
+    show it as the Python switch's do."""
+    from testbed.embedded_switch.native_io.daemon import NativeSwitchDaemon
+    from testbed.embedded_switch.p4runtime_target import EmbeddedTarget
+    from testbed.embedded_switch.port_control import request
+    from testbed.p4runtime.client import P4RuntimeClient
+    from testbed.p4runtime.server import P4RuntimeServer
+
+    control = str(tmp_path / "control.sock")
+    with VethLine(prefix=f"tb-p{os.getpid() % 10000}-") as line:
+        target = EmbeddedTarget(cpu_port=255, backend="native")
+        target.load_program_file(os.path.join(REPO, "p4src", "fcplus.p4"))
+        with in_namespace(line.switch):
+            daemon = NativeSwitchDaemon(target, {1: line.switch_in, 2: line.switch_out}, name="s1",
+                                        control_path=control)
+        server = P4RuntimeServer(target, device_id=1, address="127.0.0.1:0")
+
+        def forward():
+            with in_namespace(line.switch):
+                daemon.run()
+        thread = threading.Thread(target=forward, daemon=True)
+        server.start()
+        thread.start()
+        client = None
+        try:
+            deadline = time.monotonic() + 30
+            while daemon._device is None and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert daemon.loop is not None and daemon._device is not None
+            assert request(control, {"command": "queue", "port": 2, "rate_bps": 1_000_000, "priorities": 8}) == \
+                {"ok": True}
+            assert request(control, {"command": "pfc", "lossless": [3], "xoff_packets": 4, "xon_packets": 1,
+                                     "buffer_packets": 40, "headroom_packets": 30}) == {"ok": True}
+            assert daemon.loop.tm.queue_config(2)["rate_bps"] == 1_000_000 and daemon.loop.pfc == target.pfc
+            receiver = _socket(line.receiver, line.receiver_if)
+            receiver.send(build_pause(bytes.fromhex("020000000099"), [(3, 1000)]))  # 512 ms at 1 Mb/s
+            client = P4RuntimeClient(f"127.0.0.1:{server.port}", device_id=1, election_id=(0, 1), timeout=5)
+            client.load_p4info()
+            cell = 2 * PRIORITIES + 3
+            while client.read_counter("MyIngress.pfc_pause_received", cell) != (1, 60) and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert client.read_counter("MyIngress.pfc_pause_received", cell) == (1, 60)
+            status = request(control, {"command": "pfc_status"})
+            assert status["pfc"]["lossless"] == [3] and status["pfc"]["xoff_packets"] == 4
+            port = status["ports"]["2"]
+            assert port["pause_received"][3] == 1 and port["paused"][3] == 1 and port["paused_ns"][3] > 0
+            assert port["queue"]["dropped_headroom"] == 0 and port["pipeline_drops"] == 0
+            time.sleep(0.6)  # the pause is over: its whole time is counted
+            while client.read_counter("MyIngress.pfc_paused_us", cell)[0] < 512_000 and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert client.read_counter("MyIngress.pfc_paused_us", cell) == (512_000, 0)
+            receiver.close()
+        finally:
+            if client is not None:
+                client.close()
+            daemon.stop()
+            thread.join(10)
+            server.stop()
+            daemon.close()
+            target.close()
+        assert not thread.is_alive()
+
+
+@needs_root
 def test_bad_interface_named(fixture_pipeline):
     with pytest.raises(Exception, match="no-such-if0"):
         native_io.NativeLoop({1: "no-such-if0"})
