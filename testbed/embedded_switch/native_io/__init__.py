@@ -184,6 +184,17 @@ def _pfc_config(ffi, config):
         "pause_quanta": config.pause_quanta, "default_quantum_ns": DEFAULT_QUANTUM_NS})
 
 
+def _ports_of(words, priority):
+    """``[[port, priority], ...]`` of the bits set in a bitmap of 8 64-bit words (port 64 w + bit), sorted."""
+    found = []
+    for word, bits in enumerate(words):
+        while bits:
+            low = bits & -bits
+            found.append([64 * word + low.bit_length() - 1, priority])
+            bits ^= low
+    return found
+
+
 class _TrafficManagerView:
     """The observation and settings of a C traffic manager (``self._tm``), as TrafficManager names them.
 
@@ -246,8 +257,7 @@ class _TrafficManagerView:
         with self._locked():
             self._lib.tbio_tm_pfc_stats(self._tm, port, self._clock_ns() if now_ns is None else now_ns, out)
         stats = {name: list(getattr(out, name)) for name in _PFC_COUNTERS}
-        stats["holders"] = [[[64 * word + bit, p] for word in range(8) for bit in range(64)
-                             if out.holders[p][word] >> bit & 1] for p in range(PRIORITIES)]
+        stats["holders"] = [_ports_of(out.holders[p], p) for p in range(PRIORITIES)]
         stats["dropped_headroom"] = out.dropped_headroom
         return stats
 
@@ -262,10 +272,10 @@ class _TrafficManagerView:
 
     def ports(self):
         """The ports that have queues (configured or used), sorted."""
-        scratch = (self._ffi.new("uint64_t *"), self._ffi.new("uint64_t *"), self._ffi.new("uint32_t *"),
-                   self._ffi.new("uint32_t *"))
+        out = self._ffi.new("uint32_t[]", 512)
         with self._locked():
-            return [port for port in range(512) if self._lib.tbio_tm_queue_config(self._tm, port, *scratch)]
+            n = self._lib.tbio_tm_ports(self._tm, out, 512)
+        return list(out[0:n])
 
 
 class _Unlocked:

@@ -477,6 +477,14 @@ void tbio_tm_stats(tbio_tm_t *tm, uint32_t port, int64_t now_ns, tbio_queue_stat
                                 q->count, q->max_depth, q->dropped_headroom};
 }
 
+int tbio_tm_ports(tbio_tm_t *tm, uint32_t *out, int cap)
+{
+    int n = 0;
+    for (uint32_t port = 0; port < MAX_PORTS && n < cap; port++)
+        if (tm->ports[port]) out[n++] = port;
+    return n;
+}
+
 int tbio_tm_set_pfc(tbio_tm_t *tm, const tbio_pfc_config_t *config)
 {
     for (int i = 0; i < MAX_PORTS; i++)

@@ -99,6 +99,8 @@ void tbio_tm_stats(tbio_tm_t *tm, uint32_t port, int64_t now_ns, tbio_queue_stat
 /* the configuration; 0 when the port was never configured nor used */
 int tbio_tm_queue_config(tbio_tm_t *tm, uint32_t port, uint64_t *rate_pps, uint64_t *rate_bps, uint32_t *depth,
                          uint32_t *priorities);
+/* The ports that have queues (configured or used), ascending, at most cap; returns how many. */
+int tbio_tm_ports(tbio_tm_t *tm, uint32_t *out, int cap);
 
 /* ---- the packet loop ---- */
 #define TBIO_STOPPED 0     /* tbio_run: the caller's timeout passed */
