@@ -185,7 +185,11 @@ def _pfc_config(ffi, config):
 
 
 def _ports_of(words, priority):
-    """``[[port, priority], ...]`` of the bits set in a bitmap of 8 64-bit words (port 64 w + bit), sorted."""
+    """``[[port, priority], ...]`` of the bits set in a bitmap of 64-bit words (port 64 w + bit), sorted.
+
+    >>> _ports_of([0b101, 1, 0], 3)
+    [[0, 3], [2, 3], [64, 3]]
+    """
     found = []
     for word, bits in enumerate(words):
         while bits:
