@@ -2,8 +2,9 @@
 
 The traffic manager is compared with the Python one (the reference) in-process over seeded random
 arrivals, with and without priority flow control (PAUSE frames, lossless classes, paused queues).
-The loop itself runs on real veths in namespaces made with ``ip netns`` (no Mininet), with a pipeline compiled from tests/native_io/fixture_pipeline.c: a fixed port map, a test
-fixture standing in for a compiled P4 program.
+The loop itself runs on real veths in namespaces made with ``ip netns`` (no Mininet), with a
+pipeline compiled from tests/native_io/fixture_pipeline.c: a fixed port map, a test fixture
+standing in for a compiled P4 program.
 """
 import os
 import random
