@@ -312,9 +312,9 @@ class SwitchDaemon:
         settings = {k: v for k, v in request.items() if k not in ("command", "port", "off")}
         try:
             if request["command"] == "queue":
-                self.target.set_queue(request["port"], **settings)
+                self.set_queue(request["port"], **settings)
             elif request["command"] == "pfc":
-                self.target.set_pfc(None if request.get("off") else PfcConfig.checked(**settings))
+                self.set_pfc(None if request.get("off") else PfcConfig.checked(**settings))
             else:
                 return self.pfc_status()
         except ParameterError as error:
@@ -339,6 +339,18 @@ class SwitchDaemon:
         notes, overflows, more = device.dsf_history(budget)
         return {"ok": True, "notes": notes, "more": more, "overflows": overflows}
 
+    def set_queue(self, port, **settings):
+        """Configure ``port``'s egress queues (TrafficManager.set_queue keywords; ParameterError when bad)."""
+        self.target.set_queue(port, **settings)
+
+    def set_pfc(self, config):
+        """Turn PFC on with ``config`` (a PfcConfig; None: off); ParameterError while packets are queued."""
+        self.target.set_pfc(config)
+
+    def forwarding_state(self, device):
+        """``(traffic manager, pipeline drops of a port)`` of the forwarding path: the device's here."""
+        return device.tm, lambda port: device.port_stats(port)["drops"]
+
     def pfc_status(self):
         """The PFC settings and every port's PFC counters and pause state, at one instant."""
         device = self.target.device
@@ -346,9 +358,10 @@ class SwitchDaemon:
         config = self.target.pfc
         ports = {}
         if device is not None:
+            tm, pipeline_drops = self.forwarding_state(device)
             for port in self.sockets:
-                ports[str(port)] = dict(device.tm.pfc_stats(port, now), queue=device.tm.stats(port),
-                                        pipeline_drops=device.port_stats(port)["drops"])
+                ports[str(port)] = dict(tm.pfc_stats(port, now), queue=tm.stats(port),
+                                        pipeline_drops=pipeline_drops(port))
         return {"ok": True, "now_ns": now, "ports": ports,
                 "pfc": None if config is None else dict(vars(config), lossless=sorted(config.lossless))}
 

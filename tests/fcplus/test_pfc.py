@@ -1,5 +1,6 @@
 """Tests of PFC: the PAUSE frame (struct and Scapy layer), the settings' checks and the traffic manager's
-802.1Qbb accounting, pausing and counters, with an injected clock (test input, not a mock)."""
+802.1Qbb accounting, pausing and counters, with an injected clock (test input, not a mock).  The traffic
+manager tests run on the Python traffic manager and on the native loop's (C) one."""
 
 import pytest
 from scapy.layers.l2 import Ether
@@ -27,9 +28,18 @@ def clock():
     return FakeClock(1_000 * MS)
 
 
-def pfc_tm(clock, **settings):
+@pytest.fixture(params=["python", "native"])
+def make_tm(request):
+    """The traffic manager class under test: the Python reference or the native loop's."""
+    if request.param == "python":
+        return TrafficManager
+    from testbed.embedded_switch.native_io import NativeTrafficManager
+    return NativeTrafficManager
+
+
+def pfc_tm(clock, make_tm, **settings):
     """Port 1 egress at 1000 pps (1 ms per packet, 1 Mb/s), PFC on priority 3."""
-    tm = TrafficManager(clock)
+    tm = make_tm(clock)
     tm.set_queue(1, rate_pps=1000, rate_bps=1_000_000, depth_packets=4, priorities=8)
     tm.set_queue(2, rate_bps=1_000_000, priorities=8)   # the ingress port's link: 512 us per quantum
     values = dict(buffer_packets=20, xoff_packets=6, xon_packets=2, headroom_packets=8)
@@ -109,8 +119,8 @@ def test_quantum_is_512_bit_times():
 
 # --- accounting, XOFF and XON -----------------------------------------------------------------
 
-def test_xoff_at_threshold_then_xon_when_drained(clock):
-    tm = pfc_tm(clock)
+def test_xoff_at_threshold_then_xon_when_drained(clock, make_tm):
+    tm = pfc_tm(clock, make_tm)
     t0 = clock.now
     for i in range(5):
         tm.enqueue(1, i, 125, priority=3, ingress_port=2)
@@ -129,8 +139,8 @@ def test_xoff_at_threshold_then_xon_when_drained(clock):
     assert len(tm.dequeue_ready()) == 7
 
 
-def test_lossless_priority_ignores_queue_depth_and_drops_only_past_the_buffer(clock):
-    tm = pfc_tm(clock)
+def test_lossless_priority_ignores_queue_depth_and_drops_only_past_the_buffer(clock, make_tm):
+    tm = pfc_tm(clock, make_tm)
     kept = [tm.enqueue(1, i, 125, priority=3, ingress_port=2) for i in range(21)]
     assert kept.count(None) == 0                          # depth_packets=4 does not apply; 1 left at once
     assert tm.enqueue(1, "over", 125, priority=3, ingress_port=2) is None   # 20 held = buffer
@@ -138,24 +148,24 @@ def test_lossless_priority_ignores_queue_depth_and_drops_only_past_the_buffer(cl
     assert stats["dropped_full"] == 0 and stats["dropped_headroom"] == 1
 
 
-def test_lossy_priority_still_tail_drops(clock):
-    tm = pfc_tm(clock)
+def test_lossy_priority_still_tail_drops(clock, make_tm):
+    tm = pfc_tm(clock, make_tm)
     results = [tm.enqueue(1, i, 125, priority=1, ingress_port=2) for i in range(10)]
     assert results.count(None) == 5                       # 1 on the wire, 4 queued, the rest dropped
     assert tm.pause_frames() == []
     assert tm.stats(1)["dropped_full"] == 5
 
 
-def test_accounting_is_per_ingress_port(clock):
-    tm = pfc_tm(clock)
+def test_accounting_is_per_ingress_port(clock, make_tm):
+    tm = pfc_tm(clock, make_tm)
     for i in range(5):
         tm.enqueue(1, ("a", i), 125, priority=3, ingress_port=2)
         tm.enqueue(1, ("b", i), 125, priority=3, ingress_port=5)
     assert tm.pause_frames() == []     # 9 packets queued, but no ingress port holds 6
 
 
-def test_pause_is_refreshed_at_half_its_time(clock):
-    tm = pfc_tm(clock, pause_quanta=100)   # 100 quanta at 1 Mb/s on port 2 = 51.2 ms
+def test_pause_is_refreshed_at_half_its_time(clock, make_tm):
+    tm = pfc_tm(clock, make_tm, pause_quanta=100)   # 100 quanta at 1 Mb/s on port 2 = 51.2 ms
     tm.set_queue(1, rate_pps=1, depth_packets=4, priorities=8)  # drains very slowly
     t0 = clock.now
     for i in range(7):
@@ -169,8 +179,8 @@ def test_pause_is_refreshed_at_half_its_time(clock):
 
 # --- honouring PAUSE --------------------------------------------------------------------------
 
-def test_paused_priority_waits_and_others_pass(clock):
-    tm = pfc_tm(clock)
+def test_paused_priority_waits_and_others_pass(clock, make_tm):
+    tm = pfc_tm(clock, make_tm)
     t0 = clock.now
     tm.receive_pause(1, [(3, 10)])                 # 10 quanta at 1 Mb/s = 5.12 ms
     tm.enqueue(1, "p3", 125, priority=3)
@@ -189,8 +199,8 @@ def test_paused_priority_waits_and_others_pass(clock):
     assert stats["paused"][3] == 0
 
 
-def test_quanta_zero_resumes_at_once_and_paused_time_counts_to_it(clock):
-    tm = pfc_tm(clock)
+def test_quanta_zero_resumes_at_once_and_paused_time_counts_to_it(clock, make_tm):
+    tm = pfc_tm(clock, make_tm)
     t0 = clock.now
     tm.receive_pause(1, [(3, MAX_QUANTA)])
     tm.enqueue(1, "p3", 125, priority=3)
@@ -204,8 +214,8 @@ def test_quanta_zero_resumes_at_once_and_paused_time_counts_to_it(clock):
     assert stats["paused_ns"][3] == 2 * MS and stats["resume_received"][3] == 1
 
 
-def test_pause_does_not_recall_a_departure_already_scheduled(clock):
-    tm = pfc_tm(clock)
+def test_pause_does_not_recall_a_departure_already_scheduled(clock, make_tm):
+    tm = pfc_tm(clock, make_tm)
     t0 = clock.now
     tm.enqueue(1, "a", 125, priority=3)            # leaves at t0
     tm.enqueue(1, "b", 125, priority=3)            # would leave at t0 + 1 ms
@@ -216,8 +226,8 @@ def test_pause_does_not_recall_a_departure_already_scheduled(clock):
     assert [(d.item, d.deq_timestamp_ns) for d in out] == [("a", t0), ("b", t0 + 500 * US + 10_240_000)]
 
 
-def test_pfc_cannot_change_with_packets_queued(clock):
-    tm = pfc_tm(clock)
+def test_pfc_cannot_change_with_packets_queued(clock, make_tm):
+    tm = pfc_tm(clock, make_tm)
     tm.enqueue(1, "a", 125, priority=3, ingress_port=2)
     tm.enqueue(1, "b", 125, priority=3, ingress_port=2)
     with pytest.raises(ParameterError, match="pfc"):

@@ -1,9 +1,10 @@
 """The native packet loop (testbed.embedded_switch.native_io).
 
 The traffic manager is compared with the Python one (the reference) in-process over seeded random
-arrivals.  The loop itself runs on real veths in namespaces made with ``ip netns`` (no Mininet),
-with a pipeline compiled from tests/native_io/fixture_pipeline.c: a fixed port map, a test
-fixture standing in for a compiled P4 program.
+arrivals, with and without priority flow control (PAUSE frames, lossless classes, paused queues).
+The loop itself runs on real veths in namespaces made with ``ip netns`` (no Mininet), with a
+pipeline compiled from tests/native_io/fixture_pipeline.c: a fixed port map, a test fixture
+standing in for a compiled P4 program.
 """
 import os
 import random
@@ -20,6 +21,8 @@ from repo_paths import REPO
 from testbed.embedded_switch import native_io
 from testbed.embedded_switch.native_io.netns import VethLine, in_namespace
 from testbed.errors import ParameterError
+from testbed.p4.v1model.device import pause_source_mac
+from testbed.p4.v1model.pfc import PRIORITIES, PfcConfig, build_pause, parse_pause
 from testbed.p4.v1model.traffic_manager import TrafficManager
 
 SO_RCVBUFFORCE = 33  # <asm-generic/socket.h>; Python does not name it
@@ -98,6 +101,104 @@ def test_traffic_manager_matches_python(seed):
     for port in ports:
         assert native.stats(port) == python.stats(port)
         assert native.queue_config(port) == python.queue_config(port)
+    assert native.ports() == python.ports()
+
+
+def _random_pfc(rng):
+    buffer_packets = rng.randint(6, 30)
+    headroom = rng.randint(1, buffer_packets - 2)
+    xoff = rng.randint(1, buffer_packets - headroom)
+    return PfcConfig.checked(rng.sample(range(4), rng.randint(1, 3)), buffer_packets=buffer_packets,
+                             xoff_packets=xoff, xon_packets=rng.randint(0, xoff - 1), headroom_packets=headroom,
+                             pause_quanta=rng.choice([1, 3, 50, 700, 65535]))
+
+
+def _pause_quanta(rng):
+    """A PAUSE frame's classes as parse_pause gives them (some with quanta 0: resume)."""
+    frame = build_pause(bytes(6), [(p, rng.choice([0, 0, 1, 20, 300, 65535])) for p in
+                                   sorted(rng.sample(range(PRIORITIES), rng.randint(1, 3)))])
+    return parse_pause(frame)
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_traffic_manager_pfc_matches_python(seed):
+    """PFC on: same PAUSE frames (time, port, class, quanta), departures, drops and PFC counters."""
+    rng = random.Random(1000 + seed)
+    clock = Clock()
+    python = TrafficManager(clock_ns=clock, default_depth_packets=rng.randint(2, 8),
+                            default_priorities=rng.randint(2, 4))
+    native = native_io.NativeTrafficManager(clock_ns=clock, default_depth_packets=python._default_depth,
+                                            default_priorities=python._default_priorities)
+    native.batch = 3 if seed % 2 else 256
+    config = _random_pfc(rng)
+    python.set_pfc(config)
+    native.set_pfc(config)
+    assert native.pfc == python.pfc
+    ports = [1, 2, 3, 7]
+    for port in ports:
+        queue = _random_queue(rng)
+        queue["rate_bps"] = rng.choice([1_000_000, 99_999_999, 10_000_000_000, None])
+        python.set_queue(port, **queue)
+        native.set_queue(port, **queue)
+    counted = {"frames": 0, "xon": 0, "departures": 0, "headroom": 0}
+    for step in range(5000):
+        draining = step // 500 % 2  # odd phases: few arrivals, more time: the queues drain (XON)
+        clock.now += rng.choice([0, 0, 1, 37, 500, 5_000, 20_000, 300_000]) * (10 if draining else 1)
+        action = rng.random()
+        port = rng.choice(ports)
+        if draining and action < 0.45:
+            action = 0.55 + action
+        if action < 0.55:
+            nbytes, priority = rng.randint(60, 1500), rng.randint(0, 4)
+            when = rng.choice([None, None, clock.now - rng.randint(0, 1000)])
+            ingress = rng.choice([None, 1, 2, 3, 7, 7])
+            assert native.enqueue(port, step, nbytes, priority, when, ingress) == \
+                python.enqueue(port, step, nbytes, priority, when, ingress), step
+        elif action < 0.7:
+            got = _departures(native.dequeue_ready())
+            assert got == _departures(python.dequeue_ready()), step
+            counted["departures"] += len(got)
+        elif action < 0.8:
+            frames = native.pause_frames()
+            assert frames == python.pause_frames(), step
+            counted["frames"] += len(frames)
+            counted["xon"] += sum(1 for frame in frames if frame[3] == 0)
+        elif action < 0.86:
+            quanta = _pause_quanta(rng)
+            native.receive_pause(port, quanta)
+            python.receive_pause(port, quanta)
+        elif action < 0.9:
+            assert native.next_departure_ns() == python.next_departure_ns(), step
+            assert native.next_pause_ns() == python.next_pause_ns(), step
+        elif action < 0.97:
+            assert native.pfc_stats(port) == python.pfc_stats(port), step
+            assert native.stats(port) == python.stats(port), step
+            counted["headroom"] += python.stats(port)["dropped_headroom"]
+        elif action < 0.99:
+            queue = _random_queue(rng)
+            try:
+                python.set_queue(port, **queue)
+            except ParameterError:
+                with pytest.raises(ParameterError):
+                    native.set_queue(port, **queue)
+            else:
+                native.set_queue(port, **queue)
+        else:
+            config = _random_pfc(rng)
+            try:
+                python.set_pfc(config)
+            except ParameterError:
+                with pytest.raises(ParameterError, match="queued"):
+                    native.set_pfc(config)
+            else:
+                native.set_pfc(config)
+    clock.now += 10 ** 12
+    assert _departures(native.dequeue_ready()) == _departures(python.dequeue_ready())
+    assert native.pause_frames() == python.pause_frames()
+    assert counted["departures"] > 500 and counted["frames"] > 10 and counted["xon"] > 0, counted
+    for port in ports:
+        assert native.pfc_stats(port) == python.pfc_stats(port)
+        assert native.stats(port) == python.stats(port)
     assert native.ports() == python.ports()
 
 
@@ -266,6 +367,47 @@ def test_rate_limit_honoured(line_switch):
 
 
 @needs_root
+def test_pfc_pause_frames_on_the_wire(line_switch):
+    """PFC in the loop: a lossless class backs up into PAUSE frames out of its ingress port (the Python
+    device's bytes), loses nothing, resumes with quanta 0; a PAUSE arriving holds the egress class."""
+    line, switch = line_switch
+    loop = switch.loop
+    loop.set_pause_frames({port: build_pause(pause_source_mac(port), []) for port in (1, 2)})
+    loop.set_pfc(PfcConfig.checked([3], buffer_packets=40, xoff_packets=4, xon_packets=1, headroom_packets=30))
+    loop.set_queue(2, rate_pps=20, rate_bps=1_000_000, depth_packets=3, priorities=8)  # 50 ms a packet
+    sender, receiver = _socket(line.sender, line.sender_if), _socket(line.receiver, line.receiver_if)
+    frames = [bytes.fromhex("020000000002020000000001") + b"\x88\xb5" + bytes([3, i]) + bytes(48) for i in range(10)]
+    for frame in frames:
+        sender.send(frame)
+    got = [data for _, data in _receive(receiver, len(frames), timeout=10)]
+    assert [data[15] for data in got] == list(range(10))  # past the queue depth of 3: nothing dropped
+    xoff, xon = build_pause(pause_source_mac(1), [(3, 0xFFFF)]), build_pause(pause_source_mac(1), [(3, 0)])
+    pauses = []
+    while xon not in pauses:  # XOFF, refreshed every 16.7 ms (half of 65535 quanta at 1 Gb/s) until XON
+        more = [data for _, data in _receive(sender, 1, timeout=5)]
+        assert more, pauses
+        pauses += more
+    assert pauses[0] == xoff and set(pauses) == {xoff, xon} and pauses.count(xon) == 1
+    stats = loop.tm.pfc_stats(1)
+    assert stats["pause_sent"][3] == len(pauses) - 1 and stats["resume_sent"][3] == 1 and stats["held"][3] == 0
+    assert loop.tm.stats(2)["dropped"] == 0
+    # the receiver pauses class 3 of port 2 for 65535 quanta (33 s at 1 Mb/s), then resumes it
+    receiver.send(build_pause(bytes.fromhex("020000000099"), [(3, 0xFFFF)]))
+    time.sleep(0.3)
+    for frame in frames[:3]:
+        sender.send(frame)
+    time.sleep(0.5)
+    assert loop.tm.pfc_stats(2)["paused"][3] == 1 and loop.tm.pfc_stats(2)["queued"][3] == 3
+    assert _receive(receiver, 1, timeout=0.5) == []
+    receiver.send(build_pause(bytes.fromhex("020000000099"), [(3, 0)]))
+    assert [data[15] for _, data in _receive(receiver, 3, timeout=5)] == [0, 1, 2]
+    stats = loop.tm.pfc_stats(2)
+    assert stats["pause_received"][3] == 1 and stats["resume_received"][3] == 1 and stats["paused_ns"][3] > 5e8
+    assert loop.port_stats(2)["rx_packets"] == 2  # the PAUSE frames, consumed: not forwarded to port 1
+    sender.close(), receiver.close()
+
+
+@needs_root
 def test_idle_loop_uses_no_cpu(line_switch):
     _line, switch = line_switch
     time.sleep(0.2)
@@ -377,6 +519,73 @@ def test_switchd_forwards_in_the_native_loop(tmp_path):
             process.send_signal(2)
             assert process.wait(20) == 0
     assert "native packet loop on ports [1, 2]" in log_path.read_text()
+
+
+@needs_root
+@pytest.mark.skipif(not _has_native_backend(), reason="the native backend (testbed/p4/native) is not in this tree")
+def test_native_switch_daemon_pfc_status_and_p4runtime_counters(tmp_path):
+    """The switch daemon's native loop: queue and pfc requests reach its traffic manager, a PAUSE frame
+    arriving is consumed and pauses the class, and pfc_status and the program's PFC counters (P4Runtime)
+    show it as the Python switch's do."""
+    from testbed.embedded_switch.native_io.daemon import NativeSwitchDaemon
+    from testbed.embedded_switch.p4runtime_target import EmbeddedTarget
+    from testbed.embedded_switch.port_control import request
+    from testbed.p4runtime.client import P4RuntimeClient
+    from testbed.p4runtime.server import P4RuntimeServer
+
+    control = str(tmp_path / "control.sock")
+    with VethLine(prefix=f"tb-p{os.getpid() % 10000}-") as line:
+        target = EmbeddedTarget(cpu_port=255, backend="native")
+        target.load_program_file(os.path.join(REPO, "p4src", "fcplus.p4"))
+        with in_namespace(line.switch):
+            daemon = NativeSwitchDaemon(target, {1: line.switch_in, 2: line.switch_out}, name="s1",
+                                        control_path=control)
+        server = P4RuntimeServer(target, device_id=1, address="127.0.0.1:0")
+
+        def forward():
+            with in_namespace(line.switch):
+                daemon.run()
+        thread = threading.Thread(target=forward, daemon=True)
+        server.start()
+        thread.start()
+        client = None
+        try:
+            deadline = time.monotonic() + 30
+            while daemon._device is None and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert daemon.loop is not None and daemon._device is not None
+            assert request(control, {"command": "queue", "port": 2, "rate_bps": 1_000_000, "priorities": 8}) == \
+                {"ok": True}
+            assert request(control, {"command": "pfc", "lossless": [3], "xoff_packets": 4, "xon_packets": 1,
+                                     "buffer_packets": 40, "headroom_packets": 30}) == {"ok": True}
+            assert daemon.loop.tm.queue_config(2)["rate_bps"] == 1_000_000 and daemon.loop.pfc == target.pfc
+            receiver = _socket(line.receiver, line.receiver_if)
+            receiver.send(build_pause(bytes.fromhex("020000000099"), [(3, 1000)]))  # 512 ms at 1 Mb/s
+            client = P4RuntimeClient(f"127.0.0.1:{server.port}", device_id=1, election_id=(0, 1), timeout=5)
+            client.load_p4info()
+            cell = 2 * PRIORITIES + 3
+            while client.read_counter("MyIngress.pfc_pause_received", cell) != (1, 60) and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert client.read_counter("MyIngress.pfc_pause_received", cell) == (1, 60)
+            status = request(control, {"command": "pfc_status"})
+            assert status["pfc"]["lossless"] == [3] and status["pfc"]["xoff_packets"] == 4
+            port = status["ports"]["2"]
+            assert port["pause_received"][3] == 1 and port["paused"][3] == 1 and port["paused_ns"][3] > 0
+            assert port["queue"]["dropped_headroom"] == 0 and port["pipeline_drops"] == 0
+            time.sleep(0.6)  # the pause is over: its whole time is counted
+            while client.read_counter("MyIngress.pfc_paused_us", cell)[0] < 512_000 and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert client.read_counter("MyIngress.pfc_paused_us", cell) == (512_000, 0)
+            receiver.close()
+        finally:
+            if client is not None:
+                client.close()
+            daemon.stop()
+            thread.join(10)
+            server.stop()
+            daemon.close()
+            target.close()
+        assert not thread.is_alive()
 
 
 @needs_root

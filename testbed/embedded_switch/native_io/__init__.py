@@ -14,7 +14,11 @@ The I/O method, AF_XDP in copy mode behind a five-instruction XDP program loaded
 (no libbpf), was chosen by measurement: see benchmarks/bench_io_methods.py and benchmarks/README.md.
 
 :class:`NativeTrafficManager` is the traffic manager alone, with the interface of
-:class:`testbed.p4.v1model.traffic_manager.TrafficManager` (tests compare the two).
+:class:`testbed.p4.v1model.traffic_manager.TrafficManager` (tests compare the two), priority flow
+control included (that module's PFC contract); :attr:`NativeLoop.tm` is the loop's own, for settings
+and counters.  With PFC on, the loop consumes the PAUSE frames arriving on its ports and sends the
+ones its traffic manager asks for, ahead of the departures (:class:`~testbed.p4.v1model.device.Device`'s
+queued mode); the frames are :func:`testbed.p4.v1model.pfc.build_pause`'s, given to the loop per port.
 """
 import hashlib
 import os
@@ -25,6 +29,7 @@ import threading
 
 from testbed.errors import ParameterError, TestbedError
 from testbed.p4.native.build import COMPILER_ENV, SANITIZE_ENV, SANITIZE_FLAGS
+from testbed.p4.v1model.pfc import DEFAULT_QUANTUM_NS, PRIORITIES
 
 __all__ = ["build", "NativeLoop", "NativeTrafficManager", "NativeDeparture", "STOPPED", "WOKEN", "PUNTED",
            "HALTED", "UNSUPPORTED"]
@@ -163,7 +168,129 @@ class NativeDeparture:
         self.deq_qdepth = d.deq_qdepth
 
 
-class NativeTrafficManager:
+_QUEUE_COUNTERS = ("enqueued", "dequeued", "dropped", "dropped_full", "dropped_priority", "dropped_headroom",
+                   "depth", "max_depth")
+_PFC_COUNTERS = ("pause_sent", "resume_sent", "pause_received", "resume_received", "paused_ns", "paused",
+                 "queued", "dequeued", "held")
+
+
+def _pfc_config(ffi, config):
+    """``tbio_pfc_config_t *`` of a :class:`~testbed.p4.v1model.pfc.PfcConfig`, NULL for None."""
+    if config is None:
+        return ffi.NULL
+    return ffi.new("tbio_pfc_config_t *", {
+        "lossless": sum(1 << p for p in config.lossless), "buffer_packets": config.buffer_packets,
+        "xoff_packets": config.xoff_packets, "xon_packets": config.xon_packets,
+        "pause_quanta": config.pause_quanta, "default_quantum_ns": DEFAULT_QUANTUM_NS})
+
+
+def _ports_of(words, priority):
+    """``[[port, priority], ...]`` of the bits set in a bitmap of 64-bit words (port 64 w + bit), sorted.
+
+    >>> _ports_of([0b101, 1, 0], 3)
+    [[0, 3], [2, 3], [64, 3]]
+    """
+    found = []
+    for word, bits in enumerate(words):
+        while bits:
+            low = bits & -bits
+            found.append([64 * word + low.bit_length() - 1, priority])
+            bits ^= low
+    return found
+
+
+class _TrafficManagerView:
+    """The observation and settings of a C traffic manager (``self._tm``), as TrafficManager names them.
+
+    Subclasses give ``_ffi``, ``_lib``, ``_tm``, ``_clock_ns`` and ``_locked()`` (a context manager).
+    """
+
+    _pfc = None
+
+    def set_queue(self, port, rate_pps=None, rate_bps=None, depth_packets=64, priorities=1):
+        """Configure the egress queues of ``port`` (see TrafficManager.set_queue).
+
+        Raises:
+            ParameterError: bad values, or a change of priorities while packets are queued.
+        """
+        pps, bps = _rate("rate_pps", rate_pps), _rate("rate_bps", rate_bps)
+        _positive("depth_packets", depth_packets, 2 ** 32 - 1)
+        _positive("priorities", priorities, 64)
+        _positive("port", port + 1, 512)
+        with self._locked():
+            status = self._lib.tbio_tm_set_queue(self._tm, port, pps, bps, depth_packets, priorities,
+                                                 self._clock_ns())
+        if status == -1:
+            raise ParameterError("priorities", priorities, "unchanged", reason=f"port {port} has packets queued")
+        if status:
+            raise MemoryError("native traffic manager")
+
+    def set_pfc(self, config):
+        """Turn priority flow control on with ``config`` (a PfcConfig; None: off); see TrafficManager.set_pfc.
+
+        Raises:
+            ParameterError: when packets are queued (the accounting starts empty).
+        """
+        with self._locked():
+            failed = self._lib.tbio_tm_set_pfc(self._tm, _pfc_config(self._ffi, config))
+        if failed:
+            raise ParameterError("pfc", config, "a change while no packets are queued",
+                                 reason="packets are queued")
+        self._pfc = config
+
+    @property
+    def pfc(self):
+        """The PFC settings, None when PFC is off."""
+        return self._pfc
+
+    def depth(self, port, now_ns=None):
+        """Packets queued on ``port`` at now."""
+        with self._locked():
+            return self._lib.tbio_tm_depth(self._tm, port, self._clock_ns() if now_ns is None else now_ns)
+
+    def stats(self, port):
+        """Counters of ``port`` (see TrafficManager.stats)."""
+        out = self._ffi.new("tbio_queue_stats_t *")
+        with self._locked():
+            self._lib.tbio_tm_stats(self._tm, port, self._clock_ns(), out)
+        return {name: getattr(out, name) for name in _QUEUE_COUNTERS}
+
+    def pfc_stats(self, port, now_ns=None):
+        """``port``'s PFC counters, each a list by priority 0..7 (see TrafficManager.pfc_stats)."""
+        out = self._ffi.new("tbio_pfc_stats_t *")
+        with self._locked():
+            self._lib.tbio_tm_pfc_stats(self._tm, port, self._clock_ns() if now_ns is None else now_ns, out)
+        stats = {name: list(getattr(out, name)) for name in _PFC_COUNTERS}
+        stats["holders"] = [_ports_of(out.holders[p], p) for p in range(PRIORITIES)]
+        stats["dropped_headroom"] = out.dropped_headroom
+        return stats
+
+    def queue_config(self, port):
+        """``port``'s configuration: rate_pps, rate_bps, depth_packets, priorities (see TrafficManager)."""
+        pps, bps = self._ffi.new("uint64_t *"), self._ffi.new("uint64_t *")
+        depth, priorities = self._ffi.new("uint32_t *"), self._ffi.new("uint32_t *")
+        with self._locked():
+            self._lib.tbio_tm_queue_config(self._tm, port, pps, bps, depth, priorities)
+        return {"rate_pps": pps[0] or None, "rate_bps": bps[0] or None, "depth_packets": depth[0],
+                "priorities": priorities[0]}
+
+    def ports(self):
+        """The ports that have queues (configured or used), sorted."""
+        out = self._ffi.new("uint32_t[]", 512)
+        with self._locked():
+            n = self._lib.tbio_tm_ports(self._tm, out, 512)
+        return list(out[0:n])
+
+
+class _Unlocked:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+class NativeTrafficManager(_TrafficManagerView):
     """The C traffic manager with :class:`~testbed.p4.v1model.traffic_manager.TrafficManager`'s interface.
 
     Args:
@@ -190,32 +317,19 @@ class NativeTrafficManager:
         self._items = {}
         self._next_item = 0
         self.batch = 256  # departures fetched per call into C
-        self._scratch = (self._ffi.new("uint64_t *"), self._ffi.new("uint64_t *"), self._ffi.new("uint32_t *"),
-                         self._ffi.new("uint32_t *"))
         self._out = self._ffi.new("tbio_departure_t[]", 256)
+        self._pauses = self._ffi.new("tbio_pause_t[]", 64)
 
-    def set_queue(self, port, rate_pps=None, rate_bps=None, depth_packets=64, priorities=1):
-        """Configure the egress queues of ``port`` (see TrafficManager.set_queue).
+    def _locked(self):
+        return _Unlocked()
 
-        Raises:
-            ParameterError: bad values, or a change of priorities while packets are queued.
-        """
-        pps, bps = _rate("rate_pps", rate_pps), _rate("rate_bps", rate_bps)
-        _positive("depth_packets", depth_packets, 2 ** 32 - 1)
-        _positive("priorities", priorities, 64)
-        _positive("port", port + 1, 512)
-        status = self._lib.tbio_tm_set_queue(self._tm, port, pps, bps, depth_packets, priorities, self._clock_ns())
-        if status == -1:
-            raise ParameterError("priorities", priorities, "unchanged", reason=f"port {port} has packets queued")
-        if status:
-            raise MemoryError("native traffic manager")
-
-    def enqueue(self, port, item, nbytes, priority=0, now_ns=None):
+    def enqueue(self, port, item, nbytes, priority=0, now_ns=None, ingress_port=None):
         """Queue a packet; return enq_qdepth, or None when dropped (see TrafficManager.enqueue)."""
         key = self._next_item
         self._next_item += 1
         depth = self._lib.tbio_tm_enqueue(self._tm, port, key, nbytes, priority,
-                                          self._clock_ns() if now_ns is None else now_ns)
+                                          self._clock_ns() if now_ns is None else now_ns,
+                                          -1 if ingress_port is None else ingress_port)
         if depth < 0:
             return None
         self._items[key] = item
@@ -238,30 +352,27 @@ class NativeTrafficManager:
         when = self._ffi.new("int64_t *")
         return when[0] if self._lib.tbio_tm_next_departure(self._tm, when) else None
 
-    def depth(self, port, now_ns=None):
-        """Packets queued on ``port`` at now."""
-        return self._lib.tbio_tm_depth(self._tm, port, self._clock_ns() if now_ns is None else now_ns)
+    def receive_pause(self, port, quanta, now_ns=None):
+        """Honour a PFC PAUSE frame that arrived on ``port``: ``quanta`` as parse_pause gives them."""
+        priorities = [p for p, _ in quanta]
+        values = [q for _, q in quanta]
+        self._lib.tbio_tm_receive_pause(self._tm, port, len(quanta), priorities or [0], values or [0],
+                                        self._clock_ns() if now_ns is None else now_ns)
 
-    def stats(self, port):
-        """Counters of ``port`` (see TrafficManager.stats)."""
-        out = self._ffi.new("tbio_queue_stats_t *")
-        self._lib.tbio_tm_stats(self._tm, port, self._clock_ns(), out)
-        counters = {name: getattr(out, name) for name in
-                    ("enqueued", "dequeued", "dropped", "dropped_full", "dropped_priority", "depth", "max_depth")}
-        counters["dropped_headroom"] = 0  # this traffic manager has no PFC (lossless classes): nothing held back
-        return counters
+    def pause_frames(self, now_ns=None):
+        """The PAUSE frames to send now, each once: ``(ns, port, priority, quanta)``."""
+        self._lib.tbio_tm_pause_frames(self._tm, self._clock_ns() if now_ns is None else now_ns)
+        frames = []
+        while True:
+            n = self._lib.tbio_tm_take_pauses(self._tm, self._pauses, 64)
+            frames.extend((p.ns, p.port, p.priority, p.quanta) for p in self._pauses[0:n])
+            if n < 64:
+                return frames
 
-    def queue_config(self, port):
-        """``port``'s configuration: rate_pps, rate_bps, depth_packets, priorities (see TrafficManager)."""
-        pps, bps = self._ffi.new("uint64_t *"), self._ffi.new("uint64_t *")
-        depth, priorities = self._ffi.new("uint32_t *"), self._ffi.new("uint32_t *")
-        self._lib.tbio_tm_queue_config(self._tm, port, pps, bps, depth, priorities)
-        return {"rate_pps": pps[0] or None, "rate_bps": bps[0] or None, "depth_packets": depth[0],
-                "priorities": priorities[0]}
-
-    def ports(self):
-        """The ports that have queues (configured or used), sorted."""
-        return [port for port in range(512) if self._lib.tbio_tm_queue_config(self._tm, port, *self._scratch)]
+    def next_pause_ns(self):
+        """When pause_frames next has a frame to send (None: no pause in force)."""
+        when = self._ffi.new("int64_t *")
+        return when[0] if self._lib.tbio_tm_next_pause(self._tm, when) else None
 
 
 class NativeLoop:
@@ -286,6 +397,7 @@ class NativeLoop:
             raise ParameterError("ring_size", ring_size, "a power of two >= 8")
         self._err = ffi.new("char[]", 512)
         self._buffer = ffi.new("uint8_t[]", 4096)
+        self.pfc = None  # the PfcConfig the loop's traffic manager has (kept across pipelines)
         self._clock_origin_ns = clock_origin_ns
         try:
             for port, interface in sorted(ports.items()):
@@ -316,19 +428,31 @@ class NativeLoop:
         """Context manager holding the loop's lock (no frame is processed meanwhile)."""
         return _Locked(self._lib, self._loop)
 
+    @property
+    def tm(self):
+        """The loop's traffic manager (settings and counters; each call takes the loop's lock)."""
+        return _LoopTrafficManager(self)
+
     def set_queue(self, port, rate_pps=None, rate_bps=None, depth_packets=64, priorities=1):
         """Configure the egress queues of ``port`` (see TrafficManager.set_queue)."""
-        pps, bps = _rate("rate_pps", rate_pps), _rate("rate_bps", rate_bps)
-        _positive("depth_packets", depth_packets, 2 ** 32 - 1)
-        _positive("priorities", priorities, 64)
-        _positive("port", port + 1, 512)
-        import time
+        self.tm.set_queue(port, rate_pps=rate_pps, rate_bps=rate_bps, depth_packets=depth_packets,
+                          priorities=priorities)
 
+    def set_pfc(self, config):
+        """Priority flow control on with ``config`` (a PfcConfig; None: off), for this and later pipelines.
+
+        Raises:
+            ParameterError: packets are queued.
+        """
+        self.tm.set_pfc(config)
+        self.pfc = config
+
+    def set_pause_frames(self, frames):
+        """The PAUSE frame each port sends: ``{port: build_pause(source MAC, [])}`` (60 bytes each)."""
         with self.locked():
-            status = self._lib.tbio_tm_set_queue(self._lib.tbio_traffic_manager(self._loop), port, pps, bps,
-                                                 depth_packets, priorities, time.monotonic_ns())
-        if status == -1:
-            raise ParameterError("priorities", priorities, "unchanged", reason=f"port {port} has packets queued")
+            for port, frame in frames.items():
+                if self._lib.tbio_set_pause_frame(self._loop, port, frame, len(frame)):
+                    raise ParameterError("frame", frame.hex(), "a 60-byte PAUSE frame of pfc.build_pause")
 
     def set_multicast_group(self, group, replicas):
         """Set multicast group ``group`` to ``[(port, rid), ...]`` (empty: delete)."""
@@ -405,9 +529,7 @@ class NativeLoop:
             self._lib.tbio_tm_stats(self._lib.tbio_traffic_manager(self._loop), port, time.monotonic_ns(), queue)
         result = {name: getattr(out, name) for name in ("rx_packets", "rx_bytes", "tx_packets", "tx_bytes", "drops",
                                                          "tx_errors", "kernel_drops", "impairment_drops")}
-        result["queue"] = {name: getattr(queue, name) for name in
-                           ("enqueued", "dequeued", "dropped", "dropped_full", "dropped_priority", "depth",
-                            "max_depth")}
+        result["queue"] = {name: getattr(queue, name) for name in _QUEUE_COUNTERS}
         return result
 
     def errors(self):
@@ -425,6 +547,22 @@ class NativeLoop:
 
     def __exit__(self, *exc):
         self.close()
+
+
+class _LoopTrafficManager(_TrafficManagerView):
+    """:attr:`NativeLoop.tm`: the loop's traffic manager under the loop's lock, on CLOCK_MONOTONIC."""
+
+    def __init__(self, loop):
+        import time
+
+        self._ffi, self._lib = loop._ffi, loop._lib
+        self._tm = loop._lib.tbio_traffic_manager(loop._loop)
+        self._loop = loop
+        self._clock_ns = time.monotonic_ns
+        self._pfc = loop.pfc
+
+    def _locked(self):
+        return self._loop.locked()
 
 
 class _Locked:

@@ -13,6 +13,11 @@ loop; Python does only what the loop hands back or what control asks:
   before the next batch; multicast groups and clone sessions are copied when they differ;
 * port loss and delay (``port_control``) are the loop's; the packet generator's frames are injected
   when due;
+* port queues and priority flow control (``queue``, ``pfc``, ``pfc_status``) are the loop's traffic
+  manager's: it consumes the PAUSE frames arriving on the ports and sends its own
+  (:func:`~testbed.p4.v1model.pfc.build_pause` from :func:`~testbed.p4.v1model.device.pause_source_mac`);
+  the program's PFC counters (:data:`~testbed.p4.v1model.device.PFC_COUNTERS`) are copied from it
+  every ``PFC_COUNTER_PERIOD_NS``;
 * a new pipeline (SetForwardingPipelineConfig) replaces the loop's pipeline (queued packets are
   dropped with the old program, as they are when a Python switch changes program).
 
@@ -29,6 +34,8 @@ import time
 from testbed.embedded_switch import native_io
 from testbed.embedded_switch.switchd import SwitchDaemon
 from testbed.p4.v1model import runtime as RT
+from testbed.p4.v1model.device import PFC_COUNTER_PERIOD_NS, pause_source_mac
+from testbed.p4.v1model.pfc import build_pause
 
 __all__ = ["NativeSwitchDaemon", "native_loop_applies", "deliver_events"]
 
@@ -79,6 +86,27 @@ class NativeSwitchDaemon(SwitchDaemon):
         loop = self.loop
         if loop is not None:
             loop.set_impairment(port, loss, delay_ms)
+
+    def set_queue(self, port, **settings):
+        """As :meth:`SwitchDaemon.set_queue`, on the native loop's traffic manager too."""
+        loop = self.loop
+        if loop is not None:
+            loop.set_queue(port, **settings)
+        super().set_queue(port, **settings)
+
+    def set_pfc(self, config):
+        """As :meth:`SwitchDaemon.set_pfc`, on the native loop's traffic manager too (refused while it queues)."""
+        loop = self.loop
+        if loop is not None:
+            loop.set_pfc(config)
+        super().set_pfc(config)
+
+    def forwarding_state(self, device):
+        """The native loop's traffic manager and drop counts while it forwards."""
+        loop = self.loop
+        if loop is None:
+            return super().forwarding_state(device)
+        return loop.tm, lambda port: loop.port_stats(port)["drops"]
 
     def handle_control(self, data):
         """As :meth:`SwitchDaemon.handle_control`; ``status`` counts what the native loop did."""
@@ -136,11 +164,13 @@ class NativeSwitchDaemon(SwitchDaemon):
         ports = {port: sock.interface for port, sock in self.sockets.items()}
         # the port sockets stay open (the Python loop may come back) but see nothing: XDP takes the frames
         loop = native_io.NativeLoop(ports, cpu_port=self.target.cpu_port, seed=self.seed, ring_size=RING_SIZE)
+        loop.set_pause_frames({port: build_pause(pause_source_mac(port), []) for port in ports})
         for port, impairment in self.impaired.items():
             loop.set_impairment(port, impairment.loss, impairment.delay_ns / 1e6)
         self.loop = loop
         watcher = threading.Thread(target=self._watch, name="native-io-control", daemon=True)
         watcher.start()
+        synced = 0  # when the program's PFC counters were last copied
         try:
             while not self._stopped:
                 device = self._real_device()
@@ -154,6 +184,12 @@ class NativeSwitchDaemon(SwitchDaemon):
                         native.sync()
                 self._sync_replication(device.state)
                 timeout = self._inject_generated()
+                if loop.pfc is not None and device.has_pfc_counters:
+                    now = time.monotonic_ns()
+                    if now - synced >= PFC_COUNTER_PERIOD_NS:
+                        device.sync_pfc_counters(now, tm=loop.tm)
+                        synced = now
+                    timeout = min(timeout, PFC_COUNTER_PERIOD_NS // 1_000_000)
                 answer = loop.run(timeout)
                 if answer == native_io.PUNTED:
                     for frame in loop.punted():
@@ -191,6 +227,7 @@ class NativeSwitchDaemon(SwitchDaemon):
         self.loop.set_pipeline(device.library.path, native.pl, device.clock_origin_ns)
         for port in device.tm.ports():  # queue settings made on the device before it came here
             self.loop.set_queue(port, **device.tm.queue_config(port))
+        self.loop.set_pfc(self.target.pfc)
         waker = _Waker(self.loop)
         for collection in (native.tables, native.profiles, native.meters):
             for _, obj in collection.values():

@@ -29,6 +29,9 @@
 #define MASK32 0xffffffffull
 #define MASK48 0xffffffffffffull
 #define QDEPTH_MASK 0x7ffffu
+#define PFC_CLASSES 8          /* pfc.PRIORITIES: the classes a PAUSE frame carries */
+#define PAUSE_BYTES 60         /* pfc.build_pause's frame */
+#define PAUSE_HEADER 34        /* dst, src, ethertype, opcode, class-enable vector, 8 quanta (pfc._HEADER) */
 
 typedef __int128 i128;
 
@@ -49,6 +52,7 @@ typedef struct entry {
     uint32_t nbytes;
     uint32_t enq_qdepth;
     int64_t enq_ns;
+    int32_t ingress;   /* PFC: the ingress port it is counted against (with its priority), -1: none */
 } entry_t;
 
 typedef struct fifo { /* a growable ring of entries */
@@ -72,6 +76,10 @@ typedef struct portq {
     uint32_t port;
     struct portq *busy_prev, *busy_next;
     int busy;
+    /* PFC, per class: the queue may not start a departure before paused_until (ns) */
+    int64_t paused_until[PFC_CLASSES], pause_since[PFC_CLASSES], paused_ns[PFC_CLASSES];
+    uint64_t pause_sent[PFC_CLASSES], resume_sent[PFC_CLASSES], pause_received[PFC_CLASSES],
+        resume_received[PFC_CLASSES], dequeued_by_priority[PFC_CLASSES], dropped_headroom;
 } portq_t;
 
 typedef struct ready {
@@ -87,6 +95,15 @@ struct tbio_tm {
     uint32_t ready_len, ready_cap, ready_pos;
     uint32_t batch_end;               /* ready[ready_pos..batch_end): the sorted rest of a batch cut short by cap */
     uint64_t seq;
+    /* PFC (traffic_manager.py's contract) */
+    int pfc_on;
+    tbio_pfc_config_t pfc;
+    uint32_t held[MAX_PORTS][PFC_CLASSES];        /* packets counted against (ingress port, class) */
+    uint8_t xoff_on[MAX_PORTS][PFC_CLASSES];      /* paused upstream */
+    struct xoff { uint32_t port, priority; int64_t sent; } *xoff; /* the paused ones, in the order paused */
+    uint32_t xoff_len, xoff_cap;
+    tbio_pause_t *pauses;                         /* PAUSE frames to send, oldest first */
+    uint32_t pauses_pos, pauses_len, pauses_cap;
 };
 
 static int fifo_push(fifo_t *f, entry_t e)
@@ -149,6 +166,8 @@ void tbio_tm_free(tbio_tm_t *tm)
     for (int i = 0; i < MAX_PORTS; i++)
         if (tm->ports[i]) portq_free(tm->ports[i]);
     free(tm->ready);
+    free(tm->xoff);
+    free(tm->pauses);
     free(tm);
 }
 
@@ -183,14 +202,17 @@ static void next_choice(const portq_t *q, i128 *start, uint32_t *index)
     for (uint32_t i = 0; i < q->npri; i++) {
         const fifo_t *f = &q->queues[i];
         if (f->len) {
-            i128 arrival = (i128)f->buf[f->head].enq_ns * q->scale;
+            int64_t eligible = f->buf[f->head].enq_ns;
+            if (i < PFC_CLASSES && q->paused_until[i] > eligible) eligible = q->paused_until[i];
+            i128 arrival = (i128)eligible * q->scale;
             if (!found || arrival < earliest) earliest = arrival, found = 1;
         }
     }
     i128 s = q->link_free > earliest ? q->link_free : earliest;
     for (uint32_t i = q->npri; i-- > 0;) {
         const fifo_t *f = &q->queues[i];
-        if (f->len && (i128)f->buf[f->head].enq_ns * q->scale <= s) {
+        if (f->len && (i128)f->buf[f->head].enq_ns * q->scale <= s &&
+            (i >= PFC_CLASSES || (i128)q->paused_until[i] * q->scale <= s)) {
             *start = s, *index = i;
             return;
         }
@@ -227,6 +249,65 @@ static void ready_push(tbio_tm_t *tm, const tbio_departure_t *d)
     tm->ready[tm->ready_len++] = (ready_t){.d = *d, .seq = tm->seq++};
 }
 
+/* The port's queues, made with the defaults when it has none (_port). */
+static portq_t *port_of(tbio_tm_t *tm, uint32_t port, int64_t now)
+{
+    if (!tm->ports[port]) tm->ports[port] = portq_new(port, tm->default_depth, tm->default_priorities, now);
+    return tm->ports[port];
+}
+
+/* One quantum (512 bit times) on a link of rate_bps, as pfc.quantum_ns computes it. */
+static double quantum_ns(const tbio_tm_t *tm, uint64_t rate_bps)
+{
+    return rate_bps ? 512 * 1e9 / (double)rate_bps : tm->pfc.default_quantum_ns;
+}
+
+/* How long after a PAUSE it is sent again while its threshold stays crossed (_refresh_ns). */
+static int64_t refresh_ns(const tbio_tm_t *tm, uint32_t port)
+{
+    const portq_t *q = tm->ports[port];
+    return (int64_t)((double)tm->pfc.pause_quanta * quantum_ns(tm, q ? q->rate_bps : 0)) / 2;
+}
+
+/* Queue a PAUSE frame out of port and count it (_pause). */
+static void send_pause(tbio_tm_t *tm, int64_t now, uint32_t port, uint32_t priority, uint32_t quanta)
+{
+    portq_t *q = port_of(tm, port, now);
+    if (!q) abort(); /* out of memory in the packet path */
+    if (quanta) q->pause_sent[priority]++;
+    else q->resume_sent[priority]++;
+    if (tm->pauses_len == tm->pauses_cap) {
+        uint32_t cap = tm->pauses_cap ? 2 * tm->pauses_cap : 64;
+        tbio_pause_t *p = realloc(tm->pauses, sizeof *p * cap);
+        if (!p) abort();
+        tm->pauses = p, tm->pauses_cap = cap;
+    }
+    tm->pauses[tm->pauses_len++] = (tbio_pause_t){.ns = now, .port = port, .priority = priority, .quanta = quanta};
+}
+
+static void xoff_add(tbio_tm_t *tm, uint32_t port, uint32_t priority, int64_t now)
+{
+    if (tm->xoff_len == tm->xoff_cap) {
+        uint32_t cap = tm->xoff_cap ? 2 * tm->xoff_cap : 64;
+        struct xoff *x = realloc(tm->xoff, sizeof *x * cap);
+        if (!x) abort();
+        tm->xoff = x, tm->xoff_cap = cap;
+    }
+    tm->xoff[tm->xoff_len++] = (struct xoff){port, priority, now};
+    tm->xoff_on[port][priority] = 1;
+}
+
+static void xoff_remove(tbio_tm_t *tm, uint32_t port, uint32_t priority)
+{
+    for (uint32_t i = 0; i < tm->xoff_len; i++)
+        if (tm->xoff[i].port == port && tm->xoff[i].priority == priority) {
+            memmove(tm->xoff + i, tm->xoff + i + 1, sizeof *tm->xoff * (tm->xoff_len - i - 1));
+            tm->xoff_len--;
+            break;
+        }
+    tm->xoff_on[port][priority] = 0;
+}
+
 /* Move every departure the schedule gives q up to now into the ready list (_advance). */
 static void advance(tbio_tm_t *tm, portq_t *q, int64_t now)
 {
@@ -241,6 +322,14 @@ static void advance(tbio_tm_t *tm, portq_t *q, int64_t now)
         i128 bytes_units = (i128)e.nbytes * q->bps_units_per_byte;
         q->link_free = start + (q->pps_units > bytes_units ? q->pps_units : bytes_units);
         int64_t departure_ns = (int64_t)ceildiv128(start, q->scale);
+        if (index < PFC_CLASSES) q->dequeued_by_priority[index]++;
+        if (e.ingress >= 0) {
+            uint32_t held = --tm->held[e.ingress][index];
+            if (held <= tm->pfc.xon_packets && tm->xoff_on[e.ingress][index]) {
+                xoff_remove(tm, (uint32_t)e.ingress, index);
+                send_pause(tm, departure_ns, (uint32_t)e.ingress, index, 0);
+            }
+        }
         while (q->arrivals.len && q->arrivals.buf[q->arrivals.head] <= departure_ns) {
             q->arrivals.head = (q->arrivals.head + 1) % q->arrivals.cap;
             q->arrivals.len--;
@@ -281,14 +370,11 @@ int tbio_tm_set_queue(tbio_tm_t *tm, uint32_t port, uint64_t rate_pps, uint64_t 
 }
 
 int64_t tbio_tm_enqueue(tbio_tm_t *tm, uint32_t port, uint64_t item, uint32_t nbytes, uint32_t priority,
-                        int64_t now)
+                        int64_t now, int32_t ingress_port)
 {
     if (port >= MAX_PORTS) return -1;
-    portq_t *q = tm->ports[port];
-    if (!q) {
-        q = tm->ports[port] = portq_new(port, tm->default_depth, tm->default_priorities, now);
-        if (!q) return -1;
-    }
+    portq_t *q = port_of(tm, port, now);
+    if (!q) return -1;
     if (now < q->last_arrival) now = q->last_arrival; /* arrivals are kept in time order */
     if (q->count) advance(tm, q, now);
     if (priority >= q->npri) {
@@ -296,16 +382,30 @@ int64_t tbio_tm_enqueue(tbio_tm_t *tm, uint32_t port, uint64_t item, uint32_t nb
         return -1;
     }
     fifo_t *f = &q->queues[priority];
-    if (f->len >= q->depth) {
+    int32_t key = -1;
+    if (tm->pfc_on && ingress_port >= 0 && ingress_port < MAX_PORTS && priority < PFC_CLASSES &&
+        (tm->pfc.lossless >> priority & 1)) {
+        /* lossless: never tail dropped; held back by the ingress buffer, paused upstream at XOFF */
+        uint32_t held = tm->held[ingress_port][priority];
+        if (held >= tm->pfc.buffer_packets) {
+            q->dropped++, q->dropped_headroom++;
+            return -1;
+        }
+        key = ingress_port;
+        tm->held[ingress_port][priority] = held + 1;
+        if (held + 1 >= tm->pfc.xoff_packets && !tm->xoff_on[ingress_port][priority]) {
+            xoff_add(tm, (uint32_t)ingress_port, priority, now);
+            send_pause(tm, now, (uint32_t)ingress_port, priority, tm->pfc.pause_quanta);
+        }
+    } else if (f->len >= q->depth) {
         q->dropped++, q->dropped_full++;
         return -1;
     }
     uint64_t depth = q->count;
-    if (fifo_push(f, (entry_t){.item = item, .nbytes = nbytes, .enq_ns = now, .enq_qdepth = (uint32_t)depth}) ||
-        tfifo_push(&q->arrivals, now)) {
-        q->dropped++, q->dropped_full++;
-        return -1;
-    }
+    if (fifo_push(f, (entry_t){.item = item, .nbytes = nbytes, .enq_ns = now, .enq_qdepth = (uint32_t)depth,
+                               .ingress = key}) ||
+        tfifo_push(&q->arrivals, now))
+        abort(); /* out of memory in the packet path (the accounting above is done) */
     q->last_arrival = now;
     q->count = depth + 1;
     q->enqueued++;
@@ -374,7 +474,123 @@ void tbio_tm_stats(tbio_tm_t *tm, uint32_t port, int64_t now_ns, tbio_queue_stat
     if (!q) return;
     if (q->count) advance(tm, q, now_ns);
     *out = (tbio_queue_stats_t){q->enqueued, q->dequeued, q->dropped, q->dropped_full, q->dropped_priority,
-                                q->count, q->max_depth};
+                                q->count, q->max_depth, q->dropped_headroom};
+}
+
+int tbio_tm_ports(tbio_tm_t *tm, uint32_t *out, int cap)
+{
+    int n = 0;
+    for (uint32_t port = 0; port < MAX_PORTS && n < cap; port++)
+        if (tm->ports[port]) out[n++] = port;
+    return n;
+}
+
+int tbio_tm_set_pfc(tbio_tm_t *tm, const tbio_pfc_config_t *config)
+{
+    for (int i = 0; i < MAX_PORTS; i++)
+        if (tm->ports[i] && tm->ports[i]->count) return -1; /* the accounting starts empty */
+    tm->pfc_on = config != NULL;
+    if (config) tm->pfc = *config;
+    memset(tm->held, 0, sizeof tm->held);
+    memset(tm->xoff_on, 0, sizeof tm->xoff_on);
+    tm->xoff_len = 0;
+    return 0;
+}
+
+int tbio_tm_pfc(tbio_tm_t *tm, tbio_pfc_config_t *config)
+{
+    if (tm->pfc_on) *config = tm->pfc;
+    return tm->pfc_on;
+}
+
+void tbio_tm_receive_pause(tbio_tm_t *tm, uint32_t port, uint32_t n, const uint32_t *priorities,
+                           const uint32_t *quanta, int64_t now)
+{
+    if (port >= MAX_PORTS) return;
+    portq_t *q = port_of(tm, port, now);
+    if (!q) return;
+    if (q->count) advance(tm, q, now);
+    double quantum = quantum_ns(tm, q->rate_bps);
+    for (uint32_t i = 0; i < n; i++) {
+        uint32_t p = priorities[i];
+        if (p >= PFC_CLASSES) continue;
+        int64_t until = now + (int64_t)((double)quanta[i] * quantum);
+        if (q->paused_until[p] > now) q->paused_ns[p] += now - q->pause_since[p]; /* still paused: close at now */
+        else q->paused_ns[p] += q->paused_until[p] - q->pause_since[p];
+        q->pause_since[p] = now;
+        q->paused_until[p] = until;
+        if (quanta[i]) q->pause_received[p]++;
+        else q->resume_received[p]++;
+    }
+}
+
+int tbio_tm_pause_frames(tbio_tm_t *tm, int64_t now)
+{
+    for (portq_t *q = tm->busy_head; q;) {
+        portq_t *next = q->busy_next;
+        advance(tm, q, now);
+        q = next;
+    }
+    for (uint32_t i = 0; i < tm->xoff_len; i++) {
+        struct xoff *x = &tm->xoff[i];
+        if (now >= x->sent + refresh_ns(tm, x->port)) {
+            x->sent = now;
+            send_pause(tm, now, x->port, x->priority, tm->pfc.pause_quanta);
+        }
+    }
+    return (int)(tm->pauses_len - tm->pauses_pos);
+}
+
+int tbio_tm_take_pauses(tbio_tm_t *tm, tbio_pause_t *out, int cap)
+{
+    int n = 0;
+    while (n < cap && tm->pauses_pos < tm->pauses_len) out[n++] = tm->pauses[tm->pauses_pos++];
+    if (tm->pauses_pos == tm->pauses_len) tm->pauses_pos = tm->pauses_len = 0;
+    return n;
+}
+
+int tbio_tm_next_pause(tbio_tm_t *tm, int64_t *when)
+{
+    int found = 0;
+    int64_t best = 0;
+    if (tm->pauses_pos < tm->pauses_len) {
+        for (uint32_t i = tm->pauses_pos; i < tm->pauses_len; i++)
+            if (!found || tm->pauses[i].ns < best) best = tm->pauses[i].ns, found = 1;
+    } else {
+        for (uint32_t i = 0; i < tm->xoff_len; i++) {
+            int64_t due = tm->xoff[i].sent + refresh_ns(tm, tm->xoff[i].port);
+            if (!found || due < best) best = due, found = 1;
+        }
+    }
+    if (found) *when = best;
+    return found;
+}
+
+void tbio_tm_pfc_stats(tbio_tm_t *tm, uint32_t port, int64_t now, tbio_pfc_stats_t *out)
+{
+    memset(out, 0, sizeof *out);
+    portq_t *q = port < MAX_PORTS ? tm->ports[port] : NULL;
+    if (!q) return;
+    if (q->count) advance(tm, q, now);
+    for (uint32_t p = 0; p < PFC_CLASSES; p++) {
+        int64_t end = now < q->paused_until[p] ? now : q->paused_until[p];
+        int64_t extra = end - q->pause_since[p];
+        out->paused_ns[p] = q->paused_ns[p] + (extra > 0 ? extra : 0);
+        out->paused[p] = q->paused_until[p] > now;
+        out->pause_sent[p] = q->pause_sent[p], out->resume_sent[p] = q->resume_sent[p];
+        out->pause_received[p] = q->pause_received[p], out->resume_received[p] = q->resume_received[p];
+        out->dequeued[p] = q->dequeued_by_priority[p];
+        out->held[p] = tm->held[port][p];
+        if (p < q->npri) {
+            const fifo_t *f = &q->queues[p];
+            out->queued[p] = f->len;
+            for (uint32_t i = 0; i < f->len; i++) {
+                int32_t ingress = f->buf[(f->head + i) % f->cap].ingress;
+                if (ingress >= 0) out->holders[p][ingress / 64] |= 1ull << (ingress % 64);
+            }
+        }
+    }
+    out->dropped_headroom = q->dropped_headroom;
 }
 
 int tbio_tm_queue_config(tbio_tm_t *tm, uint32_t port, uint64_t *rate_pps, uint64_t *rate_bps, uint32_t *depth,
@@ -489,6 +705,8 @@ struct tbio_loop {
     int halted, halt_reported;
     char halt_reason[256];
     uint8_t scratch[SCRATCH];
+    uint8_t (*pause_frame)[PAUSE_BYTES];  /* per port: its PAUSE frame, no class enabled (tbio_set_pause_frame) */
+    uint8_t pause_kind[4];                /* ethertype and opcode of PAUSE frames; 0: none set */
 };
 
 #define PKT(loop, s) ((tb_packet_t *)((uint8_t *)(s) + sizeof(slot_t)))
@@ -585,7 +803,11 @@ static void enqueue(tbio_loop_t *L, slot_t *s)
 {
     tb_std_meta_t *std = L->ops.packet_std(PKT(L, s));
     uint32_t port = std->egress_port;
-    if (tbio_tm_enqueue(L->tm, port, (uint64_t)(uintptr_t)s, std->packet_length, std->priority, clock_ns()) < 0) {
+    /* counted against their ingress port under PFC: received packets and their multicast copies */
+    int32_t ingress = std->instance_type == TB_INSTANCE_NORMAL || std->instance_type == TB_INSTANCE_REPLICATION
+                          ? (int32_t)std->ingress_port : -1;
+    if (tbio_tm_enqueue(L->tm, port, (uint64_t)(uintptr_t)s, std->packet_length, std->priority, clock_ns(),
+                        ingress) < 0) {
         port_stats(L, port)->drops++;
         packet_free(L, s);
     }
@@ -854,6 +1076,28 @@ static void run_egress(tbio_loop_t *L, slot_t *s, int64_t now)
     packet_free(L, s);
 }
 
+/* The PAUSE frames the traffic manager asks for, out of their ports ahead of the departures
+ * (device.py's _send_pauses). */
+static void send_pauses(tbio_loop_t *L, int64_t now)
+{
+    tbio_pfc_config_t config;
+    if (!tbio_tm_pfc(L->tm, &config) || !tbio_tm_pause_frames(L->tm, now)) return;
+    tbio_pause_t pauses[64];
+    int n;
+    while ((n = tbio_tm_take_pauses(L->tm, pauses, 64)) > 0)
+        for (int i = 0; i < n; i++) {
+            const tbio_pause_t *p = &pauses[i];
+            if (!L->pause_frame || p->port >= MAX_PORTS || !L->pause_frame[p->port][0]) continue; /* no frame: no port */
+            uint8_t frame[PAUSE_BYTES];
+            memcpy(frame, L->pause_frame[p->port], PAUSE_BYTES);
+            frame[16] = (uint8_t)(1u << p->priority >> 8), frame[17] = (uint8_t)(1u << p->priority);
+            frame[18 + 2 * p->priority] = (uint8_t)(p->quanta >> 8), frame[19 + 2 * p->priority] = (uint8_t)p->quanta;
+            port_stats(L, p->port)->tx_packets++;
+            port_stats(L, p->port)->tx_bytes += PAUSE_BYTES;
+            output(L, p->port, frame, PAUSE_BYTES, now);
+        }
+}
+
 /* Dequeue what the port rates allow, run egress (transmit_ready). */
 static void transmit_ready(tbio_loop_t *L, int64_t now)
 {
@@ -861,6 +1105,7 @@ static void transmit_ready(tbio_loop_t *L, int64_t now)
     int n;
     do {
         n = tbio_tm_dequeue_ready(L->tm, now, deps, DEQ_BATCH);
+        send_pauses(L, now);
         for (int i = 0; i < n && !L->halted; i++) {
             const tbio_departure_t *d = &deps[i];
             slot_t *s = (slot_t *)(uintptr_t)d->item;
@@ -905,6 +1150,18 @@ static void on_frame(void *ctx, const uint8_t *data, uint32_t len)
 {
     struct rx_ctx *c = ctx;
     tbio_loop_t *L = c->L;
+    tbio_pfc_config_t config;
+    if (len >= PAUSE_HEADER && L->pause_kind[0] && !memcmp(data + 12, L->pause_kind, 4) &&
+        tbio_tm_pfc(L->tm, &config)) { /* a PAUSE frame: honoured by the port's egress queues (Device.receive) */
+        uint32_t priorities[PFC_CLASSES], quanta[PFC_CLASSES], n = 0;
+        uint32_t vector = (uint32_t)data[16] << 8 | data[17];
+        for (uint32_t p = 0; p < PFC_CLASSES; p++)
+            if (vector >> p & 1) priorities[n] = p, quanta[n++] = (uint32_t)data[18 + 2 * p] << 8 | data[19 + 2 * p];
+        L->stats[c->port].rx_packets++;
+        L->stats[c->port].rx_bytes += len;
+        tbio_tm_receive_pause(L->tm, c->port, n, priorities, quanta, clock_ns());
+        return;
+    }
     if (!L->pl || L->halted) { /* no pipeline (as BMv2 --no-p4) or a halted switch: dropped */
         if (L->halted) L->stats[c->port].drops++;
         return;
@@ -966,6 +1223,7 @@ void tbio_free(tbio_loop_t *L)
     }
     for (int i = 0; i < 65536; i++) free_replicas(L->groups[i]), free_replicas(L->sessions[i]);
     tbio_tm_free(L->tm);
+    free(L->pause_frame);
     if (L->dl) dlclose(L->dl);
     if (L->wake_fd >= 0) close(L->wake_fd);
     pthread_mutex_destroy(&L->mutex);
@@ -1010,6 +1268,8 @@ int tbio_set_pipeline(tbio_loop_t *L, const char *path, void *pipeline, int64_t 
         if (tbio_tm_queue_config(L->tm, p, &pps, &bps, &depth, &npri))
             tbio_tm_set_queue(tm, p, pps, bps, depth, npri, clock_ns());
     }
+    tbio_pfc_config_t pfc;
+    if (tbio_tm_pfc(L->tm, &pfc)) tbio_tm_set_pfc(tm, &pfc); /* so are the PFC settings */
     tbio_tm_free(L->tm);
     L->tm = tm;
     release_pool(L);
@@ -1097,6 +1357,15 @@ int tbio_set_impairment(tbio_loop_t *L, uint32_t port, double loss, int64_t dela
     xport_t *x = port < MAX_PORTS ? L->xports[port] : NULL;
     if (!x || loss < 0 || loss > 1 || delay_ns < 0) return -1;
     x->loss = loss, x->delay_ns = delay_ns;
+    return 0;
+}
+
+int tbio_set_pause_frame(tbio_loop_t *L, uint32_t port, const uint8_t *frame, uint32_t len)
+{
+    if (port >= MAX_PORTS || len != PAUSE_BYTES || !frame[0]) return -1;
+    if (!L->pause_frame && !(L->pause_frame = calloc(MAX_PORTS, sizeof *L->pause_frame))) return -1;
+    memcpy(L->pause_frame[port], frame, PAUSE_BYTES);
+    memcpy(L->pause_kind, frame + 12, 4);
     return 0;
 }
 
@@ -1249,6 +1518,7 @@ int tbio_run(tbio_loop_t *L, int timeout_ms)
         if (received) continue;
         int64_t next = deadline, when;
         if (L->pl && !L->halted && tbio_tm_next_departure(L->tm, &when) && when < next) next = when;
+        if (L->pl && !L->halted && tbio_tm_next_pause(L->tm, &when) && when < next) next = when;
         for (uint32_t i = 0; i < L->nxports; i++) {
             xport_t *x = L->xports[L->xport_list[i]];
             if (x->delayed_head && x->delayed_head->release_ns < next) next = x->delayed_head->release_ns;

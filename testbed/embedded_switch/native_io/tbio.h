@@ -33,8 +33,31 @@ typedef struct tbio_departure {
 } tbio_departure_t;
 
 typedef struct tbio_queue_stats {
-    uint64_t enqueued, dequeued, dropped, dropped_full, dropped_priority, depth, max_depth;
+    uint64_t enqueued, dequeued, dropped, dropped_full, dropped_priority, depth, max_depth, dropped_headroom;
 } tbio_queue_stats_t;
+
+/* PFC settings (testbed/p4/v1model/pfc.py, PfcConfig; the values come from there, never from here). */
+typedef struct tbio_pfc_config {
+    uint32_t lossless;           /* bit p: priority p (0..7) is lossless */
+    uint32_t buffer_packets, xoff_packets, xon_packets, pause_quanta;
+    double default_quantum_ns;   /* one quantum on a port without a bit rate (pfc.DEFAULT_QUANTUM_NS) */
+} tbio_pfc_config_t;
+
+/* A PAUSE frame the traffic manager asks for: out of port, for priority, quanta (0: resume). */
+typedef struct tbio_pause {
+    int64_t ns;
+    uint32_t port, priority, quanta;
+} tbio_pause_t;
+
+/* A port's PFC counters (TrafficManager.pfc_stats), per priority 0..7. */
+typedef struct tbio_pfc_stats {
+    uint64_t pause_sent[8], resume_sent[8], pause_received[8], resume_received[8];
+    int64_t paused_ns[8];
+    uint32_t paused[8];
+    uint64_t queued[8], dequeued[8], held[8];
+    uint64_t holders[8][8];      /* priority p: bit i of word w set when ingress port 64 w + i holds a packet */
+    uint64_t dropped_headroom;
+} tbio_pfc_stats_t;
 
 typedef struct tbio_port_stats {
     uint64_t rx_packets, rx_bytes, tx_packets, tx_bytes, drops;
@@ -49,9 +72,24 @@ void tbio_tm_free(tbio_tm_t *tm);
 /* rates: 0 = no limit.  Returns 0, or -1 when priorities would change while packets are queued. */
 int tbio_tm_set_queue(tbio_tm_t *tm, uint32_t port, uint64_t rate_pps, uint64_t rate_bps, uint32_t depth,
                       uint32_t priorities, int64_t now_ns);
-/* enq_qdepth, or -1 when dropped (queue full or priority out of range) */
+/* enq_qdepth, or -1 when dropped (queue full, priority out of range, lossless ingress buffer full);
+ * ingress_port: the port it is counted against under PFC, -1 for none (clones, recirculations). */
 int64_t tbio_tm_enqueue(tbio_tm_t *tm, uint32_t port, uint64_t item, uint32_t nbytes, uint32_t priority,
-                        int64_t now_ns);
+                        int64_t now_ns, int32_t ingress_port);
+/* PFC on with config (NULL: off).  Returns 0, or -1 when packets are queued. */
+int tbio_tm_set_pfc(tbio_tm_t *tm, const tbio_pfc_config_t *config);
+/* 1 and *config filled when PFC is on, else 0 */
+int tbio_tm_pfc(tbio_tm_t *tm, tbio_pfc_config_t *config);
+/* A PAUSE frame arrived on port: n (priority, quanta) pairs of its enabled classes. */
+void tbio_tm_receive_pause(tbio_tm_t *tm, uint32_t port, uint32_t n, const uint32_t *priorities,
+                           const uint32_t *quanta, int64_t now_ns);
+/* Queue the PAUSE frames due by now (refreshes included); returns how many wait for tbio_tm_take_pauses. */
+int tbio_tm_pause_frames(tbio_tm_t *tm, int64_t now_ns);
+/* The oldest waiting PAUSE frames, at most cap, each once. */
+int tbio_tm_take_pauses(tbio_tm_t *tm, tbio_pause_t *out, int cap);
+/* 1 and *when set when a PAUSE frame waits or a refresh is due later, else 0 */
+int tbio_tm_next_pause(tbio_tm_t *tm, int64_t *when);
+void tbio_tm_pfc_stats(tbio_tm_t *tm, uint32_t port, int64_t now_ns, tbio_pfc_stats_t *out);
 /* Departures due by now_ns, in departure-time order; at most cap (the rest stay for the next call). */
 int tbio_tm_dequeue_ready(tbio_tm_t *tm, int64_t now_ns, tbio_departure_t *out, int cap);
 /* 1 and *when set when something is queued or ready, else 0 */
@@ -61,6 +99,8 @@ void tbio_tm_stats(tbio_tm_t *tm, uint32_t port, int64_t now_ns, tbio_queue_stat
 /* the configuration; 0 when the port was never configured nor used */
 int tbio_tm_queue_config(tbio_tm_t *tm, uint32_t port, uint64_t *rate_pps, uint64_t *rate_bps, uint32_t *depth,
                          uint32_t *priorities);
+/* The ports that have queues (configured or used), ascending, at most cap; returns how many. */
+int tbio_tm_ports(tbio_tm_t *tm, uint32_t *out, int cap);
 
 /* ---- the packet loop ---- */
 #define TBIO_STOPPED 0     /* tbio_run: the caller's timeout passed */
@@ -88,6 +128,9 @@ int tbio_set_clone_session(tbio_loop_t *loop, uint32_t session, uint32_t n, cons
                            const uint32_t *rids, uint32_t packet_length);
 /* loss in [0, 1], delay in ns, for frames leaving port (an AF_XDP port) */
 int tbio_set_impairment(tbio_loop_t *loop, uint32_t port, double loss, int64_t delay_ns);
+/* The PAUSE frame port sends (pfc.build_pause with no class enabled: the loop sets the class-enable
+ * vector and quanta); frames of its kind arriving on any port are PAUSE frames.  0, or -1. */
+int tbio_set_pause_frame(tbio_loop_t *loop, uint32_t port, const uint8_t *frame, uint32_t len);
 int tbio_run(tbio_loop_t *loop, int timeout_ms);
 void tbio_wake(tbio_loop_t *loop);
 void tbio_lock(tbio_loop_t *loop);

@@ -271,10 +271,21 @@ class Device:
                 self._pfc_counters_synced = now
                 self.sync_pfc_counters(now)
 
-    def sync_pfc_counters(self, now_ns=None):
-        """Copy the traffic manager's PFC counters into the program's :data:`PFC_COUNTERS`."""
-        for port in self.tm.ports():
-            stats = self.tm.pfc_stats(port, now_ns)
+    @property
+    def has_pfc_counters(self):
+        """True when the program declares some of :data:`PFC_COUNTERS`."""
+        return bool(self._pfc_counters)
+
+    def sync_pfc_counters(self, now_ns=None, tm=None):
+        """Copy the traffic manager's PFC counters into the program's :data:`PFC_COUNTERS`.
+
+        Args:
+            now_ns: the time the paused times run to; None reads the clock.
+            tm: the traffic manager to read (default: the device's; a native packet loop has its own).
+        """
+        tm = self.tm if tm is None else tm
+        for port in tm.ports():
+            stats = tm.pfc_stats(port, now_ns)
             for column, counter in self._pfc_counters.items():
                 values = stats[column]
                 for priority in range(PRIORITIES):
