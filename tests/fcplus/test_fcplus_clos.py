@@ -65,3 +65,23 @@ def test_the_lp_gives_spines_no_traffic_and_bounds_the_clos_by_its_uplinks():
     theta = routing_throughput(clos, "fcplus1l", "all-to-all", k=4)["theta"]
     # a 3-host leaf sends 3 * 13 / 15 over its 2 uplinks
     assert theta == pytest.approx(2 / (3 * 13 / 15), rel=1e-6)
+
+
+def test_each_run_gets_the_lp_of_its_topology_and_routing_and_compare_draws_it(tmp_path):
+    from testbed.experiment.compare import comparison_row
+    from testbed.mechanisms import hooks_for
+    from testbed.mechanisms.fcplus.run import lp_section
+
+    runs = {}
+    for kind, routing in (("fcplus", "fcplus2l"), ("fcplus_clos", "fcplus1l")):
+        topo = make_topology(kind, N=8, p=6, s=4, hosts_per_tor=2)
+        section = lp_section(topo, {"routing": routing, "k": 4, "n_lp": 2}, seed=21)
+        runs[kind] = {"mechanisms": ["fcplus"], "fcplus_lp": section, "summary": {"goodput_mbps": 5.0},
+                      "traffic": [{"pattern": "alltoall", "completion_time_s": 3.5}]}
+    # the Clos's 3-host leaves bound it below FC+ (2L) under all-to-all, as the LP of each says
+    assert runs["fcplus_clos"]["fcplus_lp"]["theta"]["all-to-all"] < runs["fcplus"]["fcplus_lp"]["theta"]["all-to-all"]
+    [hooks] = [each for each in hooks_for() if each.mechanism.name == "fcplus"]
+    rows = [comparison_row(kind, results) for kind, results in runs.items()]
+    assert rows[0]["completion_alltoall_s"] == 3.5 and rows[1]["lp_all_to_all"] == pytest.approx(2 / (3 * 13 / 15))
+    files = hooks.comparison_plots(rows, {kind: [results] for kind, results in runs.items()}, str(tmp_path), "t")
+    assert files == ["fcplus_comparison.png"] and (tmp_path / files[0]).stat().st_size > 0

@@ -22,7 +22,7 @@ import time
 
 from testbed.embedded_switch.port_control import request
 from testbed.experiment.plots import metric_bars, plt, rows_with_runs
-from testbed.experiment.results import NUMBER, OrNull
+from testbed.experiment.results import NUMBER, OPT_INT, OrNull
 from testbed.mechanisms.fcplus.detector import DeadlockDetector
 from testbed.mechanisms.hooks import Column, RunHooks
 from testbed.modes import PARAMETERS
@@ -47,9 +47,9 @@ PFC_SCHEMA = {
     "totals": dict,
     # where every RoCE data packet the hosts sent went (see PauseRecorder.accounting)
     "accounting": OrNull({"sent": int, "received": int, "duplicates": int, "lost": int,
-                          "delivered_to_hosts": int, "delivered_after_receivers_stopped": int,
+                          "delivered_to_hosts": int, "reached_host_not_received": int,
                           "held_in_switches": int, "dropped_in_switches": int, "unexplained": int,
-                          "drain_s": NUMBER, "drained": bool}),
+                          "emulator_drops": int, "psn_gaps": OPT_INT, "drain_s": NUMBER, "drained": bool}),
 }
 LP_SCHEMA = {"routing": str, "k": int, "n_lp": int, "seed": int, "theta": dict, "seconds": NUMBER}
 #: the collectives whose completion times a comparison shows (traffic patterns of the spec)
@@ -83,11 +83,14 @@ def data_accounting(traffic, snapshot, host_ports):
     """Where the hosts' RoCE data packets went: the traffic rows against the switches' counters.
 
     ``lost`` (sent and never received; duplicates count as received) splits into
-    ``delivered_after_receivers_stopped`` (a ToR sent them to a host whose receiver had
-    already stopped: they drained after the traffic's linger), ``held_in_switches``
+    ``reached_host_not_received`` (a ToR sent them to their host, whose receiver did not
+    count them: it had stopped, the fabric draining after the traffic's linger, or the
+    host's socket dropped them, ``overload.receiver_socket_drops``), ``held_in_switches``
     (still queued, as behind a deadlock), ``dropped_in_switches`` (lossless headroom
     and queue drops) and ``unexplained`` (the rest: lost between a sender and its
-    ToR, which nothing counts).
+    ToR or between two switches, which the switches' class counters do not see; the
+    emulator's socket drops and failed sends, ``emulator_drops``, count such frames of
+    any class).
 
     Args:
         traffic: results.json's ``traffic`` rows.
@@ -104,7 +107,7 @@ def data_accounting(traffic, snapshot, host_ports):
     ...                      3: dict(queued=[0, 1] + zeros[2:], dequeued=zeros, dropped_headroom=0)}}
     >>> row = {"sent_packets": 10, "received_packets": 7, "duplicates": 0}
     >>> counts = data_accounting([row], snapshot, {("tor0", 1)})
-    >>> [counts[key] for key in ("lost", "delivered_after_receivers_stopped", "held_in_switches", "unexplained")]
+    >>> [counts[key] for key in ("lost", "reached_host_not_received", "held_in_switches", "unexplained")]
     [3, 2, 1, 0]
     """
     rows = [row for row in traffic if row.get("sent_packets") is not None]
@@ -115,7 +118,7 @@ def data_accounting(traffic, snapshot, host_ports):
     dropped = sum(stats["dropped_headroom"] + stats.get("queue", {}).get("dropped", 0)
                   for by_port in snapshot.values() for stats in by_port.values())
     return {"sent": sent, "received": received, "duplicates": duplicates, "lost": sent - received - duplicates,
-            "delivered_to_hosts": delivered, "delivered_after_receivers_stopped": delivered - received - duplicates,
+            "delivered_to_hosts": delivered, "reached_host_not_received": delivered - received - duplicates,
             "held_in_switches": held, "dropped_in_switches": dropped,
             "unexplained": sent - delivered - held - dropped}
 
@@ -214,10 +217,18 @@ class PauseRecorder:
         """Data packets the switches sent out of their host ports up to the last read."""
         return delivered_data(self.last, self.host_ports)
 
-    def accounting(self, traffic):
-        """:func:`data_accounting` of the last read, with how long the drain took."""
-        return dict(data_accounting(traffic, self.last, self.host_ports),
-                    drain_s=self.drain_s if self.drain_s is not None else 0.0, drained=bool(self.drained))
+    def accounting(self, traffic, emulator_drops=0, psn_gaps=None):
+        """:func:`data_accounting` of the last read, with how long the drain took.
+
+        Args:
+            traffic: results.json's ``traffic`` rows.
+            emulator_drops: frames (any class) the switches' sockets dropped or could not send.
+            psn_gaps: packets the stream receivers found missing between two they received (lost in
+                mid-stream, not at the end), None without streams.
+        """
+        return dict(data_accounting(traffic, self.last, self.host_ports), emulator_drops=int(emulator_drops),
+                    psn_gaps=psn_gaps, drain_s=self.drain_s if self.drain_s is not None else 0.0,
+                    drained=bool(self.drained))
 
     def section(self):
         """The ``pfc`` section."""
@@ -294,8 +305,8 @@ class FCPlusHooks(RunHooks):
     columns = (Column("deadlocks", "deadlocks", "{}", _deadlocks),
                Column("lossless_drops", "lossless drops", "{}", _lossless_drops),
                Column("pause_frames", "pause frames", "{}", _pause_frames),
-               Column("lost_after_receivers", "lost: reached host late", "{}",
-                      _accounted("delivered_after_receivers_stopped")),
+               Column("lost_at_host", "lost: reached host", "{}",
+                      _accounted("reached_host_not_received")),
                Column("lost_held", "lost: held in switches", "{}", _accounted("held_in_switches")),
                Column("lost_unexplained", "lost: unexplained", "{}", _accounted("unexplained"))) + tuple(
         Column(f"completion_{pattern}_s", f"{pattern} s", "{:.2f}", _completion(pattern))
@@ -311,7 +322,12 @@ class FCPlusHooks(RunHooks):
         """The ``pfc`` section."""
         if recorder is not None:
             record["pfc"] = recorder.section()
-            record["pfc"]["accounting"] = recorder.accounting(record.get("traffic", []))
+            drops = (record.get("dataplane") or {}).get("drops") or {}
+            gaps = [report["psn_gap_losses"] for report in run.reports or []
+                    if report is not None and report.get("psn_gap_losses") is not None]
+            record["pfc"]["accounting"] = recorder.accounting(record.get("traffic", []),
+                                                              drops.get("emulator", 0) + drops.get("tx_errors", 0),
+                                                              sum(gaps) if gaps else None)
         routing = getattr(run.controller, "routing", None)
         if routing and run.fabric is not None and hasattr(run.fabric.topo, "tor_graph"):
             record["fcplus_lp"] = lp_section(run.fabric.topo, routing, run.spec.seed)
