@@ -49,7 +49,8 @@ PFC_SCHEMA = {
     "accounting": OrNull({"sent": int, "received": int, "duplicates": int, "lost": int,
                           "delivered_to_hosts": int, "reached_host_not_received": int,
                           "held_in_switches": int, "dropped_in_switches": int, "unexplained": int,
-                          "emulator_drops": int, "psn_gaps": OPT_INT, "drain_s": NUMBER, "drained": bool}),
+                          "emulator_drops": int, "host_interface_drops": OPT_INT, "psn_gaps": OPT_INT,
+                          "drain_s": NUMBER, "drained": bool}),
 }
 LP_SCHEMA = {"routing": str, "k": int, "n_lp": int, "seed": int, "theta": dict, "seconds": NUMBER}
 #: the collectives whose completion times a comparison shows (traffic patterns of the spec)
@@ -79,13 +80,33 @@ def delivered_data(snapshot, host_ports):
                if port in snapshot.get(switch, {}) for klass in DATA_CLASSES)
 
 
+def interface_drops(proc_net_dev):
+    """Frames dropped on receive and send over the interfaces (not ``lo``) of a ``/proc/net/dev`` text.
+
+    >>> interface_drops('''Inter-|   Receive  |  Transmit
+    ...  face |bytes packets errs drop fifo frame compressed multicast|bytes packets errs drop fifo colls carrier cmp
+    ...     lo: 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0
+    ...  h1-eth0: 5000 40 0 3 0 0 0 0 9000 70 0 1 0 0 0 0''')
+    4
+    """
+    total = 0
+    for line in proc_net_dev.splitlines():
+        name, colon, rest = line.partition(":")
+        fields = rest.split()
+        if not colon or name.strip() == "lo" or len(fields) < 12 or not fields[0].isdigit():
+            continue
+        total += int(fields[3]) + int(fields[11])
+    return total
+
+
 def data_accounting(traffic, snapshot, host_ports):
     """Where the hosts' RoCE data packets went: the traffic rows against the switches' counters.
 
     ``lost`` (sent and never received; duplicates count as received) splits into
     ``reached_host_not_received`` (a ToR sent them to their host, whose receiver did not
     count them: it had stopped, the fabric draining after the traffic's linger, or the
-    host's socket dropped them, ``overload.receiver_socket_drops``), ``held_in_switches``
+    host dropped them: ``overload.receiver_socket_drops``, and ``host_interface_drops``, frames of
+    any kind the hosts' kernels dropped on their interfaces), ``held_in_switches``
     (still queued, as behind a deadlock), ``dropped_in_switches`` (lossless headroom
     and queue drops) and ``unexplained`` (the rest: lost between a sender and its
     ToR or between two switches, which the switches' class counters do not see; the
@@ -145,6 +166,8 @@ class PauseRecorder:
                            if "host" in (graph.nodes[a].get("role"), graph.nodes[b].get("role"))}
         self.drain_s = None
         self.drained = None
+        self.hosts = list(fabric.hosts)
+        self.host_drops = None
         self.last = {}
         self.polls = 0
         self.errors = []
@@ -208,6 +231,14 @@ class PauseRecorder:
             self.poll()
         self.drain_s = time.monotonic() - started
         self.drained = self.held_data() == 0
+        self.host_drops = self._host_interface_drops()
+
+    def _host_interface_drops(self):
+        """Frames the hosts' kernels dropped on their interfaces (any kind), or None if unreadable."""
+        try:
+            return sum(interface_drops(host.cmd("cat /proc/net/dev")) for host in self.hosts)
+        except Exception:  # noqa: BLE001 - a host gone with a failed run: nothing to read
+            return None
 
     def held_data(self):
         """Data packets waiting in the switches' queues at the last read."""
@@ -227,6 +258,7 @@ class PauseRecorder:
                 mid-stream, not at the end), None without streams.
         """
         return dict(data_accounting(traffic, self.last, self.host_ports), emulator_drops=int(emulator_drops),
+                    host_interface_drops=self.host_drops,
                     psn_gaps=psn_gaps, drain_s=self.drain_s if self.drain_s is not None else 0.0,
                     drained=bool(self.drained))
 
