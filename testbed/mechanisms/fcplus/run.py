@@ -37,6 +37,8 @@ DATA_CLASSES = range(DATA_PRIORITY, DATA_PRIORITY + 3)
 DRAIN_TIMEOUT_S = 10.0
 DRAIN_STUCK_S = 1.5
 COUNTERS = ("pause_sent", "pause_received", "resume_sent", "resume_received", "paused_ns")
+#: per port and class, kept in results.json beside the counters (not summed: departures and what waits)
+QUEUE_COUNTS = ("dequeued", "queued")
 
 PFC_SCHEMA = {
     "hold_ms": int, "polls": int, "poll_errors": [str],
@@ -269,7 +271,7 @@ class PauseRecorder:
         for switch, by_port in sorted(self.last.items()):
             ports[switch] = {}
             for port, stats in sorted(by_port.items()):
-                ports[switch][str(port)] = {name: list(stats[name]) for name in COUNTERS}
+                ports[switch][str(port)] = {name: list(stats[name]) for name in COUNTERS + QUEUE_COUNTS}
                 for name in COUNTERS:
                     totals[name] += sum(stats[name])
                 ports[switch][str(port)]["dropped_headroom"] = stats["dropped_headroom"]
