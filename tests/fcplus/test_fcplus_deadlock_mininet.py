@@ -31,9 +31,15 @@ TRIANGLE = {"tor0", "tor1", "tor2"}
 pytestmark = pytest.mark.mininet
 
 
+#: tor7 carries none of the streams: its own PFC settings show that a switch can have them
+TOR7_PFC = {"pfc_lossless": 2, "pfc_buffer_packets": 100, "pfc_xoff_packets": 20, "pfc_xon_packets": 10,
+            "pfc_headroom_packets": 50}
+
+
 def small_spec(traffic_s=4.0):
     with open(SPEC) as handle:
         data = copy.deepcopy(yaml.safe_load(handle))
+    data["controller"]["pfc_switches"] = {"tor7": TOR7_PFC}
     for entry in data["traffic"]:
         entry["duration_s"] = traffic_s
     data["duration_s"] = traffic_s + 3.0
@@ -58,6 +64,11 @@ def test_ksp_deadlocks_and_dfksp_delivers(no_leftovers, tmp_path):
         with open(tmp_path / row["mode"] / "results.json") as handle:
             results[row["mode"]] = json.load(handle)
     ksp, dfksp = results["fcplus_ksp"], results["fcplus_2l"]
+    # every switch has mode_params' PFC settings but tor7, which has its own
+    for run in (ksp, dfksp):
+        settings = run["pfc"]["settings"]
+        assert settings["tor7"]["lossless"] == [1, 2] and settings["tor7"]["xoff_packets"] == 20, settings["tor7"]
+        assert settings["tor0"]["lossless"] == [1, 2, 3] and settings["tor0"]["xoff_packets"] == 8, settings["tor0"]
     # KSP: the detector finds the triangle's queues on class 1, and it lasts to the end of the run
     cycles = ksp["pfc"]["deadlocks"]
     assert cycles, ksp["pfc"]["totals"]

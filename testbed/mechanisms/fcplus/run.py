@@ -47,6 +47,7 @@ PFC_SCHEMA = {
     # {counter: int} over every port and class; dropped_headroom (lossless drops), queue_dropped (every
     # traffic-manager drop, lossy classes too), pipeline_drops (packets the program dropped)
     "totals": dict,
+    "settings": dict,   # {switch: the PFC settings the switch reports, or None with PFC off}
     # where every RoCE data packet the hosts sent went (see PauseRecorder.accounting)
     "accounting": OrNull({"sent": int, "received": int, "duplicates": int, "lost": int,
                           "delivered_to_hosts": int, "reached_host_not_received": int,
@@ -168,6 +169,7 @@ class PauseRecorder:
                            if "host" in (graph.nodes[a].get("role"), graph.nodes[b].get("role"))}
         self.drain_s = None
         self.drained = None
+        self.settings = {}   # switch -> the PFC settings it reports (None: PFC off)
         self.hosts = list(fabric.hosts)
         self.host_drops = None
         self.last = {}
@@ -201,6 +203,7 @@ class PauseRecorder:
             if "ports" not in answer:
                 continue
             snapshot[name] = {int(port): stats for port, stats in answer["ports"].items()}
+            self.settings[name] = answer.get("pfc")
             now = answer["now_ns"] if now is None else max(now, answer["now_ns"])
         if now is not None:
             self.detector.observe(snapshot, now)
@@ -280,7 +283,7 @@ class PauseRecorder:
                 totals["pipeline_drops"] += stats.get("pipeline_drops", 0)
         return {"hold_ms": self.hold_ms, "polls": self.polls, "poll_errors": list(self.errors),
                 "deadlocks": self.detector.report(t0_monotonic), "ports": ports, "totals": totals,
-                "accounting": None}
+                "settings": dict(sorted(self.settings.items())), "accounting": None}
 
 
 def lp_section(topo, routing, seed):
