@@ -110,8 +110,8 @@ def data_accounting(traffic, snapshot, host_ports):
     count them: it had stopped, the fabric draining after the traffic's linger, or the
     host dropped them: ``overload.receiver_socket_drops``, and ``host_interface_drops``, frames of
     any kind the hosts' kernels dropped on their interfaces), ``held_in_switches``
-    (still queued, as behind a deadlock), ``dropped_in_switches`` (lossless headroom
-    and queue drops) and ``unexplained`` (the rest: lost between a sender and its
+    (still queued, as behind a deadlock), ``dropped_in_switches`` (the queues' drops, lossless
+    headroom overruns included) and ``unexplained`` (the rest: lost between a sender and its
     ToR or between two switches, which the switches' class counters do not see; the
     emulator's socket drops and failed sends, ``emulator_drops``, count such frames of
     any class).
@@ -127,8 +127,8 @@ def data_accounting(traffic, snapshot, host_ports):
     Ten sent, seven received, one still queued, two sent to a host after its receiver stopped:
 
     >>> zeros = [0] * 8
-    >>> snapshot = {"tor0": {1: dict(queued=zeros, dequeued=[0, 9] + zeros[2:], dropped_headroom=0),
-    ...                      3: dict(queued=[0, 1] + zeros[2:], dequeued=zeros, dropped_headroom=0)}}
+    >>> snapshot = {"tor0": {1: dict(queued=zeros, dequeued=[0, 9] + zeros[2:], queue={"dropped": 0}),
+    ...                      3: dict(queued=[0, 1] + zeros[2:], dequeued=zeros, queue={"dropped": 0})}}
     >>> row = {"sent_packets": 10, "received_packets": 7, "duplicates": 0}
     >>> counts = data_accounting([row], snapshot, {("tor0", 1)})
     >>> [counts[key] for key in ("lost", "reached_host_not_received", "held_in_switches", "unexplained")]
@@ -139,8 +139,9 @@ def data_accounting(traffic, snapshot, host_ports):
     received = sum(row["received_packets"] or 0 for row in rows)
     duplicates = sum(row.get("duplicates") or 0 for row in rows)
     delivered, held = delivered_data(snapshot, host_ports), held_data(snapshot)
-    dropped = sum(stats["dropped_headroom"] + stats.get("queue", {}).get("dropped", 0)
-                  for by_port in snapshot.values() for stats in by_port.values())
+    # the queue's ``dropped`` counts every drop of the port's queue, lossless (headroom) ones included
+    dropped = sum(stats.get("queue", {}).get("dropped", 0) for by_port in snapshot.values()
+                  for stats in by_port.values())
     return {"sent": sent, "received": received, "duplicates": duplicates, "lost": sent - received - duplicates,
             "delivered_to_hosts": delivered, "reached_host_not_received": delivered - received - duplicates,
             "held_in_switches": held, "dropped_in_switches": dropped,
