@@ -1,10 +1,10 @@
 """Issue 20 at CI size: FC+ against the Clos of the same switches, ports and hosts (experiments/fcplus_vs_clos.yaml).
 
-Only the permutation collective runs (every host sends to one other).  Why the bound holds whatever the
-machine's load: the Clos's fuller leaves have 3 hosts and 2 uplinks, every port drains at the same rate, so
-what leaves such a leaf crosses 2 uplinks at 2/3 of its hosts' rate, while every FC+ ToR has 4 fabric ports
-for its 2 hosts; a slower emulator slows both fabrics' hosts alike.  Measured (experiments/README.md): the
-Clos took 1.4x FC+ (1L)'s time; the test asks for 1.15x.  The LP of both is recorded beside them.
+Only the permutation collective runs (every host sends to one other).  Why the Clos is slower: its fuller
+leaves have 3 hosts and 2 uplinks and every port drains at the same rate, so what leaves such a leaf crosses
+2 uplinks at 2/3 of its hosts' rate, while every FC+ ToR has 4 fabric ports for its 2 hosts.  An emulator
+falling behind its port rates would narrow the gap: measured 1.4-1.5x in three settings and loads
+(experiments/README.md), the test asks for 1.15x.  The LP of both is recorded beside them.
 """
 import copy
 import json
