@@ -10,6 +10,7 @@ from testbed.topologies.ab_fattree import ABFatTree
 from testbed.topologies.clos import Clos3Topo, ClosTopo
 from testbed.topologies.dsf.topology import DSFTopo
 from testbed.topologies.fattree import FatTree
+from testbed.topologies.fcplus.clos import FCPlusClosTopo
 from testbed.topologies.fcplus.topology import FCPlusTopo, FCTopo
 
 #: kind name -> generator class
@@ -21,6 +22,7 @@ TOPOLOGY_KINDS = {
     "dsf": DSFTopo,
     "fcplus": FCPlusTopo,
     "fc": FCTopo,
+    "fcplus_clos": FCPlusClosTopo,
 }
 
 

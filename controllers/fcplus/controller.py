@@ -15,6 +15,7 @@ from testbed.controllers.fcplus.programming import fcplus_entries
 from testbed.controllers.routing import is_host, port_toward
 from testbed.embedded_switch.port_control import configure
 from testbed.errors import ParameterError, TestbedError
+from testbed.mechanisms.fcplus import PFC_SWITCH_FIELDS
 from testbed.modes import PARAMETERS
 from testbed.topologies.fcplus.routing import ROUTINGS
 
@@ -28,16 +29,21 @@ class FCPlusController:
     Args:
         detection_delay_ms: recorded only (it never reacts to failures).
         routing: one of :data:`~testbed.topologies.fcplus.routing.ROUTINGS` (a mode's controller option).
+        pfc_switches: ``{switch: {pfc_lossless, pfc_buffer_packets, ...}}``: switches with their own PFC
+            settings (``controller.pfc_switches``, checked by testbed/mechanisms/fcplus/checks.py); the
+            others take mode_params'.
 
     The ``mode_params`` it reads are declared in testbed/mechanisms/fcplus.
     """
 
     kind = "fcplus"
 
-    def __init__(self, detection_delay_ms=DEFAULT_DETECTION_DELAY_MS, routing="dfksp"):
+    def __init__(self, detection_delay_ms=DEFAULT_DETECTION_DELAY_MS, routing="dfksp", pfc_switches=None):
         if routing not in ROUTINGS:
             raise ParameterError("routing", routing, "one of: " + ", ".join(ROUTINGS))
         self.routing_name = routing
+        self.pfc_switches = dict(pfc_switches or {})
+        self.pfc_settings = {}   # switch -> the PFC settings it was given
         self.detection_delay_ms = detection_delay_ms
         self.reactions = []
         self.notes = []
@@ -85,8 +91,11 @@ class FCPlusController:
         """Every switch port: its rate (0: unlimited), 8 priorities; PFC on the lossless classes."""
         fabric_rate = _param(mode_params, "fabric_port_rate_pps") or None
         host_rate = _param(mode_params, "host_port_rate_pps") or None
-        lossless = _param(mode_params, "pfc_lossless")   # 0: PFC off, n: classes 1..n lossless
         description = network.describe()["switches"]
+        unknown = sorted(set(self.pfc_switches) - set(description))
+        if unknown:
+            raise ParameterError("controller.pfc_switches", unknown[0], "switches of the network: "
+                                 + ", ".join(sorted(description)))
         for name, entry in sorted(description.items()):
             control = entry.get("control_path")
             if not control:
@@ -97,12 +106,12 @@ class FCPlusController:
                 configure(control, {"command": "queue", "port": port,
                                     "rate_pps": host_rate if to_host else fabric_rate,
                                     "depth_packets": _param(mode_params, "queue_depth_packets"), "priorities": 8})
+            settings = self.pfc_switches.get(name) or {field: _param(mode_params, field) for field in PFC_SWITCH_FIELDS}
+            self.pfc_settings[name] = dict(settings)
+            lossless = settings["pfc_lossless"]   # 0: PFC off, n: classes 1..n lossless
             if lossless:
                 configure(control, {"command": "pfc", "lossless": list(range(1, lossless + 1)),
-                                    "buffer_packets": _param(mode_params, "pfc_buffer_packets"),
-                                    "xoff_packets": _param(mode_params, "pfc_xoff_packets"),
-                                    "xon_packets": _param(mode_params, "pfc_xon_packets"),
-                                    "headroom_packets": _param(mode_params, "pfc_headroom_packets")})
+                                    **{field[len("pfc_"):]: settings[field] for field in PFC_SWITCH_FIELDS[1:]}})
             else:
                 configure(control, {"command": "pfc", "off": True})
 
@@ -150,7 +159,8 @@ class FCPlusController:
 
     def results(self, t0_ns):
         """The routing it installed, for results.json's ``controller`` section."""
-        return {"fcplus": dict(self.routing)}
+        return {"fcplus": dict(self.routing, pfc_switches={name: self.pfc_settings[name]
+                                                           for name in sorted(self.pfc_switches)})}
 
     def stop(self):
         """Close every session (safe to call twice)."""

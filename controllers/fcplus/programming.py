@@ -43,7 +43,8 @@ def fcplus_entries(tor_graph, hosts, routing, k, n_lp=2, data_dscp=DSCP_DATA, co
         ParameterError: a bad routing, ``k < 1`` or ``n_lp`` outside 1..3 (named).
     """
     tors = sorted(tor_graph.nodes, key=lambda name: tor_graph.nodes[name]["index"])
-    pairs = [(s, t) for s in tors for t in tors if s != t]
+    edges = [tor for tor in tors if tor_graph.nodes[tor].get("servers", 1)]   # a Clos's spines hold no hosts
+    pairs = [(s, t) for s in edges for t in edges if s != t]
     paths = routing_paths(tor_graph, pairs, routing, k=k, n_lp=n_lp, max_candidates=max_candidates)
     entries = {tor: {"classify": [(data_dscp, DATA_CLASS), (control_dscp, CONTROL_CLASS)], "host_route": [],
                      "path_count": [], "path_next": [], "priority_transition": []} for tor in tors}

@@ -472,6 +472,11 @@ def _parse_topology(data):
     return TopologySpec(kind, dict(params), shape_links), topo
 
 
+def _option_check(option):
+    """A controller option's check: the callable, or the one its ``"module:attribute"`` names."""
+    return mechanisms.load(option.check) if isinstance(option.check, str) else option.check
+
+
 def _parse_controller(data, switches):
     section = data.get("controller")
     default = mechanisms.default_controller_kind()
@@ -488,7 +493,7 @@ def _parse_controller(data, switches):
     kind = _choice(section.get("kind", default), list(mechanisms.controller_kinds()), "controller.kind")
     delay = _number(section.get("detection_delay_ms", DEFAULT_DETECTION_DELAY_MS),
                     "controller.detection_delay_ms", minimum=0, maximum=MAX_DETECTION_DELAY_MS)
-    options = {name: declared[name].check(value, f"controller.{name}", switches)
+    options = {name: _option_check(declared[name])(value, f"controller.{name}", switches)
                for name, value in section.items() if name in declared}
     return ControllerSpec(kind, float(delay), "detection_delay_ms" in section, requested_kind=kind, options=options)
 

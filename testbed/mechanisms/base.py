@@ -156,12 +156,13 @@ class ControllerOption:
         description: one line for help and errors.
         check: ``check(value, field_path, switches)`` returns the value to pass or raises
             :class:`~testbed.errors.SpecError` naming the field (``switches``: the topology's
-            switch names, for options that name switches).
+            switch names, for options that name switches); or its ``"module:attribute"``, imported
+            when a spec gives the option (as a mechanism's ``check_parameters``).
     """
 
     name: str
     description: str
-    check: Callable
+    check: Union[Callable, str]
 
 
 @dataclass(frozen=True)

@@ -52,3 +52,44 @@ def test_bad_mode_params_are_refused_naming_the_field(values, field):
 
 def test_pfc_off_allows_no_headroom():
     assert check_parameters({"pfc_lossless": 0, "pfc_headroom_packets": 0})["pfc_headroom_packets"] == 0
+
+
+def _deadlock_spec(pfc_switches):
+    import os
+
+    import yaml
+
+    from repo_paths import REPO
+    from testbed.experiment.spec import parse_spec
+
+    with open(os.path.join(REPO, "experiments", "fcplus_deadlock.yaml")) as handle:
+        data = yaml.safe_load(handle)
+    data["controller"] = {"kind": "fcplus", "pfc_switches": pfc_switches}
+    return parse_spec(data)
+
+
+GOOD_SWITCH = {"pfc_lossless": 1, "pfc_buffer_packets": 200, "pfc_xoff_packets": 20, "pfc_xon_packets": 10,
+               "pfc_headroom_packets": 100}
+
+
+def test_a_switch_may_have_its_own_pfc_settings():
+    spec = _deadlock_spec({"tor3": GOOD_SWITCH, "tor5": dict(GOOD_SWITCH, pfc_lossless=0)})
+    options = spec.controller.options_for("fcplus")
+    assert options["pfc_switches"]["tor3"] == GOOD_SWITCH and options["pfc_switches"]["tor5"]["pfc_lossless"] == 0
+
+
+@pytest.mark.parametrize("pfc_switches, field", [
+    ({"tor99": GOOD_SWITCH}, "controller.pfc_switches"),
+    ({"tor0": {"pfc_lossless": 1}}, "controller.pfc_switches.tor0"),
+    ({"tor0": dict(GOOD_SWITCH, pfc_xoff_packets=150)}, "controller.pfc_switches.tor0.pfc_xoff_packets"),
+    ({"tor0": dict(GOOD_SWITCH, pfc_headroom_packets=0)}, "controller.pfc_switches.tor0.pfc_headroom_packets"),
+    ({"tor0": dict(GOOD_SWITCH, pfc_lossless=4)}, "controller.pfc_switches.tor0.pfc_lossless"),
+    ({"tor0": dict(GOOD_SWITCH, pfc_xon_packets=20)}, "controller.pfc_switches.tor0.pfc_xon_packets"),
+    ([], "controller.pfc_switches"),
+])
+def test_bad_per_switch_pfc_settings_are_refused_naming_the_field(pfc_switches, field):
+    from testbed.errors import SpecError
+
+    with pytest.raises(SpecError) as error:
+        _deadlock_spec(pfc_switches)
+    assert error.value.field == field, str(error.value)

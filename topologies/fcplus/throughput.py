@@ -9,7 +9,8 @@ direction, the rate of a server's link, so ``theta`` is the fraction of its
 line rate every server gets; host links are not modelled.
 
 Traffic matrices are between ToRs, in units of a server's line rate, every
-ToR holding ``h`` servers (``graph.graph["h"]``):
+ToR holding ``h`` servers (``graph.graph["h"]``, or the node's own ``servers``
+where it has one: a Clos's leaves, and its spines with none, :mod:`.clos`):
 
 * all-to-all (:func:`all_to_all_traffic`): every server sends its line rate
   spread evenly over all other servers; ToR ``u`` sends ``h * h / (N h - 1)`` to
@@ -37,15 +38,15 @@ UNIFORM_FRACTION = 0.125
 
 
 def _servers(graph, servers_per_tor):
-    if servers_per_tor is None:
-        return graph.graph.get("h") or 1
-    if isinstance(servers_per_tor, bool) or not isinstance(servers_per_tor, (int, float)) or servers_per_tor <= 0:
+    """``{tor: servers}`` of the ToRs with servers: ``servers_per_tor`` each, else each node's ``servers``
+    (a Clos's spines have none), else the graph's ``h`` (or 1)."""
+    if servers_per_tor is not None and (isinstance(servers_per_tor, bool) or
+                                        not isinstance(servers_per_tor, (int, float)) or servers_per_tor <= 0):
         raise ParameterError("servers_per_tor", servers_per_tor, "a number > 0")
-    return servers_per_tor
-
-
-def _tors(graph):
-    return sorted(graph.nodes, key=lambda name: graph.nodes[name].get("index", name))
+    default = graph.graph.get("h") or 1
+    counts = {tor: servers_per_tor if servers_per_tor is not None else graph.nodes[tor].get("servers", default)
+              for tor in sorted(graph.nodes, key=lambda name: graph.nodes[name].get("index", name))}
+    return {tor: count for tor, count in counts.items() if count > 0}
 
 
 # ---------------------------------------------------------------- traffic
@@ -64,10 +65,9 @@ def all_to_all_traffic(graph, servers_per_tor=None):
     >>> len(traffic), round(traffic[("tor0", "tor1")], 4)  # 2 * 2 / (4 * 2 - 1)
     (12, 0.5714)
     """
-    h = _servers(graph, servers_per_tor)
-    tors = _tors(graph)
-    demand = h * h / (len(tors) * h - 1)
-    return {(u, w): demand for u in tors for w in tors if u != w}
+    servers = _servers(graph, servers_per_tor)
+    total = sum(servers.values())
+    return {(u, w): servers[u] * servers[w] / (total - 1) for u in servers for w in servers if u != w}
 
 
 def uniform_random_traffic(graph, servers_per_tor=None, fraction=UNIFORM_FRACTION, seed=1):
@@ -93,14 +93,14 @@ def uniform_random_traffic(graph, servers_per_tor=None, fraction=UNIFORM_FRACTIO
     if isinstance(fraction, bool) or not isinstance(fraction, (int, float)) or not 0 < fraction <= 1:
         raise ParameterError("fraction", fraction, "a number in (0, 1]")
     check_int("seed", seed, allowed="an integer")
-    h = _servers(graph, servers_per_tor)
-    tors = _tors(graph)
+    servers = _servers(graph, servers_per_tor)
+    tors = list(servers)
     count = min(len(tors) - 1, max(1, round(fraction * len(tors))))
     rng = random.Random(seed)
     traffic = {}
     for u in tors:
         for w in rng.sample([t for t in tors if t != u], count):
-            traffic[(u, w)] = h / count
+            traffic[(u, w)] = servers[u] / count
     return traffic
 
 
@@ -138,8 +138,8 @@ def near_worst_case_traffic(graph, servers_per_tor=None):
     import numpy as np
     from scipy.optimize import linear_sum_assignment
 
-    h = _servers(graph, servers_per_tor)
-    tors = _tors(graph)
+    servers = _servers(graph, servers_per_tor)
+    tors = list(servers)
     distances = hop_distances(graph)
     n = len(tors)
     weights = np.full((n, n), -float(n * n))  # unreachable pairs and self-pairs lose against any reachable one
@@ -148,7 +148,7 @@ def near_worst_case_traffic(graph, servers_per_tor=None):
             if i != j and w in distances[u]:
                 weights[i, j] = distances[u][w]
     rows, cols = linear_sum_assignment(weights, maximize=True)
-    return {(tors[i], tors[j]): h for i, j in zip(rows, cols)}
+    return {(tors[i], tors[j]): servers[tors[i]] for i, j in zip(rows, cols)}
 
 
 def traffic_matrix(graph, pattern, servers_per_tor=None, seed=1):

@@ -11,7 +11,7 @@ detector and run hooks in this package.
 Its parameters are the controller's (no parameter table): routing size,
 lossless classes, port rate and the PFC thresholds, all in packets.
 """
-from testbed.mechanisms.base import ControllerKind, Mechanism, Mode, Parameter
+from testbed.mechanisms.base import ControllerKind, ControllerOption, Mechanism, Mode, Parameter
 
 PARAMETERS = (
     Parameter("fcplus_k", 1, 64, "paths", None, None, None, 4, "FC+: K, paths per ToR pair"),
@@ -37,11 +37,13 @@ PARAMETERS = (
 
 #: the mode parameters that are PFC settings (checked together by checks.py)
 PFC_FIELDS = ("pfc_buffer_packets", "pfc_xoff_packets", "pfc_xon_packets", "pfc_headroom_packets")
+#: one switch's whole PFC setting: the keys of a switch's entry in ``controller.pfc_switches``
+PFC_SWITCH_FIELDS = ("pfc_lossless",) + PFC_FIELDS
 
 
-def _mode(name, routing, description):
+def _mode(name, routing, description, topology=None):
     return Mode(name, "fcplus.p4", description,
-                tuple(parameter.name for parameter in PARAMETERS), controller="fcplus",
+                tuple(parameter.name for parameter in PARAMETERS), topology=topology, controller="fcplus",
                 controller_options=(("routing", routing),), target_features=("pfc",))
 
 
@@ -56,12 +58,18 @@ MECHANISM = Mechanism(
         _mode("fcplus_1l", "fcplus1l", "FC+ (1L-K): K shortest up-down paths, one lossless class"),
         _mode("fcplus_2l", "fcplus2l", "FC+ (2L-K): DF-KSP on two lossless classes"),
         _mode("fc_updown", "fc", "FC: edge-disjoint up-down paths, one lossless class"),
+        _mode("clos_updown", "fcplus1l", "the leaf-spine Clos of the FC+ fabric's switches, ports and hosts "
+              "(topology fcplus_clos), up-down (leaf-spine-leaf) paths, one lossless class", topology="fcplus_clos"),
     ),
     parameters=PARAMETERS,
     controllers=(
         ControllerKind("fcplus", "programs fcplus.p4 from the FC+ routing over P4Runtime; port queues and PFC "
                        "over the embedded switches' control sockets; never reroutes",
                        "testbed.controllers.fcplus.controller:FCPlusController",
+                       options=(ControllerOption(
+                           "pfc_switches", "per switch, its own PFC settings instead of mode_params' pfc_*: "
+                           "{switch: {" + ", ".join(PFC_SWITCH_FIELDS) + "}} (all five)",
+                           "testbed.mechanisms.fcplus.checks:check_pfc_switches"),),
                        constructor_options=("routing",), recovers=False),
     ),
     topology_kinds=(),
