@@ -8,9 +8,18 @@
  * last `window_buckets` buckets (t = window_buckets x probe period), so the
  * count slides by one bucket per period:
  *
- *   running_sum[p]      valid frames of port p in the window
  *   rx_bucket[p*8 + b]  valid frames of bucket b (at most MAX_BUCKETS = 8)
  *   cur_bucket[p]       the bucket frames count into now
+ *
+ * The window's count is the sum of its buckets, added up by each decision.
+ * Ingress (arrivals) and egress (decisions) run in different threads on BMv2,
+ * and p4c splits a control's statements into several actions, each atomic on
+ * its own: a running sum that ingress increments and egress rewrites (read,
+ * then write after an `if`) loses increments that the buckets keep, so it
+ * ends below their total and wraps around at 0, after which the port never
+ * goes down.  Here each register cell has one writer per step (ingress adds to
+ * the current bucket, egress empties the oldest one), so a frame counted
+ * late is at worst one bucket late.
  *
  * Each trigger frame (one per probe period, see f10_headers.p4) is multicast to
  * every fabric port (group F10_PORTS_GROUP, written by the controller); its copy
@@ -64,7 +73,6 @@
 
 const bit<32> MAX_BACKOFF_LEVEL = 16;
 
-register<bit<32>>(F10_PORTS) running_sum;
 register<bit<32>>(F10_PORTS * MAX_BUCKETS) rx_bucket;
 register<bit<32>>(F10_PORTS) cur_bucket;
 register<bit<32>>(F10_PORTS) watched_buckets;
@@ -82,13 +90,26 @@ control F10CountArrival(in standard_metadata_t standard_metadata) {
         bit<32> port = (bit<32>)standard_metadata.ingress_port;
         bit<32> bucket;
         bit<32> count;
-        bit<32> sum;
         cur_bucket.read(bucket, port);
         rx_bucket.read(count, port * MAX_BUCKETS + bucket);
         rx_bucket.write(port * MAX_BUCKETS + bucket, count + 1);
-        running_sum.read(sum, port);
-        running_sum.write(port, sum + 1);
     }
+}
+
+/* the valid frames in port's window: its first `buckets` buckets (MAX_BUCKETS unrolled) */
+action window_sum(in bit<32> port, in bit<32> buckets, inout bit<32> sum) {
+    bit<32> base = port * MAX_BUCKETS;
+    bit<32> b0; bit<32> b1; bit<32> b2; bit<32> b3; bit<32> b4; bit<32> b5; bit<32> b6; bit<32> b7;
+    rx_bucket.read(b0, base);
+    rx_bucket.read(b1, base + 1);
+    rx_bucket.read(b2, base + 2);
+    rx_bucket.read(b3, base + 3);
+    rx_bucket.read(b4, base + 4);
+    rx_bucket.read(b5, base + 5);
+    rx_bucket.read(b6, base + 6);
+    rx_bucket.read(b7, base + 7);
+    sum = b0 + (buckets > 1 ? b1 : 0) + (buckets > 2 ? b2 : 0) + (buckets > 3 ? b3 : 0)
+        + (buckets > 4 ? b4 : 0) + (buckets > 5 ? b5 : 0) + (buckets > 6 ? b6 : 0) + (buckets > 7 ? b7 : 0);
 }
 
 /* egress, on a trigger copy for one fabric port: decide, report, probe or drop */
@@ -134,10 +155,10 @@ control F10Detector(inout headers_t hdr,
         detector_params.apply();
         bit<32> port = (bit<32>)standard_metadata.egress_port;
         bit<48> now = standard_metadata.egress_global_timestamp;
-        bit<32> count;
+        bit<32> count = 0;
         bit<32> watched;
         bit<1> down;
-        running_sum.read(count, port);
+        window_sum(port, meta.f10.window_buckets, count);
         watched_buckets.read(watched, port);
         port_down.read(down, port);
 
@@ -184,14 +205,11 @@ control F10Detector(inout headers_t hdr,
 
         /* slide the window by one bucket: the oldest bucket becomes the current one, emptied */
         bit<32> bucket;
-        bit<32> oldest;
         cur_bucket.read(bucket, port);
         bucket = bucket + 1;
         if (bucket >= meta.f10.window_buckets || bucket >= MAX_BUCKETS) {
             bucket = 0;
         }
-        rx_bucket.read(oldest, port * MAX_BUCKETS + bucket);
-        running_sum.write(port, count - oldest);
         rx_bucket.write(port * MAX_BUCKETS + bucket, 0);
         cur_bucket.write(port, bucket);
 
