@@ -203,8 +203,8 @@ class NativeSwitchDaemon(SwitchDaemon):
     def _sync_replication(self, state):
         groups = tuple(sorted((group, tuple(tuple(r) for r in replicas))
                               for group, replicas in state.multicast_groups.entries()))
-        sessions = tuple(sorted((sid, tuple(tuple(r) for r in s.replicas), s.packet_length_bytes or 0)
-                                for sid, s in _session_entries(state.clone_sessions)))
+        sessions = tuple(sorted((s.session_id, tuple(tuple(r) for r in s.replicas), s.packet_length_bytes or 0)
+                                for s in state.clone_sessions.entries()))
         old_groups, old_sessions = self._pre
         if groups != old_groups:
             for group, _ in old_groups or ():
@@ -288,7 +288,3 @@ class _Waker:
     def __call__(self, _changed, *_rest):
         self.loop.wake()
 
-
-def _session_entries(sessions):
-    entries = sessions.entries()
-    return entries.items() if isinstance(entries, dict) else entries
