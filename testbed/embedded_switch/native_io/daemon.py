@@ -33,8 +33,10 @@ from testbed.p4.v1model import runtime as RT
 __all__ = ["NativeSwitchDaemon", "native_loop_applies", "deliver_events"]
 
 IDLE_TIMEOUT_MS = 100  # how often an idle loop looks at the replication engine and the generator
-#: AF_XDP ring size per port: a burst the kernel can queue while the loop waits for a core
-RING_SIZE = int(os.environ.get("TESTBED_NATIVE_RING", "512"))
+#: AF_XDP ring size per port: a burst the kernel can queue while the loop waits for a core (as many
+#: frames as a Python switch's default socket buffer holds at 64 bytes); each receive frame is 2 KiB
+#: of resident memory per port
+RING_SIZE = int(os.environ.get("TESTBED_NATIVE_RING", "256"))
 
 
 def native_loop_applies(device, pcap):
