@@ -139,3 +139,21 @@ def test_temporary_build_folder_is_one_testbed_cleanup_removes():
     finally:
         os.rmdir(folder)
         _temp_cache.cache_clear()
+
+
+@pytest.mark.skipif(compiler() is None, reason="no C compiler")
+def test_a_program_calling_the_targets_own_externs_keeps_the_python_packet_loop():
+    """DSF's externs are served by the Python DSF traffic manager: such a switch never starts the native
+    loop (which would drop the first packet that calls one)."""
+    from testbed.embedded_switch.native_io.daemon import native_loop_applies
+    from testbed.p4.loader import load_program
+    from testbed.p4.native import make_device
+    from testbed.p4.state import SwitchState
+
+    devices = {}
+    for name in ("dsf_rdsw", "l3_ecmp"):
+        program = load_program(program_path(name))
+        devices[name] = make_device(program, SwitchState(program.info), backend="native")
+        assert devices[name].backend == "native"
+    assert not native_loop_applies(devices["dsf_rdsw"], None)
+    assert native_loop_applies(devices["l3_ecmp"], None)

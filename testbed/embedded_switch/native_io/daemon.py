@@ -17,8 +17,9 @@ loop; Python does only what the loop hands back or what control asks:
   dropped with the old program, as they are when a Python switch changes program).
 
 Not carried: pcaps of the ports (``--pcap-dir`` keeps the Python loop), the embedded target's own
-externs (DSF: at a program's first call of one the loop drops that packet and the switch goes back
-to the Python loop for that pipeline), frames over 2,048 bytes.  Digests and log_msg lines come back
+externs (DSF: a program that calls one keeps the Python loop, whose DSF traffic manager serves them;
+should the loop still meet one, it drops that packet and the switch goes back to the Python loop for
+that pipeline), frames over 2,048 bytes.  Digests and log_msg lines come back
 from the loop as events and go to the device's callbacks.
 """
 import os
@@ -49,7 +50,7 @@ def native_loop_applies(device, pcap):
     library = getattr(device, "library", None)
     if native is None or library is None or pcap is not None:
         return False
-    return not getattr(device, "needs_python_loop", False)
+    return not (getattr(device, "needs_python_loop", False) or library.layout.get("uses_target_externs"))
 
 
 class _Injector:
