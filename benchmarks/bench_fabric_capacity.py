@@ -66,7 +66,7 @@ def one_rate(fabric, hosts, rate_mbps, seconds, mtu, seed):
                                seed=seed, step_timeout=1.0)
     switch_cpu = sum(cpu_seconds(pid) for pid in pids) - switch_before
     machine_cpu = machine_cpu_seconds() - machine_before
-    sent_end = max(step["sent_ns"] for rank in report["ranks_report"] for step in rank["steps"])
+    sent_end = max(step.get("sent_ns", rank["end_ns"]) for rank in report["ranks_report"] for step in rank["steps"])
     window_s = max(1e-3, (sent_end - report["start_ns"]) / 1e9)
     sent, received = report["sent_packets"], report["received_packets"]
     return {"rate_mbps": rate_mbps, "offered_pps": sent / window_s, "carried_pps": received / window_s,
