@@ -12,7 +12,8 @@ loop; Python does only what the loop hands back or what control asks:
   wake the loop, which copies it into native memory (``NativeState.sync``) under the loop's lock
   before the next batch; multicast groups and clone sessions are copied when they differ;
 * port loss and delay (``port_control``) are the loop's; the packet generator's frames are injected
-  when due;
+  when due; a port shaped with tc sends through an AF_PACKET socket (AF_XDP's transmit would bypass
+  the shaping);
 * a new pipeline (SetForwardingPipelineConfig) replaces the loop's pipeline (queued packets are
   dropped with the old program, as they are when a Python switch changes program).
 
@@ -138,7 +139,8 @@ class NativeSwitchDaemon(SwitchDaemon):
     def _native_run(self):
         ports = {port: sock.interface for port, sock in self.sockets.items()}
         # the port sockets stay open (the Python loop may come back) but see nothing: XDP takes the frames
-        loop = native_io.NativeLoop(ports, cpu_port=self.target.cpu_port, seed=self.seed, ring_size=RING_SIZE)
+        loop = native_io.NativeLoop(ports, cpu_port=self.target.cpu_port, seed=self.seed, ring_size=RING_SIZE,
+                                    via_qdisc=native_io.ports_with_qdisc(ports))
         for port, impairment in self.impaired.items():
             loop.set_impairment(port, impairment.loss, impairment.delay_ns / 1e6)
         self.loop = loop

@@ -45,7 +45,7 @@ struct xsk_ring {
 };
 
 struct xsk {
-    int fd, link_fd;
+    int fd, link_fd, ifindex;
     uint8_t *umem;
     size_t umem_len;
     uint32_t ring_size;
@@ -160,6 +160,7 @@ static int xsk_open(struct xsk *x, const char *ifname, uint32_t ring_size, char 
     x->ring_size = ring_size;
     int ifindex = (int)if_nametoindex(ifname);
     if (!ifindex) return xsk_fail(err, errlen, "no such interface", ifname);
+    x->ifindex = ifindex;
     char path[128];
     snprintf(path, sizeof path, "/sys/class/net/%s/queues/rx-1", ifname);
     if (access(path, F_OK) == 0) {
