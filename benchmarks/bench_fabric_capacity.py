@@ -30,7 +30,8 @@ from testbed.fabrics import Fabric
 from testbed.p4.native import BACKENDS
 from testbed.traffic import roce
 
-from bench_bringup import load
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # the benchmarks folder, also when run elsewhere
+from bench_bringup import load  # noqa: E402 - after the path
 
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 

@@ -290,7 +290,7 @@ class NativeLoop:
         ports: ``{port number: interface name}`` (each interface with one receive queue).
         cpu_port: the CPU port (frames sent to it are punted to Python), or None.
         clock_origin_ns: CLOCK_MONOTONIC ns at which the pipeline's timestamps are 0.
-        ring_size: AF_XDP ring size per port (a power of two): ring_size receive frames and up to 64
+        ring_size: AF_XDP ring size per port (a power of two): ring_size receive frames and up to 256
             transmit frames of 2 KiB each, resident for as long as the port is open (the kernel
             pins the UMEM).
         seed: seeds the per-port loss generators.

@@ -31,10 +31,12 @@
 #endif
 
 #define XSK_FRAME 2048u /* UMEM chunk: the largest frame a port receives or sends */
-/* Transmit frames per socket.  The kernel pins the whole UMEM (XDP_UMEM_REG), so every frame is
- * resident memory; copy mode sends synchronously, so a few frames in flight are enough
- * (xsk_tx_put flushes when they are all queued). */
-#define XSK_TX_FRAMES 64u
+/* Transmit frames per socket (at most; never more than the ring size).  The kernel pins the whole
+ * UMEM (XDP_UMEM_REG), so every frame is resident memory.  A sent frame comes back only when the
+ * peer has taken it, which for a veth whose peer runs XDP (switch to switch) is that peer's NAPI
+ * poll, later: its queue holds 256 frames, so fewer transmit frames would drop bursts that the
+ * link itself would take (xsk_tx_put flushes when they are all queued). */
+#define XSK_TX_FRAMES 256u
 
 struct xsk_ring {
     uint32_t *producer, *consumer, *flags;
