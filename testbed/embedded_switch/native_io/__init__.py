@@ -27,8 +27,8 @@ import threading
 from testbed.errors import ParameterError, TestbedError
 from testbed.p4.native.build import COMPILER_ENV, SANITIZE_ENV, SANITIZE_FLAGS
 
-__all__ = ["build", "ports_with_qdisc", "NativeLoop", "NativeTrafficManager", "NativeDeparture", "STOPPED", "WOKEN", "PUNTED",
-           "HALTED", "UNSUPPORTED"]
+__all__ = ["build", "ports_with_qdisc", "NativeLoop", "NativeTrafficManager", "NativeDeparture", "STOPPED", "WOKEN",
+           "PUNTED", "HALTED", "UNSUPPORTED"]
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SOURCES = ("tbio.c", "tbio.h", "xsk.h")
