@@ -32,13 +32,23 @@ from testbed.embedded_switch import native_io
 from testbed.embedded_switch.switchd import SwitchDaemon
 from testbed.p4.v1model import runtime as RT
 
-__all__ = ["NativeSwitchDaemon", "native_loop_applies", "deliver_events"]
+__all__ = ["NativeSwitchDaemon", "native_loop_applies", "native_loop_refused", "deliver_events"]
 
 IDLE_TIMEOUT_MS = 100  # how often an idle loop looks at the replication engine and the generator
 #: AF_XDP ring size per port: a burst the kernel can queue while the loop waits for a core (as many
 #: frames as a Python switch's default socket buffer holds at 64 bytes); each receive frame is 2 KiB
 #: of resident memory per port
 RING_SIZE = int(os.environ.get("TESTBED_NATIVE_RING", "256"))
+
+
+def native_loop_refused(device, pcap):
+    """True when the switch must forward with the Python loop: ``device`` (None before a pipeline) is
+    not one :func:`native_loop_applies` to, or there are pcaps.
+
+    >>> native_loop_refused(None, None)
+    False
+    """
+    return pcap is not None or (device is not None and not native_loop_applies(device, pcap))
 
 
 def native_loop_applies(device, pcap):
@@ -75,6 +85,9 @@ class NativeSwitchDaemon(SwitchDaemon):
         self._pre = (None, None)
         self._watched = []
         self._stopped = False
+        # the ports are opened now, before the switch says it is ready: a pipeline pushed later starts
+        # forwarding as soon as it is installed, not after the ports' XDP programs are loaded
+        self._opened = None if native_loop_refused(self._real_device(), pcap_dir) else self._open_loop()
         self.target.add_pipeline_listener(self._pipeline_changed)
 
     def set_impairment(self, port, loss, delay_ms):
@@ -104,14 +117,26 @@ class NativeSwitchDaemon(SwitchDaemon):
             loop.wake()
 
     def run(self):
-        """Forward until :meth:`stop`: natively while the pipeline allows, else with the Python loop."""
+        """Forward until :meth:`stop`: natively while the pipeline allows (also before there is one:
+        frames are dropped as the Python loop drops them), else with the Python loop."""
         while not self._stopped:
-            if native_loop_applies(self._real_device(), self.pcap):
+            if not native_loop_refused(self._real_device(), self.pcap):
                 self._native_run()
             else:
+                self._close_opened()
                 self.running = not self._stopped
                 super().run()  # returns on stop, or when _pipeline_changed brings a native pipeline
                 self._drain_stop_pipe()
+
+    def close(self):
+        """As :meth:`SwitchDaemon.close`, and the ports' native loop if it never ran."""
+        self._close_opened()
+        super().close()
+
+    def _close_opened(self):
+        opened, self._opened = getattr(self, "_opened", None), None
+        if opened is not None:
+            opened.close()
 
     def _real_device(self):
         device = self.target.device
@@ -122,7 +147,7 @@ class NativeSwitchDaemon(SwitchDaemon):
         loop = self.loop
         if loop is not None:
             loop.wake()
-        elif native_loop_applies(self._real_device(), self.pcap):
+        elif not native_loop_refused(self._real_device(), self.pcap):
             self.running = False  # the Python loop returns; run() starts the native one
             try:
                 os.write(self._stop_write, b"\0")
@@ -136,11 +161,14 @@ class NativeSwitchDaemon(SwitchDaemon):
         except (BlockingIOError, OSError, TypeError):
             pass
 
-    def _native_run(self):
+    def _open_loop(self):
         ports = {port: sock.interface for port, sock in self.sockets.items()}
         # the port sockets stay open (the Python loop may come back) but see nothing: XDP takes the frames
-        loop = native_io.NativeLoop(ports, cpu_port=self.target.cpu_port, seed=self.seed, ring_size=RING_SIZE,
+        return native_io.NativeLoop(ports, cpu_port=self.target.cpu_port, seed=self.seed, ring_size=RING_SIZE,
                                     via_qdisc=native_io.ports_with_qdisc(ports))
+
+    def _native_run(self):
+        loop, self._opened = self._opened or self._open_loop(), None
         for port, impairment in self.impaired.items():
             loop.set_impairment(port, impairment.loss, impairment.delay_ns / 1e6)
         self.loop = loop
@@ -149,6 +177,9 @@ class NativeSwitchDaemon(SwitchDaemon):
         try:
             while not self._stopped:
                 device = self._real_device()
+                if device is None:  # no pipeline yet: the loop drops what comes
+                    loop.run(IDLE_TIMEOUT_MS)
+                    continue
                 if device is not self._device:
                     if not native_loop_applies(device, self.pcap):
                         break  # back to Python (a program the loop cannot run)
