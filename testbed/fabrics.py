@@ -39,7 +39,7 @@ from testbed.emulation.progress import Progress
 from testbed.emulation.signals import signals_deferred, termination_as_interrupt
 from testbed.errors import EmulationError, ParameterError
 from testbed.modes import MODES, check_parameters, resolve_program
-from testbed.p4.native import check_backend
+from testbed.p4.native import check_backend, default_backend
 from testbed.p4runtime.client import P4RuntimeClient
 from testbed.targets import TARGETS, embedded_only_needs, pipeline_config, resolve_target
 from testbed.topologies.base import FabricTopo
@@ -79,7 +79,8 @@ class Fabric:
             default: those of ``mode_params`` that the program's mode takes.
         seed: the seed of the switches' random choices (``random`` extern, per-port loss draws).
         backend: the embedded switches' pipeline backend, ``python``, ``native`` or ``auto``
-            (:mod:`testbed.p4.native`); None: ``$TESTBED_BACKEND`` or python.  Not for BMv2.
+            (:mod:`testbed.p4.native`); None: ``$TESTBED_BACKEND`` or python.  Not for BMv2 (``native``
+            is refused there unless it is only the run's default).
         detection_delay_ms: the controller's reaction delay (default: the mode's, else 50 ms).
         controller_options: more options of the controller (those its kind declares; the os-ken
             controller's ``[fabric]`` options such as ``routing="te"``, ``port_poll_ms=20``); a mode
@@ -235,7 +236,8 @@ class Fabric:
             if self.backend is not None:
                 params["backend"] = self.backend
         else:
-            if self.backend not in (None, "python", "auto"):
+            # the run's default backend ($TESTBED_BACKEND, a spec without one) is for embedded switches only
+            if self.backend not in (None, "python", "auto", default_backend()):
                 raise ParameterError("backend", self.backend, "python or auto on BMv2 switches (native is a "
                                                               "backend of the embedded target)")
             params["packet_log"] = self.packet_log

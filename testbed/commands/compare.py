@@ -8,15 +8,16 @@ as mean with a 95% confidence interval and min/max, flagged where the modes
 cannot be told apart at N runs.
 """
 from testbed.emulation.progress import print_line
+from testbed.modes import MODES
 
 
 def register(subparsers):
     """Add the ``compare`` subcommand."""
-    parser = subparsers.add_parser("compare", help="run a spec under several load-balancing modes, side by side",
+    parser = subparsers.add_parser("compare", help="run a spec under several modes, side by side",
                                    description=__doc__.split("\n\n")[1])
     parser.add_argument("spec", metavar="SPEC.yaml", help="experiment spec (its mode is replaced)")
     parser.add_argument("--modes", required=True,
-                        help="comma-separated modes (ecmp, eecmp, spray, flowlet, pinning); with --sweep, one mode")
+                        help="comma-separated modes (" + ", ".join(MODES) + "); with --sweep, one mode")
     parser.add_argument("--sweep", metavar="PARAM=V1,V2,...", default=None,
                         help="instead of modes side by side, run the one mode once per value of a mode "
                         "parameter, e.g. flowlet_interval_us=50,100,250,500,1000,5000")

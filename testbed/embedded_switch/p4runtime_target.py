@@ -14,6 +14,7 @@ injected at the next ``transmit_ready``/``process``/:meth:`EmbeddedTarget.pump`
 call, and CPU-port output is taken out of what those return.
 """
 import collections
+import hashlib
 import os
 import threading
 import time
@@ -135,6 +136,41 @@ class TargetDevice:
     def process(self, ingress_port, frame):
         """Synchronous whole-pipeline run; CPU-port output becomes PacketIn."""
         return self._split(self._device.process(ingress_port, frame))
+
+
+#: the programs loaded before a fork server forked the switches, by the SHA-256 of their device config
+_PRELOADED = {}
+
+
+def preload_program(path, backend=DEFAULT_BACKEND):
+    """Load ``path`` as a controller's device config would bring it, for the switches forked later.
+
+    A fork server calls this once before forking: a switch that is then sent the same device
+    config takes this program instead of parsing and compiling it again, so its pages (syntax
+    tree, generated code, with a native backend the compiled library and its cffi declarations)
+    are shared by every switch of the fabric rather than copied into each.
+
+    Args:
+        path: a P4 file.
+        backend: the backend the switches will use (None: :func:`~testbed.p4.native.default_backend`);
+            unless ``python``, the native library is built too (a program it refuses is left to the
+            switch, which reports it when the program is pushed).
+
+    Returns:
+        the LoadedProgram.
+
+    Raises:
+        P4LoadError: the program does not load (file:line).
+    """
+    config = device_config_for(load_program(path))
+    program = load_program_from_sources(*parse_device_config(config))
+    _PRELOADED[hashlib.sha256(config).digest()] = program
+    if (default_backend() if backend is None else check_backend(backend)) != "python":
+        try:
+            build_native(program)
+        except NativeBackendError:
+            pass
+    return program
 
 
 class EmbeddedTarget:
@@ -263,6 +299,9 @@ class EmbeddedTarget:
             P4RuntimeError: INVALID_ARGUMENT for a bad device config, a program that
                 does not load (the message has file:line) or a P4Info mismatch.
         """
+        program = _PRELOADED.get(hashlib.sha256(device_config).digest())
+        if program is not None:
+            return self.prepare_program(program, p4info, bytes(device_config))
         try:
             main, sources = parse_device_config(device_config)
         except DeviceConfigError as exc:

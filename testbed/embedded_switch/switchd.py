@@ -34,7 +34,7 @@ import socket
 import sys
 import time
 
-from testbed.embedded_switch.p4runtime_target import EmbeddedTarget
+from testbed.embedded_switch.p4runtime_target import EmbeddedTarget, preload_program
 from testbed.embedded_switch.port_control import MAX_MESSAGE, ControlRequestError, ControlSocket, parse_request
 from testbed.errors import ParameterError, TestbedError
 from testbed.p4.native import BACKENDS, DEFAULT_BACKEND
@@ -486,6 +486,12 @@ def build_arg_parser():
     return parser
 
 
+def warm(path):
+    """Load the P4 program ``path`` in a fork server before it forks switches (:func:`preload_program`):
+    they share it instead of each loading it when the controller pushes it."""
+    preload_program(path)
+
+
 def switch_logger(name):
     """The logger of switch ``name``: ``testbed.switchd.<name>``."""
     return logging.getLogger(f"testbed.switchd.{name}")
@@ -504,8 +510,9 @@ def main(argv=None):
         if args.program:
             target.load_program_file(args.program)
         daemon_class = SwitchDaemon
-        # the backend may come from TESTBED_BACKEND, so ask the target, not the arguments
-        if target.backend == "native" and not args.pcap_dir and os.environ.get("TESTBED_NATIVE_LOOP", "1") != "0":
+        # the backend may come from TESTBED_BACKEND, so ask the target, not the arguments; with auto the
+        # native daemon keeps the Python loop for a pipeline that fell back to the Python backend
+        if target.backend != "python" and not args.pcap_dir and os.environ.get("TESTBED_NATIVE_LOOP", "1") != "0":
             from testbed.embedded_switch.native_io.daemon import NativeSwitchDaemon as daemon_class
         daemon = daemon_class(target, ports, pcap_dir=args.pcap_dir, name=args.name, seed=args.seed,
                               control_path=args.control_socket)

@@ -4,8 +4,9 @@ Every embedded switch is a Python process that imports gRPC, the P4 frontend
 and the v1model device before it can listen: about 0.3-0.5 s of CPU each, 30 s
 for the 80 switches of a k=8 FatTree on two cores.  The fork server is a
 process that imports a module (``testbed.embedded_switch.switchd``) once,
-optionally warms it (loads the P4 program the fabric will push, so the
-parser's tables are built), and then forks one child per switch; a child
+optionally warms it (loads the P4 program the fabric will push with the module's
+``warm(path)``, so every child shares that program instead of loading its own copy),
+and then forks one child per switch; a child
 starts in milliseconds and runs the module's ``main(argv)`` as the switch
 process would.
 
@@ -183,12 +184,13 @@ class _Server:
             self._reap()
 
 
-def _warm(program):
-    """Load ``program`` once so the frontend's parser tables exist before forking (best effort)."""
+def _warm(module, program):
+    """Load ``program`` once before forking (best effort): with the module's ``warm(path)`` when it has
+    one (the children then share what it loaded), else so the frontend's parser tables exist."""
     from testbed.p4.loader import load_program
 
     try:
-        load_program(program)
+        getattr(module, "warm", load_program)(program)
     except Exception as error:  # noqa: BLE001 - the controller reports a bad program properly
         print(f"forkserver: warming with {program} failed: {error}", file=sys.stderr, flush=True)
 
@@ -203,7 +205,7 @@ def main(argv=None):
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the owner stops it by closing stdin
     module = importlib.import_module(args.module)
     if args.warm:
-        _warm(args.warm)
+        _warm(module, args.warm)
     gc.collect()
     _Server(module).serve()
     return 0
@@ -250,12 +252,15 @@ class ForkServer:
         module: the module each child runs (its ``main(argv)``).
         log_path: the server's own log (its stderr); None: discarded.
         warm: a P4 program the server loads once before forking, or None.
+        env: environment variables the server (and so its children) gets in addition to this
+            process's, or None.
     """
 
-    def __init__(self, module, log_path=None, warm=None):
+    def __init__(self, module, log_path=None, warm=None, env=None):
         self.module = module
         self.log_path = log_path
         self.warm = warm
+        self.env = env
         self.process = None
         self._reader = None
         self._lock = threading.Lock()  # one request written at a time
@@ -273,7 +278,8 @@ class ForkServer:
         log = open(self.log_path, "ab") if self.log_path else subprocess.DEVNULL
         try:
             self.process = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log,
-                                            start_new_session=True)
+                                            start_new_session=True,
+                                            env=dict(os.environ, **self.env) if self.env else None)
         finally:
             if self.log_path:
                 log.close()

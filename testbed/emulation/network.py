@@ -176,11 +176,14 @@ class FabricNetwork:
             params.setdefault("socket_dir", self._temporary_dir("p4rt", short=True))  # Unix socket paths
         if self.switch_kind == "embedded" and self.fork_switches:
             from testbed.emulation.p4switch import SWITCHD_MODULE
+            from testbed.p4.native import BACKEND_ENV
 
             program = params.get("program")
             warm = program if program and os.path.isfile(program) else None
+            # the server warms for the switches' backend (a native library is built once, shared)
+            backend = {BACKEND_ENV: params["backend"]} if params.get("backend") else None
             self._launcher = ForkServer(SWITCHD_MODULE, log_path=os.path.join(params["log_dir"], "forkserver.log"),
-                                        warm=warm)
+                                        warm=warm, env=backend)
             for_each([self._launcher], ForkServer.start, 1, name="forkserver")
             params["launcher"] = self._launcher
 

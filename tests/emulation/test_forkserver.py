@@ -9,12 +9,20 @@ import pytest
 from testbed.emulation.forkserver import ForkServer
 
 CHILD_MODULE = textwrap.dedent("""
+    import os
     import sys
     import time
 
 
+    WARMED = []
+
+
+    def warm(path):
+        WARMED.append(path)
+
+
     def main(argv):
-        print("child", " ".join(argv), flush=True)
+        print("child", " ".join(argv), "warmed", *WARMED, os.environ.get("TB_FORKSERVER_TEST"), flush=True)
         if argv[0] == "exit":
             return int(argv[1])
         time.sleep(float(argv[1]))
@@ -26,17 +34,19 @@ CHILD_MODULE = textwrap.dedent("""
 def server(tmp_path, monkeypatch):
     (tmp_path / "forkserver_child.py").write_text(CHILD_MODULE)
     monkeypatch.setenv("PYTHONPATH", f"{tmp_path}{os.pathsep}{os.environ.get('PYTHONPATH', '')}")
-    server = ForkServer("forkserver_child", log_path=str(tmp_path / "server.log")).start()
+    server = ForkServer("forkserver_child", log_path=str(tmp_path / "server.log"), warm="program.p4",
+                        env={"TB_FORKSERVER_TEST": "set"}).start()
     yield server
     server.stop()
 
 
 def test_a_child_runs_main_with_its_arguments_and_reports_its_exit_status(server, tmp_path):
+    """... after the server warmed the module once (its ``warm(path)``) with the environment it was given."""
     log = tmp_path / "child.log"
     child = server.spawn(["exit", "3"], str(log), name="tb-child")
     assert child.wait(timeout=60) == 3
     assert child.poll() == 3
-    assert log.read_text() == "child exit 3\n"
+    assert log.read_text() == "child exit 3 warmed program.p4 set\n"
 
 
 def test_a_child_leads_its_own_process_group_as_soon_as_spawn_returns(server, tmp_path):

@@ -90,6 +90,28 @@ def test_p4runtime_server_programs_a_native_device_unchanged(backend):
         target.close()
 
 
+@pytest.mark.skipif(compiler() is None, reason="no C compiler")
+def test_a_switch_takes_the_preloaded_program_when_its_device_config_comes(monkeypatch):
+    """What a fork server preloads is what its switches run (shared), for that program only."""
+    from testbed.embedded_switch import p4runtime_target
+
+    monkeypatch.setattr(p4runtime_target, "_PRELOADED", {})
+    preloaded = p4runtime_target.preload_program(program_path("l3_ecmp"), backend="native")
+    target = EmbeddedTarget(cpu_port=255, backend="native")
+    server = P4RuntimeServer(target, device_id=1, address="127.0.0.1:0")
+    server.start()
+    try:
+        with P4RuntimeClient(f"127.0.0.1:{server.port}", device_id=1, election_id=(0, 1), timeout=10) as client:
+            client.set_pipeline(program_path("l3_ecmp"))
+            assert target.program is preloaded
+            assert target.device.library is preloaded._native_library.library  # built once, before the fork
+            client.set_pipeline(program_path("ecmp"))
+            assert target.program is not preloaded and target.program.main_file == "ecmp.p4"
+    finally:
+        server.stop()
+        target.close()
+
+
 def test_without_a_compiler_native_fails_and_auto_falls_back(monkeypatch):
     from testbed.errors import NativeBackendError
     from testbed.p4.loader import load_program
@@ -117,3 +139,21 @@ def test_temporary_build_folder_is_one_testbed_cleanup_removes():
     finally:
         os.rmdir(folder)
         _temp_cache.cache_clear()
+
+
+@pytest.mark.skipif(compiler() is None, reason="no C compiler")
+def test_a_program_calling_the_targets_own_externs_keeps_the_python_packet_loop():
+    """DSF's externs are served by the Python DSF traffic manager: such a switch never starts the native
+    loop (which would drop the first packet that calls one)."""
+    from testbed.embedded_switch.native_io.daemon import native_loop_applies
+    from testbed.p4.loader import load_program
+    from testbed.p4.native import make_device
+    from testbed.p4.state import SwitchState
+
+    devices = {}
+    for name in ("dsf_rdsw", "l3_ecmp"):
+        program = load_program(program_path(name))
+        devices[name] = make_device(program, SwitchState(program.info), backend="native")
+        assert devices[name].backend == "native"
+    assert not native_loop_applies(devices["dsf_rdsw"], None)
+    assert native_loop_applies(devices["l3_ecmp"], None)

@@ -242,8 +242,10 @@ class Switch:
 
     def __init__(self, line, pipeline_path, pipeline):
         with in_namespace(line.switch):
-            self.loop = native_io.NativeLoop({1: line.switch_in, 2: line.switch_out}, cpu_port=255,
-                                             clock_origin_ns=time.monotonic_ns(), ring_size=1024)
+            ports = {1: line.switch_in, 2: line.switch_out}
+            self.via_qdisc = native_io.ports_with_qdisc(ports)
+            self.loop = native_io.NativeLoop(ports, cpu_port=255, clock_origin_ns=time.monotonic_ns(),
+                                             ring_size=1024, via_qdisc=self.via_qdisc)
         self.loop.set_pipeline(pipeline_path, pipeline)
         self.punted = []
         self.events = []
@@ -321,6 +323,31 @@ def test_frames_forwarded_byte_identical(line_switch):
     time.sleep(0.3)
     assert switch.loop.port_stats(1)["drops"] == 1
     sender.close(), receiver.close()
+
+
+@needs_root
+def test_a_port_shaped_with_tc_sends_at_the_shaped_rate(fixture_pipeline):
+    """AF_XDP's transmit bypasses the qdisc: a shaped port's frames leave through one that passes it."""
+    with VethLine(prefix=f"tb-q{os.getpid() % 10000}-") as line:
+        for command in ("qdisc add dev {} root handle 5: htb default 1",
+                        "class add dev {} parent 5: classid 5:1 htb rate 1mbit ceil 1mbit"):
+            subprocess.run(["ip", "netns", "exec", line.switch, "tc", *command.format(line.switch_out).split()],
+                           check=True)
+        switch = Switch(line, *fixture_pipeline)
+        try:
+            assert switch.via_qdisc == {2}
+            sender, receiver = _socket(line.sender, line.sender_if), _socket(line.receiver, line.receiver_if)
+            frames = [_frame(random.Random(i), 1000) for i in range(200)]  # 1.6 Mbit: 1.6 s at 1 Mbit/s
+            started = time.monotonic()
+            for frame in frames:
+                sender.send(frame)
+                time.sleep(0.0005)
+            got = _receive(receiver, len(frames), timeout=15)
+            assert [data for _, data in got] == frames  # queued in the qdisc, none dropped
+            assert got[-1][0] - started > 1.2  # unshaped, they all arrive within milliseconds
+            sender.close(), receiver.close()
+        finally:
+            switch.close()
 
 
 @needs_root

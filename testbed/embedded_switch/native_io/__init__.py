@@ -21,6 +21,7 @@ ones its traffic manager asks for, ahead of the departures (:class:`~testbed.p4.
 queued mode); the frames are :func:`testbed.p4.v1model.pfc.build_pause`'s, given to the loop per port.
 """
 import hashlib
+import json
 import os
 import re
 import subprocess
@@ -31,8 +32,8 @@ from testbed.errors import ParameterError, TestbedError
 from testbed.p4.native.build import COMPILER_ENV, SANITIZE_ENV, SANITIZE_FLAGS
 from testbed.p4.v1model.pfc import DEFAULT_QUANTUM_NS, PRIORITIES
 
-__all__ = ["build", "NativeLoop", "NativeTrafficManager", "NativeDeparture", "STOPPED", "WOKEN", "PUNTED",
-           "HALTED", "UNSUPPORTED"]
+__all__ = ["build", "ports_with_qdisc", "NativeLoop", "NativeTrafficManager", "NativeDeparture", "STOPPED", "WOKEN",
+           "PUNTED", "HALTED", "UNSUPPORTED"]
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SOURCES = ("tbio.c", "tbio.h", "xsk.h")
@@ -148,6 +149,24 @@ def _positive(field, value, most):
     if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= most:
         raise ParameterError(field, value, f"an integer from 1 to {most}")
     return value
+
+
+def ports_with_qdisc(ports):
+    """The ports of ``{port: interface}`` whose interface has a configured root qdisc (tc shaping).
+
+    Their frames must leave through a socket that passes the qdisc: AF_XDP's transmit hands frames
+    to the driver directly.  A default qdisc (``noqueue`` on a veth, handle ``0:``) needs none.
+
+    Returns:
+        set of port numbers (empty when ``tc`` cannot be asked).
+    """
+    try:
+        shown = subprocess.run(["tc", "-j", "qdisc", "show"], capture_output=True, text=True, timeout=30).stdout
+        qdiscs = json.loads(shown or "[]")
+    except (OSError, ValueError, subprocess.TimeoutExpired):
+        return set()
+    shaped = {qdisc.get("dev") for qdisc in qdiscs if qdisc.get("root") and qdisc.get("handle") != "0:"}
+    return {port for port, interface in ports.items() if interface in shaped}
 
 
 class NativeDeparture:
@@ -382,14 +401,19 @@ class NativeLoop:
         ports: ``{port number: interface name}`` (each interface with one receive queue).
         cpu_port: the CPU port (frames sent to it are punted to Python), or None.
         clock_origin_ns: CLOCK_MONOTONIC ns at which the pipeline's timestamps are 0.
-        ring_size: AF_XDP ring size per port (a power of two; 2 * ring_size frames of 2 KiB each).
+        ring_size: AF_XDP ring size per port (a power of two): ring_size receive frames and up to 256
+            transmit frames of 2 KiB each, resident for as long as the port is open (the kernel
+            pins the UMEM).
         seed: seeds the per-port loss generators.
+        via_qdisc: ports whose frames leave through an AF_PACKET socket instead of AF_XDP, so that
+            they pass the interface's qdisc (AF_XDP's transmit bypasses it, and with it tc shaping):
+            :func:`ports_with_qdisc` tells which.
 
     Raises:
         TestbedError: a port cannot be opened (the message names the interface and the cause).
     """
 
-    def __init__(self, ports, cpu_port=None, clock_origin_ns=0, ring_size=256, seed=0):
+    def __init__(self, ports, cpu_port=None, clock_origin_ns=0, ring_size=256, seed=0, via_qdisc=()):
         self._ffi, self._lib = load()
         ffi, lib = self._ffi, self._lib
         self._loop = lib.tbio_new(-1 if cpu_port is None else cpu_port, clock_origin_ns, ring_size, seed)
@@ -401,7 +425,8 @@ class NativeLoop:
         self._clock_origin_ns = clock_origin_ns
         try:
             for port, interface in sorted(ports.items()):
-                if lib.tbio_add_port(self._loop, port, interface.encode(), self._err, 512):
+                if lib.tbio_add_port(self._loop, port, interface.encode(), self._err, 512) or \
+                        (port in via_qdisc and lib.tbio_port_via_qdisc(self._loop, port, self._err, 512)):
                     raise TestbedError(f"port {port} ({interface}): {ffi.string(self._err).decode()}")
         except BaseException:
             self.close()

@@ -12,7 +12,8 @@ loop; Python does only what the loop hands back or what control asks:
   wake the loop, which copies it into native memory (``NativeState.sync``) under the loop's lock
   before the next batch; multicast groups and clone sessions are copied when they differ;
 * port loss and delay (``port_control``) are the loop's; the packet generator's frames are injected
-  when due;
+  when due; a port shaped with tc sends through an AF_PACKET socket (AF_XDP's transmit would bypass
+  the shaping);
 * port queues and priority flow control (``queue``, ``pfc``, ``pfc_status``) are the loop's traffic
   manager's: it consumes the PAUSE frames arriving on the ports and sends its own
   (:func:`~testbed.p4.v1model.pfc.build_pause` from :func:`~testbed.p4.v1model.device.pause_source_mac`);
@@ -22,8 +23,9 @@ loop; Python does only what the loop hands back or what control asks:
   dropped with the old program, as they are when a Python switch changes program).
 
 Not carried: pcaps of the ports (``--pcap-dir`` keeps the Python loop), the embedded target's own
-externs (DSF: at a program's first call of one the loop drops that packet and the switch goes back
-to the Python loop for that pipeline), frames over 2,048 bytes.  Digests and log_msg lines come back
+externs (DSF: a program that calls one keeps the Python loop, whose DSF traffic manager serves them;
+should the loop still meet one, it drops that packet and the switch goes back to the Python loop for
+that pipeline), frames over 2,048 bytes.  Digests and log_msg lines come back
 from the loop as events and go to the device's callbacks.
 """
 import os
@@ -37,11 +39,23 @@ from testbed.p4.v1model import runtime as RT
 from testbed.p4.v1model.device import PFC_COUNTER_PERIOD_NS, pause_source_mac
 from testbed.p4.v1model.pfc import build_pause
 
-__all__ = ["NativeSwitchDaemon", "native_loop_applies", "deliver_events"]
+__all__ = ["NativeSwitchDaemon", "native_loop_applies", "native_loop_refused", "deliver_events"]
 
 IDLE_TIMEOUT_MS = 100  # how often an idle loop looks at the replication engine and the generator
-#: AF_XDP ring size per port: a burst the kernel can queue while the loop waits for a core
-RING_SIZE = int(os.environ.get("TESTBED_NATIVE_RING", "512"))
+#: AF_XDP ring size per port: a burst the kernel can queue while the loop waits for a core (as many
+#: frames as a Python switch's default socket buffer holds at 64 bytes); each receive frame is 2 KiB
+#: of resident memory per port
+RING_SIZE = int(os.environ.get("TESTBED_NATIVE_RING", "256"))
+
+
+def native_loop_refused(device, pcap):
+    """True when the switch must forward with the Python loop: ``device`` (None before a pipeline) is
+    not one :func:`native_loop_applies` to, or there are pcaps.
+
+    >>> native_loop_refused(None, None)
+    False
+    """
+    return pcap is not None or (device is not None and not native_loop_applies(device, pcap))
 
 
 def native_loop_applies(device, pcap):
@@ -54,7 +68,7 @@ def native_loop_applies(device, pcap):
     library = getattr(device, "library", None)
     if native is None or library is None or pcap is not None:
         return False
-    return not getattr(device, "needs_python_loop", False)
+    return not (getattr(device, "needs_python_loop", False) or library.layout.get("uses_target_externs"))
 
 
 class _Injector:
@@ -78,6 +92,9 @@ class NativeSwitchDaemon(SwitchDaemon):
         self._pre = (None, None)
         self._watched = []
         self._stopped = False
+        # the ports are opened now, before the switch says it is ready: a pipeline pushed later starts
+        # forwarding as soon as it is installed, not after the ports' XDP programs are loaded
+        self._opened = None if native_loop_refused(self._real_device(), pcap_dir) else self._open_loop()
         self.target.add_pipeline_listener(self._pipeline_changed)
 
     def set_impairment(self, port, loss, delay_ms):
@@ -128,14 +145,26 @@ class NativeSwitchDaemon(SwitchDaemon):
             loop.wake()
 
     def run(self):
-        """Forward until :meth:`stop`: natively while the pipeline allows, else with the Python loop."""
+        """Forward until :meth:`stop`: natively while the pipeline allows (also before there is one:
+        frames are dropped as the Python loop drops them), else with the Python loop."""
         while not self._stopped:
-            if native_loop_applies(self._real_device(), self.pcap):
+            if not native_loop_refused(self._real_device(), self.pcap):
                 self._native_run()
             else:
+                self._close_opened()
                 self.running = not self._stopped
                 super().run()  # returns on stop, or when _pipeline_changed brings a native pipeline
                 self._drain_stop_pipe()
+
+    def close(self):
+        """As :meth:`SwitchDaemon.close`, and the ports' native loop if it never ran."""
+        self._close_opened()
+        super().close()
+
+    def _close_opened(self):
+        opened, self._opened = getattr(self, "_opened", None), None
+        if opened is not None:
+            opened.close()
 
     def _real_device(self):
         device = self.target.device
@@ -146,7 +175,7 @@ class NativeSwitchDaemon(SwitchDaemon):
         loop = self.loop
         if loop is not None:
             loop.wake()
-        elif native_loop_applies(self._real_device(), self.pcap):
+        elif not native_loop_refused(self._real_device(), self.pcap):
             self.running = False  # the Python loop returns; run() starts the native one
             try:
                 os.write(self._stop_write, b"\0")
@@ -160,11 +189,16 @@ class NativeSwitchDaemon(SwitchDaemon):
         except (BlockingIOError, OSError, TypeError):
             pass
 
-    def _native_run(self):
+    def _open_loop(self):
         ports = {port: sock.interface for port, sock in self.sockets.items()}
         # the port sockets stay open (the Python loop may come back) but see nothing: XDP takes the frames
-        loop = native_io.NativeLoop(ports, cpu_port=self.target.cpu_port, seed=self.seed, ring_size=RING_SIZE)
+        loop = native_io.NativeLoop(ports, cpu_port=self.target.cpu_port, seed=self.seed, ring_size=RING_SIZE,
+                                    via_qdisc=native_io.ports_with_qdisc(ports))
         loop.set_pause_frames({port: build_pause(pause_source_mac(port), []) for port in ports})
+        return loop
+
+    def _native_run(self):
+        loop, self._opened = self._opened or self._open_loop(), None
         for port, impairment in self.impaired.items():
             loop.set_impairment(port, impairment.loss, impairment.delay_ns / 1e6)
         self.loop = loop
@@ -174,6 +208,9 @@ class NativeSwitchDaemon(SwitchDaemon):
         try:
             while not self._stopped:
                 device = self._real_device()
+                if device is None:  # no pipeline yet: the loop drops what comes
+                    loop.run(IDLE_TIMEOUT_MS)
+                    continue
                 if device is not self._device:
                     if not native_loop_applies(device, self.pcap):
                         break  # back to Python (a program the loop cannot run)
@@ -240,8 +277,8 @@ class NativeSwitchDaemon(SwitchDaemon):
     def _sync_replication(self, state):
         groups = tuple(sorted((group, tuple(tuple(r) for r in replicas))
                               for group, replicas in state.multicast_groups.entries()))
-        sessions = tuple(sorted((sid, tuple(tuple(r) for r in s.replicas), s.packet_length_bytes or 0)
-                                for sid, s in _session_entries(state.clone_sessions)))
+        sessions = tuple(sorted((s.session_id, tuple(tuple(r) for r in s.replicas), s.packet_length_bytes or 0)
+                                for s in state.clone_sessions.entries()))
         old_groups, old_sessions = self._pre
         if groups != old_groups:
             for group, _ in old_groups or ():
@@ -325,7 +362,3 @@ class _Waker:
     def __call__(self, _changed, *_rest):
         self.loop.wake()
 
-
-def _session_entries(sessions):
-    entries = sessions.entries()
-    return entries.items() if isinstance(entries, dict) else entries

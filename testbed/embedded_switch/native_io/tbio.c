@@ -13,8 +13,15 @@
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
+#include <arpa/inet.h>
+#include <linux/if_ether.h>
+#include <linux/if_packet.h>
+#include <net/if.h>
 #include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "tbio.h"
 #include TB_PIPELINE_HEADER
@@ -658,6 +665,8 @@ typedef struct replicas {
     uint32_t *ports, *rids;
 } replicas_t;
 
+#define QDISC_BATCH 64 /* frames per sendmmsg on a port that sends through its qdisc */
+
 typedef struct xport {
     struct xsk xsk;
     uint32_t port;
@@ -665,7 +674,45 @@ typedef struct xport {
     int64_t delay_ns;
     uint64_t rng;
     slot_t *delayed_head, *delayed_tail;
+    /* >= 0: frames leave through this AF_PACKET socket, since AF_XDP's transmit bypasses the port's
+     * qdisc (tc shaping); the loop's frames wait in qbuf until port_flush */
+    int qdisc_fd;
+    uint32_t nq;
+    uint8_t *qbuf;
+    struct mmsghdr *qmsgs;
+    struct iovec *qiov;
 } xport_t;
+
+/* Send the frames waiting for the port's qdisc; what it refuses (its queue or the socket's buffer
+ * full) is dropped, as a link drops what its queue cannot take. */
+static void qdisc_flush(xport_t *x, uint64_t *dropped)
+{
+    for (uint32_t done = 0; done < x->nq;) {
+        int n = sendmmsg(x->qdisc_fd, x->qmsgs + done, x->nq - done, MSG_DONTWAIT);
+        if (n > 0) done += (uint32_t)n;
+        else if (errno != EINTR) done++, (*dropped)++; /* ENOBUFS / EAGAIN: this frame is lost */
+    }
+    x->nq = 0;
+}
+
+/* Queue one frame to leave the port; 0 when it cannot (see xsk_tx_put). */
+static int port_put(xport_t *x, const void *data, uint32_t len, uint64_t *dropped)
+{
+    if (x->qdisc_fd < 0) return xsk_tx_put(&x->xsk, data, len);
+    if (len > XSK_FRAME) return 0;
+    if (x->nq == QDISC_BATCH) qdisc_flush(x, dropped);
+    memcpy(x->qbuf + (size_t)x->nq * XSK_FRAME, data, len);
+    x->qiov[x->nq].iov_len = len;
+    x->nq++;
+    return 1;
+}
+
+static void port_close(xport_t *x)
+{
+    xsk_close(&x->xsk);
+    if (x->qdisc_fd >= 0) close(x->qdisc_fd);
+    free(x->qbuf), free(x->qmsgs), free(x->qiov);
+}
 
 typedef struct pending { /* a recirculated frame waiting for ingress */
     slot_t *frame, *src;
@@ -987,7 +1034,7 @@ static void output(tbio_loop_t *L, uint32_t port, const uint8_t *data, uint32_t 
         x->delayed_tail = d;
         return;
     }
-    if (!xsk_tx_put(&x->xsk, data, len)) L->stats[port].tx_errors++;
+    if (!port_put(x, data, len, &L->stats[port].tx_errors)) L->stats[port].tx_errors++;
 }
 
 /* Copies of the packet as egress left it, metadata reset, one per replica of the clone session;
@@ -1135,7 +1182,7 @@ static void release_delayed(tbio_loop_t *L, int64_t now)
             slot_t *d = x->delayed_head;
             x->delayed_head = d->next;
             if (!x->delayed_head) x->delayed_tail = NULL;
-            if (!xsk_tx_put(&x->xsk, d->frame, d->len)) L->stats[x->port].tx_errors++;
+            if (!port_put(x, d->frame, d->len, &L->stats[x->port].tx_errors)) L->stats[x->port].tx_errors++;
             slot_unref(L, d);
         }
     }
@@ -1218,7 +1265,7 @@ void tbio_free(tbio_loop_t *L)
     if (!L) return;
     release_pool(L);
     for (uint32_t i = 0; i < L->nxports; i++) {
-        xsk_close(&L->xports[L->xport_list[i]]->xsk);
+        port_close(L->xports[L->xport_list[i]]);
         free(L->xports[L->xport_list[i]]);
     }
     for (int i = 0; i < 65536; i++) free_replicas(L->groups[i]), free_replicas(L->sessions[i]);
@@ -1246,9 +1293,48 @@ int tbio_add_port(tbio_loop_t *L, uint32_t port, const char *ifname, char *err, 
         return -1;
     }
     x->port = port;
+    x->qdisc_fd = -1;
     x->rng = ((uint64_t)L->seed << 32) ^ port;
     L->xports[port] = x;
     L->xport_list[L->nxports++] = port;
+    return 0;
+}
+
+int tbio_port_via_qdisc(tbio_loop_t *L, uint32_t port, char *err, size_t errlen)
+{
+    xport_t *x = port < MAX_PORTS ? L->xports[port] : NULL;
+    char ifname[IF_NAMESIZE];
+    if (!x || !if_indextoname((unsigned)x->xsk.ifindex, ifname)) {
+        snprintf(err, errlen, "port %u: not an open port", port);
+        return -1;
+    }
+    if (x->qdisc_fd >= 0) return 0;
+    int fd = socket(AF_PACKET, SOCK_RAW | SOCK_CLOEXEC, 0); /* protocol 0: it sends, never receives */
+    struct sockaddr_ll addr = {.sll_family = AF_PACKET, .sll_ifindex = x->xsk.ifindex};
+    if (fd < 0 || bind(fd, (struct sockaddr *)&addr, sizeof addr) < 0) {
+        snprintf(err, errlen, "port %u: AF_PACKET socket on %s: %s", port, ifname, strerror(errno));
+        if (fd >= 0) close(fd);
+        return -1;
+    }
+    /* the qdisc's queue, not the socket's buffer, decides what a busy link drops */
+    int sndbuf = 4 << 20;
+    setsockopt(fd, SOL_SOCKET, SO_SNDBUFFORCE, &sndbuf, sizeof sndbuf);
+    x->qbuf = malloc((size_t)QDISC_BATCH * XSK_FRAME);
+    x->qmsgs = calloc(QDISC_BATCH, sizeof *x->qmsgs);
+    x->qiov = calloc(QDISC_BATCH, sizeof *x->qiov);
+    if (!x->qbuf || !x->qmsgs || !x->qiov) {
+        free(x->qbuf), free(x->qmsgs), free(x->qiov);
+        x->qbuf = NULL, x->qmsgs = NULL, x->qiov = NULL;
+        close(fd);
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    for (uint32_t i = 0; i < QDISC_BATCH; i++) {
+        x->qiov[i].iov_base = x->qbuf + (size_t)i * XSK_FRAME;
+        x->qmsgs[i].msg_hdr.msg_iov = &x->qiov[i];
+        x->qmsgs[i].msg_hdr.msg_iovlen = 1;
+    }
+    x->qdisc_fd = fd;
     return 0;
 }
 
@@ -1483,7 +1569,9 @@ int tbio_run(tbio_loop_t *L, int timeout_ms)
         if (L->pl && !L->halted) transmit_ready(L, now);
         release_delayed(L, now);
         for (uint32_t i = 0; i < L->nxports; i++) {
-            struct xsk *x = &L->xports[L->xport_list[i]]->xsk;
+            xport_t *p = L->xports[L->xport_list[i]];
+            struct xsk *x = &p->xsk;
+            if (p->nq) qdisc_flush(p, &L->stats[p->port].tx_errors);
             if (x->tx_prod != *x->tx.producer || __atomic_load_n(x->tx.consumer, __ATOMIC_ACQUIRE) != x->tx_prod)
                 xsk_tx_flush(x);
         }

@@ -61,7 +61,7 @@ typedef struct tbio_pfc_stats {
 
 typedef struct tbio_port_stats {
     uint64_t rx_packets, rx_bytes, tx_packets, tx_bytes, drops;
-    uint64_t tx_errors;          /* frames the port's transmit ring had no room for */
+    uint64_t tx_errors;          /* frames the port's transmit ring (or qdisc) had no room for */
     uint64_t kernel_drops;       /* frames the kernel dropped before the loop read them (rx ring full) */
     uint64_t impairment_drops;   /* frames dropped by the port's configured loss */
 } tbio_port_stats_t;
@@ -115,6 +115,9 @@ void tbio_free(tbio_loop_t *loop);
 /* Open an AF_XDP socket on ifname's receive queue 0 and attach the redirecting XDP program.
  * Returns 0, or -1 with a message in err. */
 int tbio_add_port(tbio_loop_t *loop, uint32_t port, const char *ifname, char *err, size_t errlen);
+/* Send port's frames through an AF_PACKET socket, so they pass the interface's qdisc (tc shaping),
+ * which AF_XDP's transmit bypasses; it still receives with AF_XDP.  Returns 0, or -1 with err. */
+int tbio_port_via_qdisc(tbio_loop_t *loop, uint32_t port, char *err, size_t errlen);
 /* Load the pipeline functions from the shared object at path (dlopen; the same object the control
  * plane opened, so its state is shared) and use pipeline, whose timestamps count from
  * clock_origin_ns (CLOCK_MONOTONIC); path NULL: no pipeline (frames dropped, as BMv2 --no-p4).

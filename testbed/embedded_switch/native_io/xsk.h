@@ -31,6 +31,12 @@
 #endif
 
 #define XSK_FRAME 2048u /* UMEM chunk: the largest frame a port receives or sends */
+/* Transmit frames per socket (at most; never more than the ring size).  The kernel pins the whole
+ * UMEM (XDP_UMEM_REG), so every frame is resident memory.  A sent frame comes back only when the
+ * peer has taken it, which for a veth whose peer runs XDP (switch to switch) is that peer's NAPI
+ * poll, later: its queue holds 256 frames, so fewer transmit frames would drop bursts that the
+ * link itself would take (xsk_tx_put flushes when they are all queued). */
+#define XSK_TX_FRAMES 256u
 
 struct xsk_ring {
     uint32_t *producer, *consumer, *flags;
@@ -41,13 +47,13 @@ struct xsk_ring {
 };
 
 struct xsk {
-    int fd, link_fd;
+    int fd, link_fd, ifindex;
     uint8_t *umem;
     size_t umem_len;
     uint32_t ring_size;
     struct xsk_ring rx, tx, fill, comp;
     uint32_t *free_frames; /* transmit frames not in flight */
-    uint32_t nfree;
+    uint32_t nfree, tx_frames;
     uint32_t tx_prod;      /* our producer index, published by xsk_tx_flush */
 };
 
@@ -147,7 +153,8 @@ static void xsk_close(struct xsk *x)
     x->fd = x->link_fd = -1;
 }
 
-/* Open x on ifname's queue 0 with rings of ring_size (a power of two) and 2 * ring_size frames. */
+/* Open x on ifname's queue 0 with rings of ring_size (a power of two), ring_size receive frames (all in
+ * the fill ring) and min(ring_size, XSK_TX_FRAMES) transmit frames. */
 static int xsk_open(struct xsk *x, const char *ifname, uint32_t ring_size, char *err, size_t errlen)
 {
     memset(x, 0, sizeof *x);
@@ -155,6 +162,7 @@ static int xsk_open(struct xsk *x, const char *ifname, uint32_t ring_size, char 
     x->ring_size = ring_size;
     int ifindex = (int)if_nametoindex(ifname);
     if (!ifindex) return xsk_fail(err, errlen, "no such interface", ifname);
+    x->ifindex = ifindex;
     char path[128];
     snprintf(path, sizeof path, "/sys/class/net/%s/queues/rx-1", ifname);
     if (access(path, F_OK) == 0) {
@@ -163,7 +171,8 @@ static int xsk_open(struct xsk *x, const char *ifname, uint32_t ring_size, char 
     }
     x->fd = socket(AF_XDP, SOCK_RAW, 0);
     if (x->fd < 0) return xsk_fail(err, errlen, "socket(AF_XDP)", ifname);
-    x->umem_len = (size_t)2 * ring_size * XSK_FRAME;
+    x->tx_frames = ring_size < XSK_TX_FRAMES ? ring_size : XSK_TX_FRAMES;
+    x->umem_len = (size_t)(ring_size + x->tx_frames) * XSK_FRAME;
     x->umem = mmap(NULL, x->umem_len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (x->umem == MAP_FAILED) {
         x->umem = NULL;
@@ -197,12 +206,12 @@ static int xsk_open(struct xsk *x, const char *ifname, uint32_t ring_size, char 
     uint64_t *fill = x->fill.descs;
     for (uint32_t i = 0; i < ring_size; i++) fill[i] = (uint64_t)i * XSK_FRAME;
     __atomic_store_n(x->fill.producer, ring_size, __ATOMIC_RELEASE);
-    x->free_frames = malloc(sizeof *x->free_frames * ring_size);
+    x->free_frames = malloc(sizeof *x->free_frames * x->tx_frames);
     if (!x->free_frames) {
         xsk_fail(err, errlen, "malloc", ifname);
         goto fail;
     }
-    for (uint32_t i = 0; i < ring_size; i++) x->free_frames[x->nfree++] = ring_size + i;
+    for (uint32_t i = 0; i < x->tx_frames; i++) x->free_frames[x->nfree++] = ring_size + i;
     struct sockaddr_xdp addr = {.sxdp_family = AF_XDP, .sxdp_ifindex = (uint32_t)ifindex, .sxdp_queue_id = 0,
                                 .sxdp_flags = XDP_COPY | XDP_USE_NEED_WAKEUP};
     /* a socket closed a moment ago (a previous switch on this port) may still hold the queue */
@@ -239,19 +248,6 @@ static void xsk_complete(struct xsk *x)
     __atomic_store_n(x->comp.consumer, cons, __ATOMIC_RELEASE);
 }
 
-/* Queue one frame for sending (xsk_tx_flush sends); 0 when no transmit frame is free. */
-static int xsk_tx_put(struct xsk *x, const void *data, uint32_t len)
-{
-    if (!x->nfree) xsk_complete(x);
-    if (!x->nfree || len > XSK_FRAME) return 0;
-    uint32_t frame = x->free_frames[--x->nfree];
-    memcpy(x->umem + (uint64_t)frame * XSK_FRAME, data, len);
-    struct xdp_desc *descs = x->tx.descs;
-    descs[x->tx_prod & (x->tx.size - 1)] = (struct xdp_desc){.addr = (uint64_t)frame * XSK_FRAME, .len = len};
-    x->tx_prod++;
-    return 1;
-}
-
 /* Publish the queued frames and have the kernel send them: copy mode sends a bounded number of
  * frames per system call (EAGAIN: call again), so call until the ring is empty. */
 static void xsk_tx_flush(struct xsk *x)
@@ -265,6 +261,22 @@ static void xsk_tx_flush(struct xsk *x)
         xsk_complete(x);
     }
     xsk_complete(x);
+}
+
+/* Queue one frame for sending (xsk_tx_flush sends; it is called here when every transmit frame is
+ * queued); 0 when no transmit frame is free even then, or the frame is too long. */
+static int xsk_tx_put(struct xsk *x, const void *data, uint32_t len)
+{
+    if (len > XSK_FRAME) return 0;
+    if (!x->nfree) xsk_complete(x);
+    if (!x->nfree) xsk_tx_flush(x);
+    if (!x->nfree) return 0;
+    uint32_t frame = x->free_frames[--x->nfree];
+    memcpy(x->umem + (uint64_t)frame * XSK_FRAME, data, len);
+    struct xdp_desc *descs = x->tx.descs;
+    descs[x->tx_prod & (x->tx.size - 1)] = (struct xdp_desc){.addr = (uint64_t)frame * XSK_FRAME, .len = len};
+    x->tx_prod++;
+    return 1;
 }
 
 /* Receive up to max frames: call fn(ctx, data, len) for each, give the frames back to the kernel;

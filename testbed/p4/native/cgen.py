@@ -857,16 +857,17 @@ class CGenerator:
                     self._invalidate_union_siblings(target, scope, fn)
                     fn.out.line("}")
             return
+        # the l-value (its run-time indexes) is evaluated before the value (P4_16 "Assignment")
         if self.is_wide(target_type):
-            source = self.wide_code(value, scope, fn)
             dest = self.lvalue(target, scope, fn)
+            source = self.wide_code(value, scope, fn)
             fn.out.line(f"memmove({dest}, {source}, sizeof {dest});")
             return
         if target.kind == "slice":
-            self._slice_store(target, self.expr(value, scope, fn, want=target_type), scope, fn)
+            self._slice_store(target, lambda: self.expr(value, scope, fn, want=target_type), scope, fn)
             return
-        code = self.expr(value, scope, fn, want=target_type)
-        fn.out.line(f"{self.lvalue(target, scope, fn)} = {code};")
+        dest = self.lvalue(target, scope, fn)
+        fn.out.line(f"{dest} = {self.expr(value, scope, fn, want=target_type)};")
 
     def store(self, target, value_code, scope, fn):
         """Emit ``target = value`` for a scalar l-value node."""
@@ -877,6 +878,8 @@ class CGenerator:
             fn.out.line(f"{self.lvalue(target, scope, fn)} = {value_code};")
 
     def _slice_store(self, target, value_code, scope, fn):
+        """Emit ``target = value`` for a slice; ``value_code`` may be a callable giving the code, called
+        after the l-value's indexes are evaluated."""
         base, lo, width = target, 0, None
         while base.kind == "slice":
             if width is None:
@@ -887,6 +890,8 @@ class CGenerator:
         if not isinstance(base_type, T.BitType) or base_type.width > 64:
             raise self.error(target, "slice of this type")
         code = self.lvalue(base, scope, fn)
+        if callable(value_code):
+            value_code = value_code()
         mask = ((1 << width) - 1) << lo
         keep = ~mask & base_type.mask
         fn.out.line(f"{code} = ({code} & {cnum(keep)}) | ((({value_code}) << {lo}) & {cnum(mask)});")
