@@ -131,9 +131,9 @@ def _path_dilation(axis, labels, runs_by_label, colours):
 def plot_path_dilation(rows, path, title="F10 path dilation of local reroutes"):
     """Figure 10 of seed 002: the complementary CDF of the reroutes' extra hops, one panel per topology.
 
-    A reroute the data plane dropped after its detour (it met a second failure and a marked packet
-    is never detoured twice) counts as never delivered: it stays in the CCDF at every hop count,
-    so the curve's floor is the fraction of reroutes dropped.
+    ``P(extra hops > x)`` over the reroutes.  A reroute the data plane dropped after its detour (it
+    met a second failure and a marked packet is never detoured twice) counts as never delivered: it
+    stays in the CCDF at every hop count, so the curve's floor is the fraction of reroutes dropped.
 
     Args:
         rows: :func:`testbed.mechanisms.f10.dilation.dilation_table` rows.
@@ -153,7 +153,7 @@ def plot_path_dilation(rows, path, title="F10 path dilation of local reroutes"):
                 if not total:
                     continue
                 counts = {int(extra): count for extra, count in row["extra_hops"].items()}
-                ccdf = [(sum(c for extra, c in counts.items() if extra >= x) + row["reroutes_dropped"]) / total
+                ccdf = [(sum(c for extra, c in counts.items() if extra > x) + row["reroutes_dropped"]) / total
                         for x in hops]
                 axis.step(list(hops), ccdf, where="post",
                           label=f"{row['failures']} {row['kind']} failures: mean +{row['mean_extra_hops']:.2f}, "
@@ -163,7 +163,7 @@ def plot_path_dilation(rows, path, title="F10 path dilation of local reroutes"):
             axis.set_xlabel("extra switches crossed by a rerouted flow")
             axis.set_title(label, fontsize=10)
             axis.legend(fontsize=7, loc="lower left")
-        axes[0][0].set_ylabel("fraction of reroutes with at least x extra hops")
+        axes[0][0].set_ylabel("fraction of reroutes with more than x extra hops\n(dropped ones: more than any)")
         figure.suptitle(title)
         figure.tight_layout()
         figure.savefig(path, dpi=100)

@@ -102,12 +102,13 @@ def plot_flowlet_curve(rows, runs_by_label, out_dir, title):
     if len(points["interval_us"]) < 2:
         return []
     xs = points["interval_us"]
-    figure, left = plt.subplots(figsize=(8, 4.8))
+    figure, left = plt.subplots(figsize=(8, 5.6))
     try:
         floor = 0.1  # zero cannot be drawn on a log axis: drawn here, labelled as 0
-        for key, style, label in (("late_per_s", "o-", "reordered (late) packets / s"),
-                                  ("oos_per_s", "^:", "out-of-sequence (PSN skips, loss too) / s")):
-            left.plot(xs, [max(value, floor) for value in points[key]], style, label=label)
+        lines = (("late_per_s", "o-", "tab:red", "reordered (late) packets / s"),
+                 ("oos_per_s", "^:", "tab:orange", "out-of-sequence (PSN skips, loss too) / s"))
+        for key, style, colour, label in lines:
+            left.plot(xs, [max(value, floor) for value in points[key]], style, color=colour, label=label)
         left.axhline(1.0, color="grey", linestyle=":", linewidth=1)
         left.set_xscale("log")
         left.set_yscale("log")
@@ -121,10 +122,13 @@ def plot_flowlet_curve(rows, runs_by_label, out_dir, title):
             measured = 1000 * points["latency_p50_ms"]
             left.axvline(measured, color="tab:olive", linestyle=":",
                          label=f"one-way latency measured (p50 of the worst pair, {measured:.0f} us)")
-        left.legend(fontsize=7, loc="lower left")
         right = left.twinx()
         right.plot(xs, [math.nan if value is None else value for value in points["uplink_mmr"]], "s--",
-                   color="tab:blue", label="uplink MMR")
+                   color="tab:blue", label="uplink MMR (right axis)")
+        handles, labels = left.get_legend_handles_labels()
+        more_handles, more_labels = right.get_legend_handles_labels()
+        left.legend(handles + more_handles, labels + more_labels, fontsize=7, loc="upper center",
+                    bbox_to_anchor=(0.5, -0.14), ncols=2)
         right.set_ylabel("uplink MMR (1 = perfect balance)", color="tab:blue")
         left.set_title(f"{title}: reordering and balance against the flowlet interval", fontsize=9)
         figure.tight_layout()
