@@ -62,7 +62,7 @@ def computed_extra_hops(spec):
 @pytest.mark.parametrize("k", [4, pytest.param(8, marks=[pytest.mark.slow, pytest.mark.skipif(
     not K8, reason="k=8 (80 switches) only with TESTBED_F10_K8=1")])])
 @pytest.mark.parametrize("mode, detour", [("fattree-local", 4), ("f10", 2)])
-def test_packets_take_the_computed_detours(tmp_path, k, mode, detour):
+def test_packets_take_the_computed_detours(no_leftovers, tmp_path, k, mode, detour):
     spec = parse_spec(_spec_data(k), source=SPEC).with_mode(mode)
     computed = computed_extra_hops(spec)
     assert computed == {0, detour}
