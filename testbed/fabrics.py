@@ -443,8 +443,14 @@ class Fabric:
                 mechanism = network.set_link_loss(link[0], link[1], 0.0)
                 del self.lossy_links[pair]
         elif action == "switch_crash":
-            self.failed_links.update(network.crash_switch(switch))
+            # crashed before it dies: the run's liveness check (check_switches, another thread) must not
+            # take the killed process for a failure while the kill is under way
             self.crashed.add(switch)
+            try:
+                self.failed_links.update(network.crash_switch(switch))
+            except (ParameterError, EmulationError):
+                self.crashed.discard(switch)  # refused before any kill: not crashed by us
+                raise
             self._readers.pop(switch, None)
         else:
             mechanism = network.set_link_loss(link[0], link[1], loss, delay_ms)

@@ -17,6 +17,7 @@ wire, without preamble/FCS); on/off bursts alternate ``on_ms`` of sending with
 """
 import argparse
 import errno
+import random
 import socket
 import sys
 import time
@@ -153,6 +154,7 @@ class FrameFactory:
 
 #: lateness thresholds (ms) of the pacing report's ``late_frames``
 LATE_MS = (1, 10)
+PACING_RULES = ("even", "poisson")  # how a paced sender spaces its frames (Pacer)
 
 
 class Pacer:
@@ -163,10 +165,15 @@ class Pacer:
         on_ms: length of an on period (0: always on).
         off_ms: length of an off period.
         burst_bytes: how far the sender may fall behind before it stops catching up.
+        poisson: space frames by exponential gaps of the rate's mean spacing (else evenly).
+        seed: seeds the exponential gaps.
     """
 
-    def __init__(self, rate_mbps=None, on_ms=0.0, off_ms=0.0, burst_bytes=64 * 1024):
+    def __init__(self, rate_mbps=None, on_ms=0.0, off_ms=0.0, burst_bytes=64 * 1024, poisson=False, seed=0):
         self.ns_per_byte = (8000.0 / rate_mbps) if rate_mbps else 0.0
+        # poisson: exponential gaps of the same mean (the rate holds on average), so a flow's idle gaps
+        # span every length a flowlet interval may have, drawn from the seed
+        self.random = random.Random(seed) if poisson else None
         self.on_ns = int(on_ms * 1e6)
         self.off_ns = int(off_ms * 1e6)
         self.slack_ns = burst_bytes * self.ns_per_byte
@@ -200,7 +207,8 @@ class Pacer:
                 self.next_ns = now
             if self.next_ns > now:
                 self._sleep_until(self.next_ns)
-            self.next_ns += frame_bytes * self.ns_per_byte
+            spacing_ns = frame_bytes * self.ns_per_byte
+            self.next_ns += self.random.expovariate(1.0 / spacing_ns) if self.random else spacing_ns
 
     @staticmethod
     def _sleep_until(target_ns):
@@ -358,6 +366,8 @@ class SenderConfig:
         start_at_ns: wall-clock time (ns since the epoch) of the first packet: the sender
             prepares (socket, QPs, frames), tells ``on_ready``, then waits for it; None: at once.
         pfc: honour PFC PAUSE frames from the ToR for class :data:`testbed.traffic.pause.DATA_PRIORITY`.
+        pacing: ``even`` (frames evenly spaced at the rate) or ``poisson`` (exponential gaps of the
+            same mean, seeded by ``seed``).
     """
 
     intf: str
@@ -383,6 +393,7 @@ class SenderConfig:
     udp_sport: str = qp_module.UDP_SPORT_PER_QP
     start_at_ns: Optional[int] = None
     pfc: bool = True
+    pacing: str = "even"
 
 
 def run_sender(config, on_ready=None, start_time=None):
@@ -411,6 +422,8 @@ def run_sender(config, on_ready=None, start_time=None):
         raise ParameterError("--qp-scaling", config.qp_scaling, ", ".join(qp_module.QP_SCALING_STRATEGIES))
     if config.udp_sport not in qp_module.UDP_SPORT_RULES:
         raise ParameterError("--udp-sport", config.udp_sport, ", ".join(qp_module.UDP_SPORT_RULES))
+    if config.pacing not in PACING_RULES:
+        raise ParameterError("--pacing", config.pacing, ", ".join(PACING_RULES))
     sock, src_mac = open_raw_socket(config.intf)
     gate = None
     try:
@@ -432,7 +445,8 @@ def run_sender(config, on_ready=None, start_time=None):
             wait_s = (start_at_ns - time.time_ns()) / 1e9
             if wait_s > 0:
                 time.sleep(wait_s)
-        pacer = Pacer(config.rate_mbps, config.on_ms, config.off_ms)  # its schedule starts now
+        pacer = Pacer(config.rate_mbps, config.on_ms, config.off_ms, poisson=config.pacing == "poisson",
+                      seed=config.seed)  # its schedule starts now
         deadline = None if config.duration is None else time.time_ns() + int(config.duration * 1e9)
         rounds = 0
         rr_next = 0
@@ -489,6 +503,9 @@ def build_argument_parser():
     parser.add_argument("--udp-sport", choices=qp_module.UDP_SPORT_RULES, default=qp_module.UDP_SPORT_PER_QP,
                         help="UDP source port: per_qp (default, from the QP numbers) or per_nic_pair "
                              "(one port for all QPs between two NICs)")
+    parser.add_argument("--pacing", choices=PACING_RULES, default="even",
+                        help="even (default) or poisson: exponential gaps of the rate's mean spacing")
+    parser.add_argument("--seed", type=int, default=0, help="seeds the start PSNs and poisson pacing")
     parser.add_argument("--delay", type=float, default=0.0, help="seconds to wait before sending")
     parser.add_argument("--start-at-ns", type=int, help="wall-clock time (ns since the epoch) of the first packet")
     parser.add_argument("--start-at-stdin", action="store_true",
@@ -525,7 +542,7 @@ def main(argv=None):
                           rate_mbps=args.rate_mbps, duration=args.duration, on_ms=args.on_ms,
                           off_ms=args.off_ms, mtu=args.mtu, stream=args.stream, bin_ms=args.bin_ms,
                           start_psn=args.start_psn, job=args.job, udp_sport=args.udp_sport,
-                          start_at_ns=args.start_at_ns)
+                          start_at_ns=args.start_at_ns, pacing=args.pacing, seed=args.seed)
     def touch_ready_file():
         if args.ready_file:
             with open(args.ready_file, "w") as handle:

@@ -26,6 +26,7 @@ from testbed.traffic import metrics
 from testbed.traffic import qp as qp_module
 from testbed.traffic import roce
 from testbed.traffic.receiver import DEFAULT_FLOW_GAP_MS, reconcile
+from testbed.traffic.sender import PACING_RULES
 
 
 def pair_hosts(hosts):
@@ -97,6 +98,8 @@ class StreamOptions:
             share hosts); None: a fresh one.
         udp_sport: UDP source-port rule, ``per_qp`` (default) or ``per_nic_pair``
             (:data:`testbed.traffic.qp.UDP_SPORT_RULES`).
+        pacing: ``even`` or ``poisson`` (:data:`testbed.traffic.sender.PACING_RULES`).
+        seed: seeds poisson pacing (pair ``i`` uses ``seed + i``).
     """
 
     duration: float = 2.0
@@ -113,6 +116,8 @@ class StreamOptions:
     linger: float = 1.0
     job: Optional[int] = None
     udp_sport: str = qp_module.UDP_SPORT_PER_QP
+    pacing: str = "even"
+    seed: int = 0
 
 
 def run_streams(hosts, options=None, *, python=None, on_start=None, failure_ns=None, workdir=None,
@@ -156,6 +161,8 @@ def run_streams(hosts, options=None, *, python=None, on_start=None, failure_ns=N
         raise ParameterError("--duration", options.duration, "a number of seconds > 0")
     if options.udp_sport not in qp_module.UDP_SPORT_RULES:
         raise ParameterError("--udp-sport", options.udp_sport, "one of: " + ", ".join(qp_module.UDP_SPORT_RULES))
+    if options.pacing not in PACING_RULES:
+        raise ParameterError("--pacing", options.pacing, "one of: " + ", ".join(PACING_RULES))
     job = qp_module.allocate_job() if options.job is None else options.job
     python = python or sys.executable
     own_dir = workdir is None
@@ -211,7 +218,8 @@ def run_streams(hosts, options=None, *, python=None, on_start=None, failure_ns=N
                                  {"duration": options.duration, "size": options.size, "qps": options.qps,
                                   "qp_scaling": options.qp_scaling, "rate_mbps": options.rate_mbps,
                                   "mtu": options.mtu, "on_ms": options.on_ms, "off_ms": options.off_ms,
-                                  "bin_ms": options.bin_ms, "job": job, "udp_sport": options.udp_sport})
+                                  "bin_ms": options.bin_ms, "job": job, "udp_sport": options.udp_sport,
+                                  "pacing": options.pacing})
     finally:
         host_module.stop_processes(processes)
         if own_dir:
@@ -236,7 +244,10 @@ def _sender_argv(python, src, dst, index, job, options, ready_file, report):
             "--qp-scaling", options.qp_scaling, "--rate-mbps", str(options.rate_mbps),
             "--duration", str(options.duration), "--mtu", str(options.mtu), "--on-ms", str(options.on_ms),
             "--off-ms", str(options.off_ms), "--bin-ms", str(options.bin_ms),
-            "--job", str(job), "--udp-sport", options.udp_sport, "--ready-file", ready_file, "--json", report]
+            "--job", str(job), "--udp-sport", options.udp_sport, "--pacing", options.pacing,
+            # the seed also sets the start PSNs: given only where it draws the gaps
+            *(("--seed", str(options.seed + index)) if options.pacing == "poisson" else ()),
+            "--ready-file", ready_file, "--json", report]
 
 
 def _finish(senders, receivers, options):

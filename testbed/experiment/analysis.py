@@ -355,6 +355,51 @@ def path_dilation(reports, graph, initial_ttl=64):
     return {"extra_hops": {str(k): v for k, v in sorted(histogram.items())}, "packets": total}
 
 
+def round_trip_us(graph, delays_us):
+    """The fabric's round-trip time from its links' added delays: twice the longest one-way delay.
+
+    A packet between two hosts takes one of their shortest paths; its added
+    one-way delay is the sum of its links' delays.  The longest over every host
+    pair and every shortest path, doubled, is the round trip the slowest path
+    adds (the emulator's own forwarding time comes on top).
+
+    Args:
+        graph: the topology multigraph (hosts never forward).
+        delays_us: ``{(a, b): one-way delay in us}`` of the delayed links (either order).
+
+    Returns:
+        float: microseconds (0.0 without delayed links).
+
+    >>> from testbed.topologies.clos import ClosTopo
+    >>> graph = ClosTopo(leaves=2, spines=2, hosts_per_leaf=1).graph()
+    >>> round_trip_us(graph, {("leaf0", "spine1"): 400, ("leaf1", "spine1"): 100})
+    1000.0
+    """
+    delay = {frozenset(pair): float(value) for pair, value in delays_us.items()}
+    if not any(delay.values()):
+        return 0.0
+    every = [node for node, attrs in graph.nodes(data=True) if attrs.get("role") == "host"]
+    longest = 0.0
+    for source in every:
+        distance = {source: 0}
+        order = [source]
+        for node in order:  # breadth first, hosts end paths
+            if node != source and graph.nodes[node].get("role") == "host":
+                continue
+            for other in graph.neighbors(node):
+                if other not in distance:
+                    distance[other] = distance[node] + 1
+                    order.append(other)
+        worst = {source: 0.0}
+        for node in order[1:]:
+            worst[node] = max(worst[previous] + delay.get(frozenset((previous, node)), 0.0)
+                              for previous in graph.neighbors(node)
+                              if distance.get(previous) == distance[node] - 1 and previous in worst
+                              and (previous == source or graph.nodes[previous].get("role") != "host"))
+        longest = max([longest] + [worst[node] for node in every if node in worst])
+    return 2 * longest
+
+
 def latency_summary(reports):
     """One-way delivery latency of stream packets, the worst pair's figures, in ms.
 

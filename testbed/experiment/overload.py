@@ -69,7 +69,8 @@ def reordering_check(record, reports):
     """Could the emulator alone have reordered this run's packets?  (See the module docstring.)
 
     Args:
-        record: the run's results so far (``spec``, ``summary.latency``, ``dataplane.switch_receive_lag``).
+        record: the run's results so far (``spec``, ``summary.latency``, ``dataplane.switch_receive_lag``,
+            ``topology.rtt_us``: the latency spread the links' delays explain is not the emulator's).
         reports: the traffic entries' reports.
 
     Returns:
@@ -86,8 +87,11 @@ def reordering_check(record, reports):
     spacing = stream_spacing_ms(spec)
     latency = (record.get("summary") or {}).get("latency") or {}
     spread = None
+    # links given a delay (topology.link_delays) spread the latency by design, by at most the longest
+    # one-way delay they add: the emulator's part is the rest
+    designed_ms = ((record.get("topology") or {}).get("rtt_us") or 0.0) / 2000.0
     if latency.get("p99_ms") is not None and latency.get("p50_ms") is not None:
-        spread = latency["p99_ms"] - latency["p50_ms"]
+        spread = max(0.0, latency["p99_ms"] - latency["p50_ms"] - designed_ms)
     senders = [pair["sender"] for report in reports if report for pair in report.get("pairs", [])
                if pair.get("sender")]
     paced = sum(sender.get("paced_frames") or 0 for sender in senders)
@@ -98,8 +102,9 @@ def reordering_check(record, reports):
     if spacing is not None:
         unshaped = not (spec.get("topology") or {}).get("shape_links")
         if unshaped and spread is not None and spread > spacing:
+            delays = f", beyond the {designed_ms:.1f} ms the links' delays add" if designed_ms else ""
             reasons.append(f"one-way latency p99 exceeds p50 by {spread:.1f} ms on unshaped links (the emulator's "
-                           f"queues), more than the {spacing:.1f} ms between a queue pair's packets")
+                           f"queues{delays}), more than the {spacing:.1f} ms between a queue pair's packets")
         if spacing < LATE_MS and paced and late >= LATE_SHARE * paced:
             reasons.append(f"senders sent {late} of {paced} frames {LATE_MS} ms or more behind schedule "
                            f"(bursts), more than the {spacing:.1f} ms between a queue pair's packets")

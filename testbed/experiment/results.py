@@ -60,7 +60,11 @@ RESULTS_SCHEMA = {
                  "stream_spacing_ms": OPT_NUMBER, "latency_spread_ms": OPT_NUMBER, "paced_frames": int,
                  "late_frames": int, "reordering_unreliable": bool, "reordering_reasons": [str]},
     "spec": dict,                       # the validated spec, ExperimentSpec.to_dict()
-    "topology": {"kind": str, "params": dict, "hosts": int, "switches": int, "links": int},
+    "topology": {"kind": str, "params": dict, "hosts": int, "switches": int, "links": int,
+                 # links given an added delay (topology.link_delay_us / link_delays): "a-b" -> one-way us,
+                 # how (netem or the embedded switches' ports), and the round trip they add
+                 # (analysis.round_trip_us)
+                 "link_delays_us": dict, "delay_mechanism": OPT_STR, "rtt_us": NUMBER},
     "controller": {"kind": str, "detection_delay_ms": NUMBER, "entries_written": int,
                    "mode_params_written": dict, "notes": [str],
                    "reactions": [{"failure_index": OPT_INT, "action": str, "failed_at_s": NUMBER,

@@ -65,7 +65,8 @@ def _base_record(spec, target, hooks):
                      "reordering_unreliable": False, "reordering_reasons": []},
         "spec": spec.to_dict(),
         "topology": {"kind": spec.topology.kind, "params": dict(spec.topology.params),
-                     "hosts": 0, "switches": 0, "links": 0},
+                     "hosts": 0, "switches": 0, "links": 0, "link_delays_us": {},
+                     "delay_mechanism": None, "rtt_us": 0.0},
         "controller": {"kind": spec.controller.kind, "detection_delay_ms": spec.controller.detection_delay_ms,
                        "entries_written": 0, "mode_params_written": {}, "notes": [], "reactions": []},
         "dataplane": results_module.empty_dataplane(),
@@ -132,6 +133,7 @@ def run_experiment(spec, out_dir=None, target=None, progress=print, state_file=N
                                      state_file=state_file, controller_log=os.path.join(out_dir, "controller.log"),
                                      progress=lambda line: progress(f"[{spec.name}] {line}"))
                 fabric.start()
+                _delay_links(record, spec, topo, fabric)
                 pipeline = fabric.pipeline
                 readers = _open_readers(fabric)
                 before = read_port_counters(readers, pipeline.p4info)
@@ -226,6 +228,15 @@ def run_experiment(spec, out_dir=None, target=None, progress=print, state_file=N
     if failure is not None:
         raise ExperimentFailed(record["error"], record) from failure
     return record
+
+
+def _delay_links(record, spec, topo, fabric):
+    """Give the spec's delayed links their delay and record them with the round trip they add."""
+    delays = spec.topology.delays_us(topo)
+    for (a, b), delay in delays.items():
+        record["topology"]["delay_mechanism"] = fabric.network.set_link_loss(a, b, 0.0, delay / 1000.0)
+    record["topology"]["link_delays_us"] = {f"{a}-{b}": delay for (a, b), delay in delays.items()}
+    record["topology"]["rtt_us"] = analysis.round_trip_us(topo.graph(), delays)
 
 
 def _wait_for_time_zero(fabric, jobs, time_zero):

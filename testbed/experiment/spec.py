@@ -4,7 +4,9 @@ A spec (every field but ``name`` and ``seed`` has a default)::
 
     name: leafspine-ecmp-failure        # required; names the output folder
     seed: 7                             # required; every random choice derives from it
-    topology: {kind: clos, params: {leaves: 2, spines: 2, hosts_per_leaf: 2}, shape_links: false}
+    topology: {kind: clos, params: {leaves: 2, spines: 2, hosts_per_leaf: 2}, shape_links: false,
+               link_delay_us: 100,          # added one-way delay of every switch-to-switch link (both ways)
+               link_delays: [{link: [leaf0, spine1], delay_us: 400}]}   # per link, replacing link_delay_us
     target: auto                        # auto | embedded | bmv2
     backend: python                     # python | native | auto: the embedded switches' pipeline
                                         # (default $TESTBED_BACKEND or python; testbed.p4.native)
@@ -20,7 +22,8 @@ A spec (every field but ``name`` and ``seed`` has a default)::
                                         # [c0, a0_0], rescheduler_epoch_ms: 200, recovered_holddown_ms
     traffic:
       - {pattern: stream, hosts: [h1, h3, h2, h4], size_bytes: 65536, qps: 2,
-         qp_scaling: roundrobin, udp_sport: per_qp, rate_mbps: 10, start_s: 0, duration_s: 4, mtu: 1024}
+         qp_scaling: roundrobin, udp_sport: per_qp, rate_mbps: 10, start_s: 0, duration_s: 4, mtu: 1024,
+         pacing: even}                  # even | poisson (streams: exponential gaps of the same mean rate)
     failures:
       - {at_s: 1.5, action: link_down, link: [l1, s1]}
       - {at_s: 3.0, action: link_up, link: [l1, s1]}
@@ -100,6 +103,7 @@ from testbed.experiment.spec_yaml import read_spec_yaml
 from testbed.p4.native import BACKENDS, default_backend
 from testbed.targets import TARGETS, embedded_only_needs, resolve_target
 from testbed.topologies.graph import node_pair
+from testbed.traffic.sender import PACING_RULES
 
 STREAM_PATTERN = "stream"
 QP_SCALING = ("roundrobin", "split")
@@ -116,6 +120,7 @@ MAX_DURATION_S = 86_400.0  # a run, and every time in it: a day
 MAX_RATE_MBPS = 10_000.0  # a stream's rate: 10 Gbit/s, more than one machine's veths carry
 MAX_SIZE_BYTES = 1 << 30  # a collective's message: 1 GiB
 MAX_DETECTION_DELAY_MS = 60_000.0  # the controller's reaction: a minute
+MAX_LINK_DELAY_US = 1_000_000.0  # a link's added one-way delay: a second
 MAX_NAME_BYTES = 100  # the name is the results folder's name (file names end at 255 bytes, with suffixes)
 MAX_PATH_BYTES = 1024  # out_dir (each of its parts at most 255 bytes, the file-name limit)
 DEFAULT_SIZE_BYTES = 64 * 1024
@@ -125,7 +130,7 @@ DEFAULT_TAIL_S = 1.0
 _TOP_FIELDS = ("name", "seed", "topology", "target", "backend", "program", "mode", "mode_params", "controller",
                "traffic", "failures", "failure_trace", "duration_s", "repeat", "metrics", "out_dir")
 _TRAFFIC_FIELDS = ("pattern", "hosts", "size_bytes", "qps", "qp_scaling", "udp_sport", "rate_mbps", "start_s",
-                   "duration_s", "mtu")
+                   "duration_s", "mtu", "pacing")
 _FAILURE_FIELDS = ("at_s", "action", "link", "switch", "loss")
 _FAILURE_TRACE_FIELDS = ("start_s", "end_s", "links", "switches")
 _FAILURE_PROCESS_FIELDS = ("between_failures_s", "repair_s")
@@ -139,11 +144,34 @@ class TopologySpec:
 
     ``shape_links: true`` shapes every veth to its ``capacity_mbps`` with tc
     htb, so an overloaded uplink really drops (goodput then reflects balance).
+    ``link_delay_us`` delays every switch-to-switch link by that much in each
+    direction, ``link_delays`` (``[{link: [a, b], delay_us: N}]``) single links
+    instead: netem where the kernel has it, else the embedded switches' ports
+    (so the fabric's round-trip time is known; a ``link_up`` or ``lossy_link``
+    of the link later replaces its delay).
     """
 
     kind: str
     params: dict = field(default_factory=dict)
     shape_links: bool = False
+    link_delay_us: float = 0.0
+    link_delays: list = field(default_factory=list)
+
+    def delays_us(self, topo):
+        """``{(a, b): one-way delay in us}`` of every switch-to-switch link of ``topo`` that is delayed.
+
+        >>> from testbed.topologies.clos import ClosTopo
+        >>> spec = TopologySpec("clos", link_delay_us=100, link_delays=[{"link": ["spine1", "leaf0"], "delay_us": 400}])
+        >>> spec.delays_us(ClosTopo(leaves=2, spines=2, hosts_per_leaf=1))
+        {('leaf0', 'spine0'): 100.0, ('leaf0', 'spine1'): 400.0, ('leaf1', 'spine0'): 100.0, ('leaf1', 'spine1'): 100.0}
+        """
+        given = {node_pair(*entry["link"]): float(entry["delay_us"]) for entry in self.link_delays}
+        delays = {}
+        for a, b in sorted(_switch_link_pairs(topo)):
+            delay = given.get(node_pair(a, b), float(self.link_delay_us))
+            if delay > 0:
+                delays[(a, b)] = delay
+        return delays
 
 
 @dataclass
@@ -187,6 +215,7 @@ class TrafficSpec:
     qps: int = 1
     qp_scaling: str = "roundrobin"
     udp_sport: str = "per_qp"
+    pacing: str = "even"
     rate_mbps: float = DEFAULT_RATE_MBPS
     start_s: float = 0.0
     duration_s: Optional[float] = None
@@ -452,7 +481,7 @@ def _parse_topology(data):
     if "topology" not in data:
         raise SpecError("topology", None, "is required (kind and params)", show_value=False)
     section = _require_mapping(data["topology"], "topology")
-    _check_keys(section, ("kind", "params", "shape_links"), "topology")
+    _check_keys(section, ("kind", "params", "shape_links", "link_delay_us", "link_delays"), "topology")
     shape_links = section.get("shape_links", False)
     if not isinstance(shape_links, bool):
         raise SpecError("topology.shape_links", shape_links, "must be true or false")
@@ -469,7 +498,34 @@ def _parse_topology(data):
     except ParameterError as error:
         problem = f"must be {error.allowed}" + (f" ({error.reason})" if error.reason else "")
         raise SpecError(f"topology.params.{error.field}", error.value, problem) from None
-    return TopologySpec(kind, dict(params), shape_links), topo
+    delay = float(_number(section.get("link_delay_us", 0), "topology.link_delay_us", minimum=0,
+                          maximum=MAX_LINK_DELAY_US))
+    return TopologySpec(kind, dict(params), shape_links, delay, _parse_link_delays(section, topo)), topo
+
+
+def _parse_link_delays(section, topo):
+    """``topology.link_delays`` -> ``[{"link": [a, b], "delay_us": float}]`` (switch-to-switch links only)."""
+    entries = _list(section.get("link_delays"), "topology.link_delays", "entries {link: [a, b], delay_us: N}")
+    links = _switch_link_pairs(topo)
+    parsed, seen = [], set()
+    for index, raw in enumerate(entries):
+        path = f"topology.link_delays[{index}]"
+        raw = _require_mapping(raw, path)
+        _check_keys(raw, ("link", "delay_us"), path)
+        link = raw.get("link")
+        if not isinstance(link, list) or len(link) != 2 or not all(isinstance(n, str) for n in link):
+            raise SpecError(f"{path}.link", link, "must be a list of two switch names [a, b]")
+        if tuple(sorted(link)) not in links:
+            raise SpecError(f"{path}.link", link, "no link between two switches of the topology (a host's link "
+                            "has a switch port at one end only, so it cannot be delayed both ways)")
+        if node_pair(*link) in seen:
+            raise SpecError(f"{path}.link", link, "is given twice")
+        seen.add(node_pair(*link))
+        if "delay_us" not in raw:
+            raise SpecError(f"{path}.delay_us", None, "is required (microseconds)", show_value=False)
+        delay = float(_number(raw["delay_us"], f"{path}.delay_us", minimum=0, maximum=MAX_LINK_DELAY_US))
+        parsed.append({"link": list(link), "delay_us": delay})
+    return parsed
 
 
 def _option_check(option):
@@ -584,6 +640,9 @@ def _parse_traffic(data, all_hosts, seed):
         entry.qps = _number(raw.get("qps", entry.qps), f"{path}.qps", minimum=1, maximum=MAX_QPS, integer=True)
         entry.qp_scaling = _choice(raw.get("qp_scaling", entry.qp_scaling), QP_SCALING, f"{path}.qp_scaling")
         entry.udp_sport = _choice(raw.get("udp_sport", entry.udp_sport), UDP_SPORT_RULES, f"{path}.udp_sport")
+        entry.pacing = _choice(raw.get("pacing", entry.pacing), PACING_RULES, f"{path}.pacing")
+        if entry.pacing != "even" and pattern != STREAM_PATTERN:
+            raise SpecError(f"{path}.pacing", entry.pacing, "only a stream takes another pacing than even")
         entry.rate_mbps = float(_number(raw.get("rate_mbps", entry.rate_mbps), f"{path}.rate_mbps", minimum=0,
                                         exclusive=True, maximum=MAX_RATE_MBPS))
         entry.start_s = float(_number(raw.get("start_s", 0.0), f"{path}.start_s", minimum=0, maximum=MAX_DURATION_S))
@@ -597,6 +656,13 @@ def _parse_traffic(data, all_hosts, seed):
 
 def _link_pairs(topo):
     return {node_pair(record["a"], record["b"]) for record in topo.link_records()}
+
+
+def _switch_link_pairs(topo):
+    """``{(a, b)}`` (names sorted) of the links joining two switches."""
+    switches = set(topo.switches())
+    return {tuple(sorted((record["a"], record["b"]))) for record in topo.link_records()
+            if record["a"] in switches and record["b"] in switches}
 
 
 def _parse_failures(data, topo, switches):
@@ -727,7 +793,8 @@ def resolve_spec_target(spec, target=None):
         SpecError: field ``target``, naming what BMv2 lacks, or BMv2 not installed.
     """
     requested = target or spec.target
-    lossy = any(failure.action == "lossy_link" for failure in spec.failures)
+    lossy = any(failure.action == "lossy_link" for failure in spec.failures) \
+        or bool(spec.topology.link_delay_us or spec.topology.link_delays)
     mode = mode_table.MODES.get(spec.mode) if spec.mode else None
     features = mode.target_features if mode is not None else ()
     try:

@@ -159,7 +159,7 @@ class TrafficJob(threading.Thread):
                 options = StreamOptions(duration=self._stream_duration(), size=entry.size_bytes, qps=entry.qps,
                                         qp_scaling=entry.qp_scaling, rate_mbps=entry.rate_mbps, mtu=entry.mtu,
                                         bin_ms=self.bin_ms, gap_ms=GAP_MS, linger=STREAM_LINGER_S, job=entry.job,
-                                        udp_sport=entry.udp_sport)
+                                        udp_sport=entry.udp_sport, pacing=entry.pacing, seed=entry.seed)
                 self.report = run_streams(self.hosts, options, workdir=self.workdir, start_gate=start_gate)
             else:
                 t0_ns = self.time_zero.wait(READY_TIMEOUT_S)

@@ -99,6 +99,14 @@ def error_of(data):
     ({"topology__params": {"planes": 2}}, "topology.params.planes:"),
     ({"duration_s": 0}, "duration_s: must be a number in (0, 86400] (got 0)"),
     ({"topology__shape_links": "yes"}, "topology.shape_links: must be true or false (got 'yes')"),
+    ({"topology__link_delay_us": -1}, "topology.link_delay_us: must be a number in [0, 1e+06] (got -1)"),
+    ({"topology__link_delays": [{"link": ["h1", "leaf0"], "delay_us": 5}]},
+     "topology.link_delays[0].link: no link between two switches of the topology"),
+    ({"topology__link_delays": [{"link": ["leaf0", "spine0"]}]}, "topology.link_delays[0].delay_us: is required"),
+    ({"topology__link_delays": [{"link": ["leaf0", "spine0"], "delay_us": 1}, {"link": ["spine0", "leaf0"],
+                                                                             "delay_us": 2}]},
+     "topology.link_delays[1].link: is given twice"),
+    ({"traffic__0__pacing": "bursty"}, "traffic[0].pacing: unknown 'bursty'; allowed: even, poisson"),
     ({"program": "p4src/none_such.p4"}, "program: no such P4 program"),
 ])
 def test_validation_errors_name_the_field(changes, expected):
@@ -137,6 +145,18 @@ def test_entries_get_distinct_fixed_job_numbers_and_may_share_hosts():
     spec = parse_spec(data)
     assert [entry.job for entry in spec.traffic] == [1, 2]
     assert parse_spec(data).to_dict()["traffic"][1]["job"] == 2
+
+
+def test_link_delays_are_given_per_link_and_add_a_known_round_trip():
+    spec = parse_spec(spec_with(topology__link_delay_us=100,
+                                topology__link_delays=[{"link": ["spine1", "leaf0"], "delay_us": 400}]))
+    topo = spec.build_topology()
+    delays = spec.topology.delays_us(topo)
+    assert delays == {("leaf0", "spine0"): 100.0, ("leaf0", "spine1"): 400.0, ("leaf1", "spine0"): 100.0,
+                      ("leaf1", "spine1"): 100.0}
+    # the slowest leaf-to-leaf path (spine1: 400 + 100 us) both ways
+    assert analysis.round_trip_us(topo.graph(), delays) == 1000.0
+    assert analysis.round_trip_us(topo.graph(), {}) == 0.0
 
 
 def test_lossy_link_without_netem_makes_auto_embedded_and_refuses_bmv2(monkeypatch):

@@ -87,6 +87,13 @@ def test_reordering_is_marked_unreliable_when_the_emulator_alone_could_reorder()
         assert result["overloaded"] is False   # losses, MMR and goodput stand
     # on shaped links the latency spread is the network's queueing: no mark from it
     assert overload.assess(_timing_record(1.5, 300.0, shaped=True), [_paced(0)])["reordering_unreliable"] is False
+    # links delayed by design (flowlet_rtt.yaml: paths 0 to 12 ms one way) spread the latency by that much
+    delayed = dict(_timing_record(1.5, 12.0), topology={"rtt_us": 24000.0})
+    result = overload.assess(delayed, [_paced(3)])
+    assert result["reordering_unreliable"] is False and result["latency_spread_ms"] == 0.0
+    delayed = dict(_timing_record(1.5, 25.0), topology={"rtt_us": 4000.0})
+    [reason] = overload.assess(delayed, [_paced(3)])["reordering_reasons"]
+    assert "by 21.5 ms" in reason and "beyond the 2.0 ms the links' delays add" in reason
 
 
 def test_senders_count_frames_sent_late():

@@ -119,6 +119,12 @@ def _switch_names(value, path, switches):
     return list(value)
 
 
+def _boolean(value, path, _switches):
+    if not isinstance(value, bool):
+        raise SpecError(path, value, "must be true or false")
+    return value
+
+
 MAX_OPTION_MS = 3_600_000  # an epoch or hold-down of an hour: beyond that it never acts within a run
 
 
@@ -160,8 +166,10 @@ MECHANISM = Mechanism(
                                  "off; mode f10 runs it every 500 ms)", _milliseconds(exclusive=True)),
                 ControllerOption("recovered_holddown_ms", "how long the rescheduler gives a recovered link no "
                                  "weight", _milliseconds(exclusive=False)),
-            ),
-            constructor_options=("pushback",)),
+                ControllerOption("pushback", "run F10's pushback on the detectors' reports (default: mode f10 "
+                                 "on, fattree-local off; off, every rerouted packet keeps taking its detour)",
+                                 _boolean),
+            )),
     ),
     check_parameters=check_combination,
     hooks="testbed.mechanisms.f10.run:F10Hooks",

@@ -126,3 +126,47 @@ def _path_dilation(axis, labels, runs_by_label, colours):
     axis.set_ylabel("packets (mean over runs)")
     axis.legend(fontsize=7)
     axis.set_title("path dilation", fontsize=9)
+
+
+def plot_path_dilation(rows, path, title="F10 path dilation of local reroutes"):
+    """Figure 10 of seed 002: the complementary CDF of the reroutes' extra hops, one panel per topology.
+
+    ``P(extra hops > x)`` over the reroutes.  A reroute the data plane dropped after its detour (it
+    met a second failure and a marked packet is never detoured twice) counts as never delivered: it
+    stays in the CCDF at every hop count, so the curve's floor is the fraction of reroutes dropped.
+
+    Args:
+        rows: :func:`testbed.mechanisms.f10.dilation.dilation_table` rows.
+        path: the PNG to write.
+        title: the figure's title.
+
+    Returns:
+        str: ``path``.
+    """
+    labels = list(dict.fromkeys(row["label"] for row in rows))
+    hops = range(0, 1 + max([int(extra) for row in rows for extra in row["extra_hops"]] + [4]) + 2)
+    figure, axes = plt.subplots(1, len(labels), figsize=(5.5 * len(labels), 4.2), squeeze=False, sharey=True)
+    try:
+        for axis, label in zip(axes[0], labels):
+            for row in (row for row in rows if row["label"] == label):
+                total = row["reroutes"] + row["reroutes_dropped"]
+                if not total:
+                    continue
+                counts = {int(extra): count for extra, count in row["extra_hops"].items()}
+                ccdf = [(sum(c for extra, c in counts.items() if extra > x) + row["reroutes_dropped"]) / total
+                        for x in hops]
+                axis.step(list(hops), ccdf, where="post",
+                          label=f"{row['failures']} {row['kind']} failures: mean +{row['mean_extra_hops']:.2f}, "
+                                f"{100 * row['reroutes_dropped'] / total:.1f}% dropped")
+            axis.set_yscale("log")
+            axis.set_ylim(1e-4, 1.5)
+            axis.set_xlabel("extra switches crossed by a rerouted flow")
+            axis.set_title(label, fontsize=10)
+            axis.legend(fontsize=7, loc="lower left")
+        axes[0][0].set_ylabel("fraction of reroutes with more than x extra hops\n(dropped ones: more than any)")
+        figure.suptitle(title)
+        figure.tight_layout()
+        figure.savefig(path, dpi=100)
+    finally:
+        plt.close(figure)
+    return path

@@ -3,7 +3,7 @@ its comparison plot."""
 from testbed.experiment.counters import counter_total
 from testbed.experiment.results import OPT_INT
 from testbed.mechanisms.hooks import Column, RunHooks
-from testbed.mechanisms.lb.plots import plot_lb_comparison
+from testbed.mechanisms.lb.plots import plot_flowlet_curve, plot_lb_comparison
 
 PATH_CHANGES_COUNTER = "MyIngress.flowlet_path_changes"  # p4src/flowlet.p4
 
@@ -27,5 +27,6 @@ class LoadBalancingHooks(RunHooks):
                                                                     skip=run.fabric.crashed)
 
     def comparison_plots(self, rows, runs_by_label, out_dir, title):
-        """``lb_comparison.png`` (:func:`testbed.mechanisms.lb.plots.plot_lb_comparison`)."""
-        return plot_lb_comparison(rows, out_dir, title)
+        """``lb_comparison.png``, and for a flowlet-interval sweep ``flowlet_curve.png``
+        (:mod:`testbed.mechanisms.lb.plots`)."""
+        return plot_lb_comparison(rows, out_dir, title) + plot_flowlet_curve(rows, runs_by_label, out_dir, title)
