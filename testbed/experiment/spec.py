@@ -6,8 +6,8 @@ A spec (every field but ``name`` and ``seed`` has a default)::
     seed: 7                             # required; every random choice derives from it
     topology: {kind: clos, params: {leaves: 2, spines: 2, hosts_per_leaf: 2}, shape_links: false}
     target: auto                        # auto | embedded | bmv2
-    backend: python                     # python | native | auto: the embedded switches' pipeline
-                                        # (default $TESTBED_BACKEND or python; testbed.p4.native)
+    backend: auto                       # python | native | auto: the embedded switches' pipeline
+                                        # (default $TESTBED_BACKEND or auto; testbed.p4.native)
     mode: ecmp                          # a mode of a mechanism (testbed.modes.MODES: ecmp, eecmp, spray,
                                         # flowlet, pinning, f10, fattree-local, portland, dsf ...) or
                                         # program: PATH
@@ -269,7 +269,7 @@ class ExperimentSpec:
     seed: int
     topology: TopologySpec
     target: str = "auto"
-    backend: str = "python"
+    backend: str = "auto"
     mode: Optional[str] = None
     program: str = ""
     mode_params: dict = field(default_factory=dict)
