@@ -91,7 +91,7 @@ class _ClusterLink(RemoteLink):
             node = intf.node
             if not node.inNamespace:  # an end in a node's namespace goes with the namespace or its peer
                 group = self.run_groups[node.cluster_server.name]
-                _check(node, node.rcmd(f"ip link set {intf.name} group {group}"), f"tagging {intf.name}")
+                _check(node, node.cmd(f"ip link set {intf.name} group {group}"), f"tagging {intf.name}")
 
     def stop_tunnel(self):
         """Stop whatever process carries the tunnel (none for VXLAN)."""
