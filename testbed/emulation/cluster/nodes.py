@@ -14,6 +14,9 @@ processes started over ssh, ``mnexec`` on the server) with its defects worked ar
 """
 import os
 import shlex
+import signal
+import subprocess
+import threading
 
 from mininet.examples.cluster import ClusterCleanup, RemoteMixin
 from mininet.node import Node
@@ -41,13 +44,50 @@ class ClusterNodeMixin(RemoteMixin):
                            *forwarded_environment()] + [str(arg) for arg in argv])
 
     def _popen(self, cmd, sudo=True, tt=True, **params):
-        """Start ``cmd`` on the node's server: over ssh with the run's marks when remote, else here."""
+        """Start ``cmd`` on the node's server: over ssh with the run's marks when remote, else here.
+
+        A remote process without a terminal (``popen``: traffic, captures) is a :class:`RemoteProcess`:
+        its signals reach the process on the server, so it ends as it would here (a receiver
+        told SIGTERM writes its report and exits 0), not with its ssh connection.
+        """
         if isinstance(cmd, str):
             cmd = cmd.split()
-        if self.isRemote:
-            cmd = self.cluster_server.ssh_argv(tty=tt) + [self.remote_command(cmd)]
         params.update(preexec_fn=os.setpgrp)  # as RemoteMixin: out of the caller's Ctrl-C
-        return Node._popen(self, cmd, **params)
+        if not self.isRemote:
+            return Node._popen(self, cmd, **params)
+        if tt:
+            return Node._popen(self, self.cluster_server.ssh_argv(tty=True) + [self.remote_command(cmd)], **params)
+        with RemoteProcess.lock:
+            RemoteProcess.count += 1
+            pid_file = f"/tmp/testbed-rpid-{self.owner}-{self.name}-{RemoteProcess.count}"
+        remote = f"echo $$ > {pid_file}; exec {self.remote_command(cmd)}"
+        process = RemoteProcess(self.cluster_server.ssh_argv() + [shlex.join(["sh", "-c", remote])], **params)
+        process.server, process.pid_file = self.cluster_server, pid_file
+        return process
+
+
+class RemoteProcess(subprocess.Popen):
+    """The local ssh end of a process on another server; signals go to that process."""
+
+    lock = threading.Lock()
+    count = 0
+    server = None
+    pid_file = None
+
+    def send_signal(self, sig):
+        """Signal the process on its server (its pid is in ``pid_file`` there), else the ssh client."""
+        if self.poll() is not None:
+            return
+        result = self.server.run(f"kill -{int(sig)} $(cat {self.pid_file}) && rm -f {self.pid_file}")
+        if result.returncode != 0:
+            super().send_signal(sig)
+
+    def terminate(self):
+        self.send_signal(signal.SIGTERM)
+
+    def kill(self):
+        self.send_signal(signal.SIGKILL)
+        super().kill()
 
 
 class ClusterHost(ClusterNodeMixin, FabricHost):
