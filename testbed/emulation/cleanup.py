@@ -34,6 +34,8 @@ OWNER_ENV = "TESTBED_OWNER"
 #: their owner pid lives on the machine the run started from, so only `testbed cleanup --servers` there
 #: decides about them
 SERVER_ENV = "TESTBED_SERVER"
+#: where a run's remote processes leave their pid (``/tmp/testbed-rpid-<owner>-<node>-<n>``), for signals
+REMOTE_PID_PREFIX = "testbed-rpid-"
 #: the interface group slot of a run's interfaces on another server (same reason)
 SERVER_GROUP_SLOT = 255
 # interface groups of testbed networks: OWNER_GROUP_FLAG | owner pid << 8 | slot (1..255); pids < 2^22
@@ -380,7 +382,11 @@ def cleanup(log=print, include_running=False):
 
 
 def server_marks(server):
-    """Owners of what runs from another machine left on this one as ``server``: ``{owner: {"processes", "interfaces"}}``."""
+    """Owners of what runs from another machine left on this one as ``server``.
+
+    Returns:
+        dict: ``{owner: {"processes": count, "interfaces": count}}``.
+    """
     found = {}
     for _pid, _cmdline, owner in marked_processes(server):
         found.setdefault(owner, {"processes": 0, "interfaces": 0})["processes"] += 1
@@ -406,4 +412,11 @@ def server_cleanup(server, owners, log=print):
         for owner in sorted(owners):
             subprocess.run(["ip", "link", "del", "group", str(owner_interface_group(owner, SERVER_GROUP_SLOT))],
                            capture_output=True, check=False)
-    return {"processes": processes, "interfaces": names}
+    temporary = [path for path, creator in temp_paths()  # the pid files of the runs' remote processes
+                 if creator in owners and os.path.basename(path).startswith(REMOTE_PID_PREFIX)]
+    for path in temporary:
+        try:
+            os.remove(path)
+        except OSError:
+            pass
+    return {"processes": processes, "interfaces": names, "temp_paths": temporary}

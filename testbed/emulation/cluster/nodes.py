@@ -21,7 +21,7 @@ import threading
 from mininet.examples.cluster import ClusterCleanup, RemoteMixin
 from mininet.node import Node
 
-from testbed.emulation.cleanup import OWNER_ENV, SERVER_ENV
+from testbed.emulation.cleanup import OWNER_ENV, REMOTE_PID_PREFIX, SERVER_ENV
 from testbed.emulation.cluster.servers import forwarded_environment
 from testbed.emulation.hosts import FabricHost
 from testbed.emulation.p4switch import EmbeddedP4Switch, SWITCHD_MODULE
@@ -59,7 +59,7 @@ class ClusterNodeMixin(RemoteMixin):
             return Node._popen(self, self.cluster_server.ssh_argv(tty=True) + [self.remote_command(cmd)], **params)
         with RemoteProcess.lock:
             RemoteProcess.count += 1
-            pid_file = f"/tmp/testbed-rpid-{self.owner}-{self.name}-{RemoteProcess.count}"
+            pid_file = f"/tmp/{REMOTE_PID_PREFIX}{self.owner}-{self.name}-{RemoteProcess.count}"
         remote = f"echo $$ > {pid_file}; exec {self.remote_command(cmd)}"
         process = RemoteProcess(self.cluster_server.ssh_argv() + [shlex.join(["sh", "-c", remote])], **params)
         process.server, process.pid_file = self.cluster_server, pid_file
