@@ -729,7 +729,9 @@ def spec_fabric(spec, target=None, **options):
                   controller=spec.controller.kind, mode_params=spec.mode_params, required_params=required,
                   seed=spec.seed, backend=spec.backend, detection_delay_ms=spec.controller.detection_delay_ms,
                   controller_options=spec.controller.options_for(spec.controller.kind),
-                  shape_links=spec.topology.shape_links, **options)
+                  shape_links=spec.topology.shape_links,
+                  **({"servers": spec.servers, "placement": spec.placement, "cross_link": spec.cross_link}
+                     if spec.servers else {}), **options)
 
 
 __all__ = ["Fabric", "Capture", "fabric", "spec_fabric"]
