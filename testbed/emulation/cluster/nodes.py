@@ -52,9 +52,11 @@ class ClusterNodeMixin(RemoteMixin):
         """
         if isinstance(cmd, str):
             cmd = cmd.split()
-        params.update(preexec_fn=os.setpgrp)  # as RemoteMixin: out of the caller's Ctrl-C
         if not self.isRemote:
             return Node._popen(self, cmd, **params)
+        # out of the caller's Ctrl-C, as RemoteMixin's preexec_fn=os.setpgrp, but without Python code
+        # between fork and exec (unsafe with the gRPC threads of the controller in this process)
+        params.update(process_group=0)
         if tt:
             return Node._popen(self, self.cluster_server.ssh_argv(tty=True) + [self.remote_command(cmd)], **params)
         with RemoteProcess.lock:
