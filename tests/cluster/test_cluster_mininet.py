@@ -81,5 +81,5 @@ def test_killed_run_over_two_servers_is_cleaned_on_both(simulated_server, tmp_pa
     assert run.pid not in server_marks(SIMULATED_SERVER)
     remote_links = subprocess.run(["ip", "-n", SIMULATED_SERVER, "-o", "link", "show"], capture_output=True,
                                   text=True).stdout
-    assert [line.split(":")[1].strip() for line in remote_links.splitlines()] == ["lo", "eth0"]
+    assert [line.split(":")[1].strip().split("@")[0] for line in remote_links.splitlines()] == ["lo", "eth0"]
     assert not [name for name in leftovers()["interfaces"] if name.split("-eth")[0] in switches]

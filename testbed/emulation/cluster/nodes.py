@@ -59,6 +59,9 @@ class ClusterNodeMixin(RemoteMixin):
         params.update(process_group=0)
         if tt:
             return Node._popen(self, self.cluster_server.ssh_argv(tty=True) + [self.remote_command(cmd)], **params)
+        if cmd[:2] == ["mnexec", "-da"]:
+            # -d forks when the process leads its group (as under sshd): the pid written below would be gone
+            cmd = ["mnexec", "-a"] + cmd[2:]
         with RemoteProcess.lock:
             RemoteProcess.count += 1
             pid_file = f"/tmp/{REMOTE_PID_PREFIX}{self.owner}-{self.name}-{RemoteProcess.count}"
