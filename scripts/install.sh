@@ -22,6 +22,7 @@ APT_PACKAGES=(
   mininet iproute2 bridge-utils tcpdump tshark iputils-ping iperf3 ethtool
   procps psmisc net-tools kmod python3-venv python3-dev python3-pip shellcheck
   gcc libc6-dev  # the native backend compiles each P4 program's generated C (testbed/p4/native)
+  openssh-server openssh-client sudo  # fabrics over several servers (testbed/emulation/cluster): root ssh, sudo
 )
 
 if [ "$(id -u)" -ne 0 ]; then

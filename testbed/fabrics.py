@@ -88,6 +88,13 @@ class Fabric:
         shape_links: shape every link to its capacity with tc htb.
         pcap: per-port pcaps in ``log_dir``.
         packet_log: BMv2's per-packet log (slow; off by default).
+        servers: run the fabric over several servers (Mininet's cluster edition): server entries
+            (``"localhost"``, ``"user@host"``, a simulated server's name such as ``"tb-srv1"``, or
+            ``{"host", "user", "identity", "known_hosts"}``); localhost is always one of them.
+            None: this machine only.  Embedded target only.
+        placement: with ``servers``, ``{node: server}`` fixing where nodes run; the others are
+            placed by the fabric's structure (whole FatTree pods per server).
+        cross_link: with ``servers``, how links between servers are made: ``"vxlan"`` or ``"ssh"``.
         log_dir: switch logs (default: a temporary folder removed at stop).
         state_file: where to publish the running fabric (``testbed net status``, ``testbed traffic``);
             default none, except for the os-ken controller, which gets a private one.
@@ -106,7 +113,7 @@ class Fabric:
                  required_params=None, seed=0, backend=None, detection_delay_ms=None, controller_options=None,
                  shape_links=False,
                  pcap=False, packet_log=False, log_dir=None, state_file=None, controller_log=None, progress=None,
-                 log_level="warning", **topo_params):
+                 log_level="warning", servers=None, placement=None, cross_link="vxlan", **topo_params):
         if isinstance(topology, FabricTopo):
             if topo_params:
                 raise ParameterError(next(iter(topo_params)), topo_params[next(iter(topo_params))],
@@ -142,6 +149,11 @@ class Fabric:
         self.controller_log = controller_log
         self.progress = Progress(progress, os.path.join(log_dir, FABRIC_LOG) if log_dir else None)
         self.log_level = log_level
+        self.servers = list(servers) if servers else None
+        self.placement = dict(placement or {})
+        self.cross_link = cross_link
+        if self.placement and not self.servers:
+            raise ParameterError("placement", self.placement, "a placement with servers only")
         self.target = None
         self.target_note = ""  # why target auto did not pick an installed BMv2
         self.pipeline = None
@@ -176,8 +188,10 @@ class Fabric:
         progress.begin("up")
         self.target, self.target_note = "bridge", ""
         if self.program:
-            self.target, self.target_note = resolve_target(self.requested_target,
-                                                           embedded_only_needs(self.program))
+            requested = self.requested_target
+            if self.servers and requested == "auto":
+                requested = "embedded"  # the target over several servers
+            self.target, self.target_note = resolve_target(requested, embedded_only_needs(self.program))
             if self.target_note:
                 progress.event(self.target_note)
         try:
@@ -192,10 +206,17 @@ class Fabric:
                                                                      f"fabric-{os.getpid()}.json")
             progress.event(f"starting {self.topo.kind}: {len(self.topo.switches())} {self.target} switches, "
                            f"{len(self.topo.hosts())} hosts, {len(self.topo.links())} links")
-            self.network = FabricNetwork(self.topo, switch=self.target, switch_params=self._switch_params(),
+            network_options = {}
+            network_class = FabricNetwork
+            if self.servers:
+                from testbed.emulation.cluster.network import ClusterFabricNetwork
+
+                network_class = ClusterFabricNetwork
+                network_options = {"servers": self.servers, "placement": self.placement, "link": self.cross_link}
+            self.network = network_class(self.topo, switch=self.target, switch_params=self._switch_params(),
                                          shape_links=self.shape_links, state_file=state_file,
                                          log_dir=self.log_dir, log_level=self.log_level, publish_on_start=False,
-                                         progress=progress)
+                                         progress=progress, **network_options)
             self._start_network()
             self._registry = ProcessRegistry()
             if self.controller_kind is not None:
@@ -716,7 +737,9 @@ def spec_fabric(spec, target=None, **options):
                   controller=spec.controller.kind, mode_params=spec.mode_params, required_params=required,
                   seed=spec.seed, backend=spec.backend, detection_delay_ms=spec.controller.detection_delay_ms,
                   controller_options=spec.controller.options_for(spec.controller.kind),
-                  shape_links=spec.topology.shape_links, **options)
+                  shape_links=spec.topology.shape_links,
+                  **({"servers": spec.servers, "placement": spec.placement, "cross_link": spec.cross_link}
+                     if spec.servers else {}), **options)
 
 
 __all__ = ["Fabric", "Capture", "fabric", "spec_fabric"]

@@ -21,6 +21,8 @@ Markers (skips print their reason with ``pytest -ra``):
 * ``mininet``: builds an emulated network; skipped unless running as root with Mininet
   installed.  Tests using the fabric fixtures get it automatically.
 * ``bmv2``: needs BMv2 (``simple_switch_grpc`` and ``p4c``); skipped where they are absent.
+* ``cluster``: builds a fabric over several servers (a simulated second server on this
+  machine: :func:`simulated_server`); skipped, with the reason, without sshd, ssh or sudo.
 * ``fabric(topology, **options)``: the ``fabric`` fixture's :class:`~testbed.fabrics.Fabric` options.
 
 ``BOTH_TARGETS`` parametrizes a test over the embedded target and BMv2
@@ -69,6 +71,8 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "fabric(topology, **options): options of the `fabric` fixture "
                                        "(testbed.fabrics.Fabric)")
     config.addinivalue_line("markers", "slow: takes more than a few seconds")
+    config.addinivalue_line("markers", "cluster: a fabric over several servers (needs sshd, ssh and sudo; "
+                                       "a simulated second server stands in for the other)")
 
 
 def pytest_collection_modifyitems(config, items):
@@ -78,10 +82,51 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.mininet)
 
 
+def cluster_missing():
+    """Why fabrics over several servers cannot be tried here, or None when they can."""
+    import shutil
+
+    missing = [what for what, path in (("sshd (openssh-server)", "/usr/sbin/sshd"),
+                                       ("ssh (openssh-client)", shutil.which("ssh")),
+                                       ("ssh-keygen", shutil.which("ssh-keygen")),
+                                       ("sudo", shutil.which("sudo")))
+               if not path or not os.path.exists(path)]
+    if missing:
+        return "fabrics over several servers need " + ", ".join(missing) + " (scripts/install.sh installs them)"
+    return None
+
+
+#: the simulated server of the ``simulated_server`` fixture (name for ``servers=[...]`` in markers)
+SIMULATED_SERVER_INDEX = 9
+SIMULATED_SERVER = f"tb-srv{SIMULATED_SERVER_INDEX}"
+
+
+@pytest.fixture
+def simulated_server():
+    """A simulated second server (:mod:`testbed.emulation.cluster.simserver`) named
+    :data:`SIMULATED_SERVER`, up for the test; afterwards nothing of the test may be left on it."""
+    from testbed.emulation.cluster import simserver
+    from testbed.emulation.cluster.servers import resolve
+
+    entry = simserver.up(SIMULATED_SERVER_INDEX)
+    try:
+        yield resolve(entry["name"])
+        server = resolve(entry["name"])
+        listing = server.run(f"{__import__('sys').executable} -m testbed.cli cleanup --server-marks {server.name}")
+        assert listing.returncode == 0 and listing.stdout.strip() in ("", "{}"), \
+            f"left behind on {server.name}: {listing.stdout} {listing.stderr}"
+    finally:
+        simserver.down(SIMULATED_SERVER_INDEX)
+
+
 def pytest_runtest_setup(item):
     """Skip, with the reason, what this machine cannot run."""
     if item.get_closest_marker("mininet") is not None:
         reason = mininet_missing()
+        if reason:
+            pytest.skip(reason)
+    if item.get_closest_marker("cluster") is not None:
+        reason = cluster_missing()
         if reason:
             pytest.skip(reason)
     if item.get_closest_marker("bmv2") is not None and not bmv2_available():

@@ -1,5 +1,7 @@
 """``testbed cleanup``: remove what testbed runs left behind (like Mininet's ``mn -c``, for this testbed only)."""
-from testbed.emulation.cleanup import cleanup, cleanup_plan
+import json
+
+from testbed.emulation.cleanup import cleanup, cleanup_plan, server_cleanup, server_marks
 
 
 def register(subparsers):
@@ -13,11 +15,37 @@ def register(subparsers):
     parser.add_argument("--all", action="store_true",
                         help="also remove the networks whose owner still runs")
     parser.add_argument("--dry-run", action="store_true", help="only list what would be removed")
+    parser.add_argument("--servers", metavar="S1,S2", default=None,
+                        help="also clean the other servers of runs over several servers (names as in "
+                        "`testbed net up --servers`): what runs started here and now gone left there")
+    parser.add_argument("--server-marks", metavar="NAME", default=None,
+                        help="(run on a server over ssh by --servers and at stop) act only on what runs from "
+                        "another machine left on this one as server NAME: list it as JSON, or remove that of "
+                        "--owners")
+    parser.add_argument("--owners", metavar="PID,PID", default=None,
+                        help="with --server-marks: the runs (their pids where they started) to remove")
     parser.set_defaults(func=run)
 
 
 def run(args):
     """Clean up (or list, with --dry-run); returns 0."""
+    if args.server_marks:
+        if args.owners is None:
+            print(json.dumps({str(owner): found for owner, found in server_marks(args.server_marks).items()}))
+            return 0
+        owners = [int(owner) for owner in args.owners.split(",") if owner.strip()]
+        server_cleanup(args.server_marks, owners)
+        return 0
+    if args.servers:
+        from testbed.emulation.cluster.cleanup import clean_servers
+
+        status = _local(args)
+        clean_servers(args.servers, include_running=args.all, dry_run=args.dry_run)
+        return status
+    return _local(args)
+
+
+def _local(args):
     if args.dry_run:
         plan = cleanup_plan(include_running=args.all)
         for pid, cmdline in plan["processes"]:

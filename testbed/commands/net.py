@@ -47,6 +47,13 @@ def register(subparsers):
     up.add_argument("--pcap", action="store_true", help="per-port pcaps next to the switch logs")
     up.add_argument("--packet-log", action="store_true", help="BMv2's per-packet log (slow; off by default)")
     up.add_argument("--log-dir", default=None, help="switch logs (default: a temporary folder removed at exit)")
+    up.add_argument("--servers", default=None, metavar="S1,S2",
+                    help="run the fabric over these servers and this one (Mininet's cluster edition; embedded "
+                    "target): user@host, host, or a simulated server's name (`testbed server sim up`)")
+    up.add_argument("--placement", default=None, metavar="NODE=SERVER,...",
+                    help="with --servers: fix where nodes run (the rest by the fabric's structure)")
+    up.add_argument("--cross-link", choices=("vxlan", "ssh"), default="vxlan",
+                    help="with --servers: links between servers as VXLAN (default) or SSH tunnels")
     up.add_argument("--test", choices=("pingall", "none"), default="none", help="run a test once up")
     up.add_argument("--no-cli", action="store_true", help="do not open the Mininet CLI")
     up.add_argument("--hold", type=float, default=None, metavar="SECONDS",
@@ -92,7 +99,7 @@ def run_up(args):
                     controller=args.controller, shape_links=args.shape_links, state_file=args.state_file,
                     packet_log=args.packet_log, pcap=args.pcap, log_dir=args.log_dir,
                     progress=None if args.quiet else print_line,
-                    log_level="info" if args.verbose else "warning",
+                    log_level="info" if args.verbose else "warning", **cluster_options(args),
                     **parse_key_values(args.params))
     status = 0
     with termination_as_interrupt():
@@ -123,6 +130,27 @@ def run_up(args):
         finally:
             fabric.stop()
     return status
+
+
+def cluster_options(args):
+    """The Fabric options of ``--servers``, ``--placement`` and ``--cross-link``.
+
+    Raises:
+        ParameterError: ``--placement`` not ``node=server`` pairs, or without ``--servers``.
+    """
+    if not args.servers:
+        if args.placement:
+            raise ParameterError("--placement", args.placement, "a placement with --servers only")
+        return {}
+    from testbed.emulation.cluster.servers import parse_servers_option
+
+    placement = {}
+    for item in parse_servers_option(args.placement or ""):
+        node, _, server = item.partition("=")
+        if not node or not server:
+            raise ParameterError("--placement", item, "NODE=SERVER pairs separated by commas")
+        placement[node] = server
+    return {"servers": parse_servers_option(args.servers), "placement": placement, "cross_link": args.cross_link}
 
 
 def run_status(args):

@@ -30,9 +30,17 @@ from testbed.emulation.state import state_owner
 
 STATE_DIR = "/run/testbed"
 OWNER_ENV = "TESTBED_OWNER"
+#: set (besides the owner) on processes a run started on another server (testbed/emulation/cluster):
+#: their owner pid lives on the machine the run started from, so only `testbed cleanup --servers` there
+#: decides about them
+SERVER_ENV = "TESTBED_SERVER"
+#: where a run's remote processes leave their pid (``/tmp/testbed-rpid-<owner>-<node>-<n>``), for signals
+REMOTE_PID_PREFIX = "testbed-rpid-"
+#: the interface group slot of a run's interfaces on another server (same reason)
+SERVER_GROUP_SLOT = 255
 # interface groups of testbed networks: OWNER_GROUP_FLAG | owner pid << 8 | slot (1..255); pids < 2^22
 OWNER_GROUP_FLAG = 1 << 30
-OWNER_GROUP_SLOTS = 255
+OWNER_GROUP_SLOTS = 254  # networks of one owner on its own machine; slot 255 is SERVER_GROUP_SLOT
 _PID_LIMIT = 1 << 22
 INTERFACE_PATTERN = re.compile(r"^[-_.A-Za-z0-9]+-eth[0-9]+$")
 # Command lines of processes that belong to an emulated network.
@@ -121,7 +129,7 @@ def owner_interface_group(owner, slot):
     (1076902145, 12345)
     """
     owner, slot = int(owner), int(slot)
-    if not 0 < owner < _PID_LIMIT or not 0 < slot <= OWNER_GROUP_SLOTS:
+    if not 0 < owner < _PID_LIMIT or not 0 < slot <= SERVER_GROUP_SLOT:
         raise ValueError(f"owner {owner} or slot {slot} out of range")
     return OWNER_GROUP_FLAG | owner << 8 | slot
 
@@ -190,12 +198,32 @@ def emulation_processes(owner=None):
                   if any(pattern.search(cmdline) for pattern in PROCESS_PATTERNS))
 
 
-def marked_processes():
-    """``[(pid, command line, owner pid)]`` of every process carrying a valid ``TESTBED_OWNER`` mark."""
+def process_marks(pid):
+    """``(TESTBED_OWNER, TESTBED_SERVER)`` marks of a process (None where absent)."""
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as handle:
+            environ = handle.read().split(b"\0")
+    except OSError:
+        return None, None
+    marks = {}
+    for item in environ:
+        key, _, value = item.partition(b"=")
+        if key in (OWNER_ENV.encode(), SERVER_ENV.encode()):
+            marks[key.decode()] = value.decode(errors="replace")
+    return marks.get(OWNER_ENV), marks.get(SERVER_ENV)
+
+
+def marked_processes(server=None):
+    """``[(pid, command line, owner pid)]`` of every process carrying a valid ``TESTBED_OWNER`` mark.
+
+    Args:
+        server: None: the processes of runs started on this machine; a server name: the
+            processes runs started from another machine left on this one as that server.
+    """
     found = []
     for pid, cmdline in _processes():
-        mark = process_owner(pid)
-        if mark is not None and mark.isdigit():
+        mark, on_server = process_marks(pid)
+        if mark is not None and mark.isdigit() and on_server == server:
             found.append((pid, cmdline, int(mark)))
     return sorted(found)
 
@@ -269,8 +297,8 @@ def cleanup_plan(include_running=False):
     groups = {}
     for name, group, _master in _root_links():
         owner = interface_group_owner(group)
-        if owner is None:
-            continue
+        if owner is None or group & 0xFF == SERVER_GROUP_SLOT:
+            continue  # another machine's run's interfaces: `testbed cleanup --servers` there
         if removable(owner):
             groups.setdefault(group, []).append(name)
         else:
@@ -343,7 +371,52 @@ def cleanup(log=print, include_running=False):
                     os.remove(path)
                 except OSError:
                     pass
+    from testbed.emulation.cluster.simserver import remove_stale
+
+    for name in remove_stale():  # simulated servers whose sshd was killed above
+        log(f"removed simulated server {name}")
     if plan["running_owners"]:
         log(f"left alone: the network(s) of running owner(s) {', '.join(map(str, plan['running_owners']))} "
             "(`testbed net down`, or `testbed cleanup --all`)")
     return plan
+
+
+def server_marks(server):
+    """Owners of what runs from another machine left on this one as ``server``.
+
+    Returns:
+        dict: ``{owner: {"processes": count, "interfaces": count}}``.
+    """
+    found = {}
+    for _pid, _cmdline, owner in marked_processes(server):
+        found.setdefault(owner, {"processes": 0, "interfaces": 0})["processes"] += 1
+    for _name, group, _master in _root_links():
+        owner = interface_group_owner(group)
+        if owner is not None and group & 0xFF == SERVER_GROUP_SLOT:
+            found.setdefault(owner, {"processes": 0, "interfaces": 0})["interfaces"] += 1
+    return found
+
+
+def server_cleanup(server, owners, log=print):
+    """Remove the processes and interfaces runs of ``owners`` (pids on the machine they started from) left
+    on this machine as ``server``; nothing else.  Returns ``{"processes": [...], "interfaces": [...]}``."""
+    owners = {int(owner) for owner in owners}
+    processes = [(pid, cmdline) for pid, cmdline, owner in marked_processes(server) if owner in owners]
+    if processes:
+        log(f"{server}: killing {len(processes)} process(es) of run(s) {', '.join(map(str, sorted(owners)))}")
+        _terminate([pid for pid, _ in processes])
+    names = [name for name, group, _master in _root_links()
+             if group & 0xFF == SERVER_GROUP_SLOT and interface_group_owner(group) in owners]
+    if names:
+        log(f"{server}: deleting {len(names)} interface(s)")
+        for owner in sorted(owners):
+            subprocess.run(["ip", "link", "del", "group", str(owner_interface_group(owner, SERVER_GROUP_SLOT))],
+                           capture_output=True, check=False)
+    temporary = [path for path, creator in temp_paths()  # the pid files of the runs' remote processes
+                 if creator in owners and os.path.basename(path).startswith(REMOTE_PID_PREFIX)]
+    for path in temporary:
+        try:
+            os.remove(path)
+        except OSError:
+            pass
+    return {"processes": processes, "interfaces": names, "temp_paths": temporary}

@@ -128,7 +128,8 @@ DEFAULT_MTU = 1024
 DEFAULT_TAIL_S = 1.0
 
 _TOP_FIELDS = ("name", "seed", "topology", "target", "backend", "program", "mode", "mode_params", "controller",
-               "traffic", "failures", "failure_trace", "duration_s", "repeat", "metrics", "out_dir")
+               "traffic", "failures", "failure_trace", "duration_s", "repeat", "metrics", "out_dir",
+               "servers", "placement", "cross_link")
 _TRAFFIC_FIELDS = ("pattern", "hosts", "size_bytes", "qps", "qp_scaling", "udp_sport", "rate_mbps", "start_s",
                    "duration_s", "mtu", "pacing")
 _FAILURE_FIELDS = ("at_s", "action", "link", "switch", "loss")
@@ -311,6 +312,9 @@ class ExperimentSpec:
     metrics: List[str] = field(default_factory=lambda: list(METRICS))
     out_dir: str = ""
     repeat: int = 1
+    servers: List = field(default_factory=list)
+    placement: dict = field(default_factory=dict)
+    cross_link: str = "vxlan"
     source: Optional[str] = None
     raw: Optional[dict] = field(default=None, repr=False, compare=False)
 
@@ -411,6 +415,27 @@ def _require_mapping(value, path):
     if not isinstance(value, dict):
         raise SpecError(path, value, "must be a mapping")
     return value
+
+
+def _parse_servers(data, topo):
+    """``servers`` (a fabric over several servers), ``placement`` ({node: server}) and ``cross_link``."""
+    servers = data.get("servers", [])
+    if not isinstance(servers, list) or not all(isinstance(entry, (str, dict)) for entry in servers):
+        raise SpecError("servers", servers, "must be a list of server names (localhost, user@host, tb-srv1) "
+                                            "or {host, user, identity, known_hosts}")
+    placement = data.get("placement", {})
+    if not isinstance(placement, dict) or (placement and not servers):
+        raise SpecError("placement", placement, "must be a mapping node: server, with servers")
+    nodes = set(topo.nodes())
+    names = ["localhost"] + [entry if isinstance(entry, str) else entry.get("name", entry.get("host"))
+                             for entry in servers]
+    for node, server in placement.items():
+        if node not in nodes:
+            raise SpecError(f"placement.{node}", node, "must name a node of the topology")
+        if server not in names:
+            raise SpecError(f"placement.{node}", server, "must be one of the servers: " + ", ".join(names))
+    cross_link = _choice(data.get("cross_link", "vxlan"), ("vxlan", "ssh"), "cross_link")
+    return list(servers), dict(placement), cross_link
 
 
 def _check_keys(data, allowed, path):
@@ -872,12 +897,14 @@ def parse_spec(data, source=None, check_machine=True):
         raise SpecError("out_dir", out_dir, f"must be a path of at most {MAX_PATH_BYTES} bytes "
                                                             f"whose parts are at most 255 bytes each")
     repeat = _number(data.get("repeat", 1), "repeat", minimum=1, maximum=MAX_REPEAT, integer=True)
+    servers, placement, cross_link = _parse_servers(data, topo)
     spec = ExperimentSpec(name=name, seed=seed, topology=topology, target=target, backend=backend, mode=mode,
                           program=program,
                           mode_params=mode_params, seeded_params=seeded_params, controller=controller,
                           traffic=traffic,
                           failures=failures, failure_trace=failure_trace, duration_s=duration,
-                          metrics=list(metrics), out_dir=out_dir, repeat=repeat, source=source,
+                          metrics=list(metrics), out_dir=out_dir, repeat=repeat, servers=servers,
+                          placement=placement, cross_link=cross_link, source=source,
                           raw=copy.deepcopy(data))
     if mode is not None:
         _apply_mode(spec, mode_table.MODES[mode])

@@ -1,0 +1,1 @@
+"""Fabrics over several servers with Mininet's cluster edition (see README, "Fabrics over several servers")."""

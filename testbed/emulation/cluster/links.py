@@ -1,0 +1,151 @@
+"""Links of a fabric over several servers: veth pairs within a server, VXLAN or SSH tunnels across.
+
+Both kinds are cluster edition ``RemoteLink`` subclasses (a veth pair made on the
+server when both ends are on one server), with its defects worked around:
+
+* :class:`VxlanLink` (the default): each end is a VXLAN device on its own server
+  (``ip link add <port> type vxlan id <vni> local <this server> remote <other server>``),
+  its VNI unique in the run and tied to the owner; ``tunnel`` stays None, so
+  ``RemoteLink.status()`` (which calls ``tunnel.poll()``) never meets a non-process;
+* :class:`SshTunnelLink`: ``ssh -o Tunnel=ethernet -w N:N`` between tap devices whose
+  number N is unique in the run (the cluster edition always makes ``tap9``, so two
+  tunnels or two runs collide), renamed to the switch port's name on both ends.
+"""
+import itertools
+import threading
+
+from mininet.examples.cluster import RemoteLink
+
+from testbed.emulation.cluster.servers import local_address_towards
+from testbed.errors import EmulationError
+
+VXLAN_PORT = 4789
+#: tap device numbers of SSH tunnels start here (well above what a machine's own tunnels use)
+TAP_BASE = 4000
+
+
+def vni(owner, index):
+    """The VXLAN network identifier of the run's ``index``-th cross-server link (24 bits).
+
+    >>> vni(12345, 7) == ((12345 & 0xFFF) << 12) | 7
+    True
+    """
+    return ((int(owner) & 0xFFF) << 12) | (int(index) & 0xFFF)
+
+
+def _server_address(node, peer):
+    """The address ``node``'s server sends tunnel traffic from, towards ``peer``'s server."""
+    server = node.cluster_server
+    if server.local:
+        return local_address_towards(peer.cluster_server)
+    return server.address
+
+
+def _move_into(node, name):
+    """Move a tunnel end made in the server's root namespace into a node with a namespace of its own."""
+    if node.inNamespace:
+        output = node.rcmd(f"ip link set {name} netns {node.pid}")
+        if output.strip():
+            raise EmulationError(f"{node.name}: moving {name} into its namespace: {output.strip()}")
+
+
+def _check(node, output, what):
+    if output.strip():
+        raise EmulationError(f"{what} on server {node.cluster_server.name} for {node.name}: {output.strip()}")
+
+
+def link_class(kind, owner, groups):
+    """The Mininet link class of a run's links: ``"vxlan"`` or ``"ssh"`` across servers; its root-namespace
+    ends go into ``groups[server name]``."""
+    counter = itertools.count(1)
+    lock = threading.Lock()
+
+    def next_index():
+        with lock:
+            return next(counter)
+
+    base = VxlanLink if kind == "vxlan" else SshTunnelLink
+
+    class RunLink(base):
+        """A link of this run (its tunnel numbers are unique in the run)."""
+
+        run_owner = owner
+        run_groups = groups
+        run_index = staticmethod(next_index)
+
+    return RunLink
+
+
+class _ClusterLink(RemoteLink):
+    """Accepts the topology's link options (capacity) like the local FabricLink."""
+
+    run_owner = 0
+    #: ``{server name: interface group}`` of the run (its interfaces are tagged as soon as they exist)
+    run_groups = {}
+
+    def __init__(self, node1, node2, capacity_mbps=None, **params):
+        self.capacity_mbps = capacity_mbps
+        self.wire = None
+        super().__init__(node1, node2, **params)
+        for intf in (self.intf1, self.intf2):
+            node = intf.node
+            if not node.inNamespace:  # an end in a node's namespace goes with the namespace or its peer
+                group = self.run_groups[node.cluster_server.name]
+                _check(node, node.cmd(f"ip link set {intf.name} group {group}"), f"tagging {intf.name}")
+
+    def stop_tunnel(self):
+        """Stop whatever process carries the tunnel (none for VXLAN)."""
+
+
+class VxlanLink(_ClusterLink):
+    """A link whose ends on different servers are joined by VXLAN."""
+
+    def makeTunnel(self, node1, node2, intfname1, intfname2, addr1=None, addr2=None):
+        """Make a VXLAN device on each end's server (moved into the node when it has a namespace)."""
+        identifier = vni(self.run_owner, self.run_index())
+        for node, name, addr, peer in ((node1, intfname1, addr1, node2), (node2, intfname2, addr2, node1)):
+            local, remote = _server_address(node, peer), _server_address(peer, node)
+            command = (f"ip link add {name}" + (f" address {addr}" if addr else "")
+                       + f" type vxlan id {identifier} local {local} remote {remote} dstport {VXLAN_PORT} nolearning")
+            _check(node, node.rcmd(command), f"VXLAN {name}")
+            _move_into(node, name)
+        self.vni = identifier
+        return None  # no tunnel process: RemoteLink.status() and stop() see None
+
+
+class SshTunnelLink(_ClusterLink):
+    """A link whose ends on different servers are joined by an SSH Ethernet tunnel (``ssh -w``)."""
+
+    def makeTunnel(self, node1, node2, intfname1, intfname2, addr1=None, addr2=None):
+        """tap<N> on both servers, ``ssh -w N:N`` from node1's server, then each renamed to its port."""
+        if not node1.cluster_server.local and node2.cluster_server.local:
+            return self.makeTunnel(node2, node1, intfname2, intfname1, addr2, addr1)
+        number = TAP_BASE + self.run_index()
+        tap = f"tap{number}"
+        for node in (node1, node2):
+            _check(node, node.rcmd(f"ip tuntap add dev {tap} mode tap"), f"tap {tap}")
+        server = node2.cluster_server
+        argv = server.ssh_argv()
+        argv[-1:] = ["-n", "-o", "Tunnel=ethernet", "-w", f"{number}:{number}", argv[-1], "echo @; exec sleep infinity"]
+        tunnel = node1.rpopen(argv, sudo=False)
+        ready = tunnel.stdout.read(1)
+        if ready != b"@":
+            tunnel.kill()
+            raise EmulationError(f"SSH tunnel {tap} to {server.name} did not come up: "
+                                 f"{(ready + tunnel.stdout.read()).decode(errors='replace').strip()}")
+        for node, name, addr in ((node1, intfname1, addr1), (node2, intfname2, addr2)):
+            command = f"ip link set {tap} name {name}" + (f" address {addr}" if addr else "")
+            _check(node, node.rcmd(command), f"renaming {tap} to {name}")
+            _move_into(node, name)
+        self.cmd = argv
+        return tunnel
+
+    def stop_tunnel(self):
+        """End the ssh process carrying the tunnel (its tap devices go with it)."""
+        tunnel, self.tunnel = self.tunnel, None
+        if tunnel is not None and tunnel.poll() is None:
+            tunnel.terminate()
+            try:
+                tunnel.wait(timeout=5)
+            except Exception:  # noqa: BLE001 - a tunnel that does not end is killed
+                tunnel.kill()

@@ -1,0 +1,204 @@
+"""A fabric over several servers: :class:`ClusterFabricNetwork`, a FabricNetwork whose nodes are placed.
+
+Every node is a cluster edition node (:mod:`testbed.emulation.cluster.nodes`) on the server
+the placement (:mod:`testbed.emulation.cluster.placement`) gives it; links within a server
+are veth pairs made there, links between servers are VXLAN (default) or SSH-tunnel links
+(:mod:`testbed.emulation.cluster.links`).  The controller, traffic and tests run where the
+run started and reach remote switches' P4Runtime servers over the servers' network.
+
+Ownership on every server: remote processes carry ``TESTBED_OWNER`` and ``TESTBED_SERVER``;
+the run's root-namespace interfaces on each server are in its owner's interface group
+(slot :data:`~testbed.emulation.cleanup.SERVER_GROUP_SLOT` on remote servers).  At stop,
+and by ``testbed cleanup --servers``, each server removes exactly those.
+"""
+import os
+import shlex
+import sys
+
+from mininet.net import Mininet
+
+from testbed.emulation.cleanup import SERVER_GROUP_SLOT, mark_owner, owner_interface_group
+from testbed.emulation.cluster import links as cluster_links
+from testbed.emulation.cluster.nodes import ClusterEmbeddedSwitch, ClusterHost
+from testbed.emulation.cluster.placement import crossing_links, place
+from testbed.emulation.cluster.servers import check_servers, resolve_all
+from testbed.emulation.hosts import OFFLOAD_FEATURES
+from testbed.emulation.links import ip_batch, unused_interface_group
+from testbed.emulation.namespaces import set_interface_up
+from testbed.emulation.network import BRINGUP_WORKERS, FabricNetwork
+from testbed.emulation.parallel import for_each
+from testbed.errors import EmulationError, ParameterError
+
+LINK_KINDS = ("vxlan", "ssh")
+SWITCH_KINDS = {"embedded": ClusterEmbeddedSwitch}
+#: hosts' MTU: room for the VXLAN header (50 bytes) within the servers' 1500
+HOST_MTU = 1450
+
+
+class ClusterFabricNetwork(FabricNetwork):
+    """A :class:`~testbed.emulation.network.FabricNetwork` over several servers.
+
+    Args (besides FabricNetwork's):
+        servers: ``servers`` entries (:func:`testbed.emulation.cluster.servers.resolve`); localhost is added first.
+        placement: ``{node: server name}`` fixing some nodes; the rest placed by the fabric's structure.
+        link: cross-server link kind, ``"vxlan"`` or ``"ssh"``.
+        check: check every server before anything starts (:func:`~testbed.emulation.cluster.servers.check_servers`).
+
+    Raises:
+        ParameterError: an unknown server or link kind, a placement naming a node or server that
+            does not exist, a switch kind not available over servers.
+    """
+
+    def __init__(self, topo, switch="embedded", servers=("localhost",), placement=None, link="vxlan",
+                 check=True, **options):
+        if switch not in SWITCH_KINDS:
+            raise ParameterError("switch", switch, "over several servers: " + ", ".join(SWITCH_KINDS))
+        if link not in LINK_KINDS:
+            raise ParameterError("link", link, "one of: " + ", ".join(LINK_KINDS))
+        options.setdefault("fork_switches", True)
+        super().__init__(topo, switch=switch, **options)
+        self.switch_class = SWITCH_KINDS[switch]
+        self.servers = resolve_all(servers)
+        self.server_by_name = {server.name: server for server in self.servers}
+        self.placement = place(topo, [server.name for server in self.servers], placement)
+        self.link_kind = link
+        self.check = check
+        self.crossing = crossing_links(topo, self.placement)
+        self._groups = {}
+
+    def start(self):
+        """Check the servers (before anything starts), then build and start as FabricNetwork does."""
+        if self.check:
+            check_servers(self.servers, self.switch_kind, self.link_kind)
+        return super().start()
+
+    def _build(self):
+        """Node shells on their servers, links (veth within a server, tunnels across), hosts configured."""
+        topo, progress = self.topo, self.progress
+        owner = mark_owner()
+        make_switch = self._switch_factory()
+        self._groups = {server.name: (unused_interface_group() if server.local
+                                      else owner_interface_group(owner, SERVER_GROUP_SLOT))
+                        for server in self.servers}
+        link_class = cluster_links.link_class(self.link_kind, owner, self._groups)
+        self.net = Mininet(topo=None, switch=self.switch_class, host=ClusterHost, controller=None, build=False,
+                           autoSetMacs=False, waitConnected=False, link=link_class)
+        hosts, switches = list(topo.hosts()), list(topo.switches())
+        index = {name: i for i, name in enumerate(switches)}
+
+        def start_shell(name):
+            info = dict(topo.nodeInfo(name))
+            server = self.server_by_name[self.placement[name]]
+            if name in index:
+                params = dict({"listenPort": self.net.listenPort, "inNamespace": False}, **info)
+                return self._created(make_switch(name, index[name], server=server, owner=owner, **params))
+            return self._created(ClusterHost(name, server=server, owner=owner, **info))
+
+        shells = progress.count("node shells started", len(hosts) + len(switches))
+        nodes = dict(zip(hosts + switches, for_each(hosts + switches, start_shell, BRINGUP_WORKERS,
+                                                    done=lambda *_: shells.add(), cancel=self._cancel,
+                                                    name="shell")))
+        for name in hosts:
+            self.net.addHost(name, cls=lambda _name, **_params: nodes[_name])
+        for name in switches:
+            self.net.addSwitch(name, cls=lambda _name, **_params: nodes[_name])
+        links = progress.count("links created", len(topo.links()), f"({len(self.crossing)} across servers, "
+                               f"{self.link_kind})")
+        for _src, _dst, params in topo.links(sort=True, withInfo=True):
+            self.net.addLink(**params)
+            links.add()
+        self._prepare_switch_ports()
+        self._configure_hosts()
+        self.net.built = True
+
+    def _prepare_switch_ports(self):
+        """On every server: the switch ports into the run's interface group, IPv6 and offloads off, up."""
+        by_server = {}
+        for switch in self.net.switches:
+            for intf in switch.intfList():
+                if intf.name != "lo":
+                    by_server.setdefault(switch.cluster_server.name, []).append(intf.name)
+        for name, interfaces in by_server.items():
+            server = self.server_by_name[name]
+            lines = [f"link set dev {each} up" for each in interfaces]
+            features = " ".join(f"{feature} off" for feature in OFFLOAD_FEATURES)
+            script = (f"printf '%s\\n' {shlex.quote(chr(10).join(lines))} | ip -batch - && "
+                      + "".join(f"sysctl -qw net.ipv6.conf.{each}.disable_ipv6=1 >/dev/null 2>&1; "
+                                f"ethtool -K {each} {features} >/dev/null 2>&1; " for each in interfaces))
+            result = server.run(script, timeout=120)
+            if result.returncode != 0:
+                raise EmulationError(f"server {name}: preparing switch ports failed: {result.stderr.strip()}")
+
+    def _configure_hosts(self):
+        super()._configure_hosts()
+        for host in self.net.hosts:
+            output = host.cmd(f"ip link set dev {host.defaultIntf().name} mtu {HOST_MTU}")
+            if output.strip():
+                raise EmulationError(f"host {host.name}: MTU {HOST_MTU}: {output.strip()}")
+
+    def _teardown(self):
+        """FabricNetwork's teardown, then on every server whatever of the run is left (tunnels, processes)."""
+        errors = []
+        try:
+            links = list(self.net.links) if self.net is not None else []
+        except AttributeError:
+            links = []
+        try:
+            super()._teardown()
+        except EmulationError as error:
+            errors.append(str(error))
+        for link in links:
+            stop = getattr(link, "stop_tunnel", None)
+            if stop is not None:
+                stop()
+        for server in self.servers:
+            if server.local:
+                group = self._groups.get(server.name)
+                if group is not None:
+                    ip_batch([f"link del group {group}"], force=True)
+                continue
+            remote_cleanup(server, [os.environ.get("TESTBED_OWNER", os.getpid())], errors)
+        if errors:
+            raise EmulationError("teardown: " + "; ".join(errors))
+
+    def stop(self):
+        """Stop the network on every server (Mininet's net is kept until the links are known)."""
+        net = self.net
+        self._net_for_teardown = net
+        super().stop()
+
+    def link_status(self, a, b, status):
+        """Bring every link between ``a`` and ``b`` up or down, each end on its own server."""
+        if status not in ("up", "down"):
+            raise ParameterError("status", status, "up or down")
+        for link in self._links_between(a, b):
+            for intf in (link.intf1, link.intf2):
+                node = intf.node
+                if getattr(node, "isRemote", False) or node.inNamespace:
+                    node.cmd(f"ip link set dev {intf.name} {status}")
+                else:
+                    set_interface_up(intf.name, status == "up")
+
+    def describe(self):
+        """FabricNetwork's description with the servers, the placement and the cross-server links."""
+        entry = super().describe()
+        entry["cluster"] = self.cluster_summary()
+        return entry
+
+    def cluster_summary(self):
+        """``{"servers", "placement", "link", "crossing_links"}`` (recorded in results.json)."""
+        return {"servers": [server.describe() for server in self.servers], "placement": dict(self.placement),
+                "link": self.link_kind, "crossing_links": [list(pair) for pair in self.crossing]}
+
+
+def remote_cleanup(server, owners, errors=None, include_running=True):
+    """Run ``testbed cleanup --server-marks`` on ``server`` for ``owners``; errors appended (or raised)."""
+    command = (f"{shlex.quote(sys.executable)} -m testbed.cli cleanup --server-marks {shlex.quote(server.name)} "
+               f"--owners {','.join(str(owner) for owner in owners)}")
+    result = server.run(command, timeout=60)
+    if result.returncode != 0:
+        message = f"server {server.name}: cleanup failed: {(result.stderr or result.stdout).strip()}"
+        if errors is None:
+            raise EmulationError(message)
+        errors.append(message)
+    return result.stdout

@@ -1,0 +1,174 @@
+"""Hosts and switches that run on any server of a run, through Mininet's cluster edition.
+
+:class:`ClusterNodeMixin` is the cluster edition's ``RemoteMixin`` (node shells and
+processes started over ssh, ``mnexec`` on the server) with its defects worked around:
+
+* no ``sudo`` on either end: the testbed logs in as root, so commands run as they are
+  (the cluster edition wraps every command in ``sudo -E`` on both ends);
+* remote commands are quoted (``shlex.join``), so ``python -c <script>`` survives ssh;
+* every remote process carries the run's owner mark and the server's name
+  (``TESTBED_OWNER``, ``TESTBED_SERVER``), so ``testbed cleanup --servers`` removes only what
+  the run left there;
+* the cluster edition's cleanup callback (``ssh <server> sudo mn -c``, which would remove every
+  other user's network on that server) is never registered.
+"""
+import os
+import shlex
+import signal
+import subprocess
+import threading
+
+from mininet.examples.cluster import ClusterCleanup, RemoteMixin
+from mininet.node import Node
+
+from testbed.emulation.cleanup import OWNER_ENV, REMOTE_PID_PREFIX, SERVER_ENV
+from testbed.emulation.cluster.servers import forwarded_environment
+from testbed.emulation.hosts import FabricHost
+from testbed.emulation.p4switch import EmbeddedP4Switch, SWITCHD_MODULE
+
+
+class ClusterNodeMixin(RemoteMixin):
+    """A Mininet node on ``server`` (a :class:`~testbed.emulation.cluster.servers.Server`), local or remote."""
+
+    def __init__(self, name, server=None, owner=None, **params):
+        self.cluster_server = server
+        self.owner = str(owner or os.environ.get(OWNER_ENV, os.getpid()))
+        remote = server is not None and not server.local
+        RemoteMixin.__init__(self, name, server=server.name if remote else "localhost", user="root",
+                             serverIP=server.address if server else "127.0.0.1", **params)
+        ClusterCleanup.serveruser.pop(self.server, None)  # never `mn -c` on any server
+
+    def remote_command(self, argv):
+        """``env TESTBED_OWNER=... TESTBED_SERVER=... argv`` as one quoted shell string for ssh."""
+        return shlex.join(["env", f"{OWNER_ENV}={self.owner}", f"{SERVER_ENV}={self.cluster_server.name}",
+                           *forwarded_environment()] + [str(arg) for arg in argv])
+
+    def _popen(self, cmd, sudo=True, tt=True, **params):
+        """Start ``cmd`` on the node's server: over ssh with the run's marks when remote, else here.
+
+        A remote process without a terminal (``popen``: traffic, captures) is a :class:`RemoteProcess`:
+        its signals reach the process on the server, so it ends as it would here (a receiver
+        told SIGTERM writes its report and exits 0), not with its ssh connection.
+        """
+        if isinstance(cmd, str):
+            cmd = cmd.split()
+        if not self.isRemote:
+            return Node._popen(self, cmd, **params)
+        # out of the caller's Ctrl-C, as RemoteMixin's preexec_fn=os.setpgrp, but without Python code
+        # between fork and exec (unsafe with the gRPC threads of the controller in this process)
+        params.update(process_group=0)
+        if tt:
+            return Node._popen(self, self.cluster_server.ssh_argv(tty=True) + [self.remote_command(cmd)], **params)
+        if cmd[:2] == ["mnexec", "-da"]:
+            # -d forks when the process leads its group (as under sshd): the pid written below would be gone
+            cmd = ["mnexec", "-a"] + cmd[2:]
+        with RemoteProcess.lock:
+            RemoteProcess.count += 1
+            pid_file = f"/tmp/{REMOTE_PID_PREFIX}{self.owner}-{self.name}-{RemoteProcess.count}"
+        remote = f"echo $$ > {pid_file}; exec {self.remote_command(cmd)}"
+        process = RemoteProcess(self.cluster_server.ssh_argv() + [shlex.join(["sh", "-c", remote])], **params)
+        process.server, process.pid_file = self.cluster_server, pid_file
+        return process
+
+
+class RemoteProcess(subprocess.Popen):
+    """The local ssh end of a process on another server; signals go to that process."""
+
+    lock = threading.Lock()
+    count = 0
+    server = None
+    pid_file = None
+
+    def send_signal(self, sig):
+        """Signal the process on its server (its pid is in ``pid_file`` there), else the ssh client."""
+        if self.poll() is not None:
+            return
+        result = self.server.run(f"kill -{int(sig)} $(cat {self.pid_file}) && rm -f {self.pid_file}")
+        if result.returncode != 0:
+            super().send_signal(sig)
+
+    def terminate(self):
+        self.send_signal(signal.SIGTERM)
+
+    def kill(self):
+        self.send_signal(signal.SIGKILL)
+        super().kill()
+
+
+class ClusterHost(ClusterNodeMixin, FabricHost):
+    """A fabric host on any server; its ``ip`` batch goes through its shell (no file shared with the server)."""
+
+    def _run_batch(self, lines, batch_dir):
+        if not self.isRemote:
+            return super()._run_batch(lines, batch_dir)
+        names = [each.name for each in self.intfList() if each.name != "lo"]
+        script = "\\n".join(lines)  # one shell line: the node's interactive shell would prompt for more
+        output = self.cmd("sysctl -qw net.ipv6.conf.all.disable_ipv6=1 >/dev/null 2>&1; "
+                          + "".join(f"ethtool -K {name} rx off tx off sg off tso off gso off gro off "
+                                    f">/dev/null 2>&1; " for name in names)
+                          + f"printf '%b\\n' {shlex.quote(script)} | ip -batch -")
+        if output.strip():
+            from testbed.errors import EmulationError
+
+            raise EmulationError(f"host {self.name} on {self.cluster_server.name}: configuring its "
+                                 f"interfaces failed: {output.strip()}")
+        return None
+
+
+class ClusterEmbeddedSwitch(ClusterNodeMixin, EmbeddedP4Switch):
+    """The embedded P4 switch on any server; a remote one serves P4Runtime on its server's address.
+
+    A remote switch process runs under ``ssh -tt``: when the switch is stopped (its ssh client
+    signalled), the server hangs up its terminal and the process goes with it; its output
+    comes back over ssh into the local log file.  Its control socket is on its server, so
+    port impairment and port counters are available on local switches only.
+    """
+
+    def __init__(self, name, server=None, owner=None, **params):
+        if server is not None and not server.local:
+            params["launcher"] = None  # the local fork server cannot fork on another server
+        super().__init__(name, server=server, owner=owner, **params)
+
+    @property
+    def grpc_address(self):
+        """``address:port`` of the P4Runtime server: the server's address for a remote switch."""
+        address = self.cluster_server.address if self.isRemote else "127.0.0.1"
+        return f"{address}:{self.grpc_port}"
+
+    def switchd_args(self):
+        """As the local switch, listening on every address of its server when remote."""
+        argv = super().switchd_args()
+        if self.isRemote:
+            argv[argv.index("--grpc-addr") + 1] = f"0.0.0.0:{self.grpc_port}"
+        return argv
+
+    def _listening(self):
+        from testbed.emulation.p4switch import accepts_connections
+
+        return accepts_connections(self.grpc_address)
+
+    def launch(self):
+        """Local: as the embedded switch; remote: ``python -m switchd`` over ``ssh -tt``, output to the log."""
+        if not self.isRemote:
+            return super().launch()
+        import subprocess
+        import sys
+
+        log = open(self.log_path, "ab")
+        try:
+            return self._popen([sys.executable, "-m", SWITCHD_MODULE] + self.switchd_args(), tt=True,
+                               stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        finally:
+            log.close()
+
+    def port_status(self):
+        """Port counters (local switches; a remote switch's control socket is on its server)."""
+        if self.isRemote:
+            return {}
+        return super().port_status()
+
+    def describe(self):
+        """The state file entry, with the server."""
+        entry = super().describe()
+        entry["server"] = self.cluster_server.name
+        return entry

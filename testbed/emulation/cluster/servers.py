@@ -1,0 +1,212 @@
+"""The servers a fabric runs on: how each is named, reached over ssh and checked before a run.
+
+A server is given as
+
+* ``"localhost"``: this machine (where ``testbed`` runs; always the first server);
+* the name of a simulated server (``"tb-srv1"``, :mod:`testbed.emulation.cluster.simserver`);
+* ``"host"`` or ``"user@host"`` (a name ssh resolves, or an address); root login by key;
+* a dict ``{"host": ..., "user": "root", "identity": path, "known_hosts": path}``.
+"""
+import json
+import os
+import shlex
+import socket
+import subprocess
+
+from testbed.emulation.cluster import simserver
+from testbed.errors import EmulationError, ParameterError
+
+LOCAL = "localhost"
+#: ssh options of every connection: never a password prompt, never an unknown host key accepted
+SSH_OPTIONS = ("-q", "-o", "BatchMode=yes", "-o", "ConnectTimeout=5", "-o", "ServerAliveInterval=5",
+               "-o", "ServerAliveCountMax=3")
+CHECK_TIMEOUT_S = 20
+
+
+class Server:
+    """One server of a run: its name, address and the ssh command that reaches its root shell."""
+
+    def __init__(self, name, address=None, user="root", identity=None, known_hosts=None):
+        self.name = name
+        self.address = address
+        self.user = user
+        self.identity = identity
+        self.known_hosts = known_hosts
+
+    @property
+    def local(self):
+        """True for the machine ``testbed`` runs on."""
+        return self.name == LOCAL
+
+    def ssh_argv(self, tty=False):
+        """``ssh ... user@address`` (with ``-tt`` for node shells), without the remote command."""
+        argv = ["ssh", *SSH_OPTIONS]
+        if self.identity:
+            argv += ["-i", self.identity, "-o", "IdentitiesOnly=yes"]
+        if self.known_hosts:
+            argv += ["-o", f"UserKnownHostsFile={self.known_hosts}", "-o", "StrictHostKeyChecking=yes"]
+        if tty:
+            argv.append("-tt")
+        return argv + [f"{self.user}@{self.address}"]
+
+    def run(self, command, timeout=CHECK_TIMEOUT_S):
+        """Run a shell command on the server (locally for localhost); return CompletedProcess (text)."""
+        argv = ["sh", "-c", command] if self.local else self.ssh_argv() + [
+            shlex.join(["env", *forwarded_environment(), "sh", "-c", command])]
+        try:
+            return subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False)
+        except subprocess.TimeoutExpired:
+            return subprocess.CompletedProcess(argv, 255, "", f"no answer within {timeout} s")
+
+    def describe(self):
+        """The JSON-able entry of results and state files."""
+        return {"name": self.name, "address": self.address, "user": self.user}
+
+    def __repr__(self):
+        return f"Server({self.name!r}, {self.address!r})"
+
+
+def forwarded_environment():
+    """``NAME=value`` of the variables remote commands get from this process: the Python import path
+    (every server has the project at the same path; a checkout run with ``PYTHONPATH`` stays itself)."""
+    return [f"{name}={os.environ[name]}" for name in FORWARDED if name in os.environ]
+
+
+#: environment variables remote commands inherit from the run (see :func:`forwarded_environment`)
+FORWARDED = ("PYTHONPATH", "PYTHONSAFEPATH")
+
+
+def resolve(entry):
+    """A :class:`Server` from one ``servers`` entry.
+
+    Raises:
+        ParameterError: an entry of the wrong shape, or a name that is neither a running
+            simulated server nor a host name this machine resolves.
+    """
+    if isinstance(entry, dict):
+        unknown = set(entry) - {"host", "user", "identity", "known_hosts", "name"}
+        if unknown or "host" not in entry:
+            raise ParameterError("servers", entry, "a dict with host (and user, identity, known_hosts)")
+        server = resolve(entry["host"])
+        server.user = entry.get("user", server.user)
+        server.identity = entry.get("identity", server.identity)
+        server.known_hosts = entry.get("known_hosts", server.known_hosts)
+        if entry.get("name"):
+            server.name = entry["name"]
+        return server
+    if not isinstance(entry, str) or not entry:
+        raise ParameterError("servers", entry, "host names, user@host, simulated server names or dicts")
+    if entry in (LOCAL, "127.0.0.1"):
+        return Server(LOCAL, "127.0.0.1")
+    simulated = simserver.load(entry)
+    if simulated is not None:
+        return Server(entry, simulated["address"], simulated["user"], simulated["identity"],
+                      simulated["known_hosts"])
+    user, _, host = entry.rpartition("@")
+    if entry.startswith(simserver.NAMESPACE_PREFIX):
+        raise ParameterError("servers", entry, "running servers", "no simulated server of that name runs "
+                             "(`testbed server sim up`)")
+    try:
+        address = socket.getaddrinfo(host, 22, socket.AF_INET)[0][4][0]
+    except (socket.gaierror, UnicodeError):
+        raise ParameterError("servers", entry, "host names this machine resolves, addresses or simulated "
+                             f"servers ({', '.join(simserver.running()) or 'none running'})",
+                             "unknown host") from None
+    return Server(host, address, user or "root")
+
+
+def resolve_all(entries):
+    """The run's servers, localhost first; names unique.
+
+    Raises:
+        ParameterError: a bad entry (see :func:`resolve`), a server twice, or fewer than one.
+    """
+    servers = [resolve(entry) for entry in entries]
+    if not any(server.local for server in servers):
+        servers.insert(0, Server(LOCAL, "127.0.0.1"))
+    servers.sort(key=lambda server: not server.local)
+    names = [server.name for server in servers]
+    for name in names:
+        if names.count(name) > 1:
+            raise ParameterError("servers", name, "each server once")
+    return servers
+
+
+def parse_servers_option(text):
+    """``--servers a,b`` as a list.
+
+    >>> parse_servers_option("localhost, tb-srv1")
+    ['localhost', 'tb-srv1']
+    """
+    return [item.strip() for item in text.split(",") if item.strip()]
+
+
+#: what a server needs, as (what, shell test); the output of a failed test says more
+def requirements(switch_kind, link_kind):
+    """``[(what, shell command that succeeds when it is there)]`` a server needs for this run."""
+    import testbed
+
+    checks = [
+        ("root login with sudo-free root shell", "test $(id -u) -eq 0"),
+        (f"the testbed project {testbed.__version__}",
+         f"{shlex.quote(_python())} -c 'import testbed,sys; sys.exit(testbed.__version__ != "
+         f"{json.dumps(testbed.__version__)})'"),
+        ("Mininet (mnexec and the Python package)",
+         f"command -v mnexec >/dev/null && {shlex.quote(_python())} -c 'import mininet.net'"),
+        ("network namespaces (ip netns)", "ip netns list >/dev/null"),
+    ]
+    if link_kind == "vxlan":
+        checks.append(("VXLAN in the kernel", "ip link add tbvxcheck$$ type vxlan id 4242 dstport 4789 "
+                                              "local 127.0.0.1 && ip link del tbvxcheck$$"))
+    else:
+        checks.append(("TUN/TAP (ssh -w)", "test -c /dev/net/tun"))
+    if switch_kind == "embedded":
+        checks.append(("the embedded switch (testbed.embedded_switch.switchd)",
+                       f"{shlex.quote(_python())} -c 'import testbed.embedded_switch.switchd'"))
+    elif switch_kind == "bmv2":
+        checks.append(("BMv2 (simple_switch_grpc)", "command -v simple_switch_grpc >/dev/null"))
+    return checks
+
+
+def _python():
+    """The interpreter remote processes run: this one's path (the same install on every server)."""
+    import sys
+
+    return sys.executable
+
+
+def check_servers(servers, switch_kind, link_kind):
+    """Check every remote server before anything starts.
+
+    Raises:
+        EmulationError: naming the first server and everything it lacks (or that it is unreachable).
+    """
+    problems = []
+    for server in servers:
+        if server.local:
+            continue
+        reach = server.run("true")
+        if reach.returncode != 0:
+            problems.append(f"server {server.name} ({server.user}@{server.address}): not reachable over ssh "
+                            f"as {server.user} by key ({(reach.stderr or '').strip() or 'ssh failed'})")
+            continue
+        script = "; ".join(f"{command} >/dev/null 2>&1 || echo {shlex.quote(what)}"
+                           for what, command in requirements(switch_kind, link_kind))
+        missing = [line for line in server.run(script).stdout.splitlines() if line.strip()]
+        if missing:
+            problems.append(f"server {server.name} ({server.address}) lacks: " + "; ".join(missing))
+    if problems:
+        raise EmulationError("servers not ready: " + " | ".join(problems))
+
+
+def local_address_towards(server):
+    """This machine's source address towards ``server`` (the local end of VXLAN tunnels)."""
+    out = subprocess.run(["ip", "-o", "route", "get", server.address], capture_output=True, text=True,
+                         check=False).stdout.split()
+    if "src" not in out:
+        raise EmulationError(f"server {server.name}: no route to {server.address}")
+    return out[out.index("src") + 1]
+
+
+__all__ = ["Server", "resolve", "resolve_all", "check_servers", "parse_servers_option", "LOCAL",
+           "local_address_towards", "forwarded_environment"]

@@ -1,0 +1,39 @@
+"""Bad input for fabrics over several servers is refused before anything starts, naming what is wrong."""
+import pytest
+
+from testbed.emulation.cluster.placement import place
+from testbed.emulation.cluster.servers import Server, check_servers, resolve, resolve_all
+from testbed.errors import EmulationError, ParameterError
+from testbed.topologies.registry import make_topology
+
+
+def test_an_unknown_server_is_refused_by_name():
+    with pytest.raises(ParameterError, match="no-such-server.invalid.*unknown host"):
+        resolve("no-such-server.invalid")
+    with pytest.raises(ParameterError, match="tb-srv77.*no simulated server"):
+        resolve("tb-srv77")
+    with pytest.raises(ParameterError, match="each server once"):
+        resolve_all(["localhost", "127.0.0.1"])
+
+
+def test_a_placement_naming_a_node_or_server_that_does_not_exist_is_refused():
+    topo = make_topology("fattree", k=4)
+    with pytest.raises(ParameterError, match="placement.*no node x9"):
+        place(topo, ["localhost", "b"], {"x9": "b"})
+    with pytest.raises(ParameterError, match="one of the servers: localhost, b"):
+        place(topo, ["localhost", "b"], {"e0_0": "c"})
+
+
+def test_pods_stay_whole_and_only_pod_to_core_links_cross():
+    topo = make_topology("fattree", k=4)
+    placement = place(topo, ["localhost", "b"])
+    assert {placement[node] for node in ("e0_0", "e1_1", "a0_0", "a1_1", "h1", "h8")} == {"localhost"}
+    assert {placement[node] for node in ("e2_0", "e3_1", "a2_0", "a3_1", "h9", "h16")} == {"b"}
+    crossing = [(a, b) for a, b in topo.links() if placement[a] != placement[b]]
+    assert len(crossing) == 8 and all(b.startswith("c") or a.startswith("c") for a, b in crossing)
+
+
+def test_an_unreachable_server_is_named_before_anything_starts():
+    server = Server("gone", "198.18.250.2")  # nothing answers there (no such simulated server)
+    with pytest.raises(EmulationError, match="server gone .*not reachable"):
+        check_servers([Server("localhost", "127.0.0.1"), server], "embedded", "vxlan")

@@ -1,0 +1,85 @@
+"""A k=4 FatTree over two servers (this machine and a simulated one) with the embedded target.
+
+The same checks as examples/ on one server: every pair reachable, ECMP spreading (read over
+P4Runtime from a switch on the other server), recovery after a failure of a link between
+the servers; nothing left on either server, also after the run is killed with SIGKILL and
+``testbed cleanup --servers`` has run.
+"""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+from scapy.layers.inet import IP, UDP
+from scapy.layers.l2 import Ether
+
+from testbed.emulation.cleanup import leftovers, server_marks
+from testbed.pytest_plugin import SIMULATED_SERVER
+from testbed.testing import assert_all_pairs_reachable, assert_recovers_within, settled
+
+pytestmark = [pytest.mark.mininet, pytest.mark.cluster]
+
+REMOTE_EDGE, REMOTE_UPLINKS = "e3_1", (3, 4)  # h16's edge switch, in pod 3: on the simulated server
+CROSSING = ("a0_1", "c2")  # pod 0 (here) to a core on the simulated server: a VXLAN link
+
+
+def test_fattree_over_two_servers_reaches_spreads_and_recovers(simulated_server, fabric_factory):
+    fabric = fabric_factory("fattree", k=4, program="ecmp", controller="static", detection_delay_ms=50,
+                            servers=[SIMULATED_SERVER])
+    cluster = fabric.describe()["cluster"]
+    assert [server["name"] for server in cluster["servers"]] == ["localhost", SIMULATED_SERVER]
+    assert {cluster["placement"][node] for node in ("e0_0", "a1_1", "h1")} == {"localhost"}
+    assert {cluster["placement"][node] for node in ("e3_1", "a2_0", "h16")} == {SIMULATED_SERVER}
+    assert len(cluster["crossing_links"]) == 8 and list(CROSSING) in cluster["crossing_links"]
+    assert fabric.switch(REMOTE_EDGE).grpc_address.startswith(simulated_server.address + ":")
+
+    assert_all_pairs_reachable(fabric)
+
+    def uplinks():
+        cells = settled(lambda: fabric.read_counter(REMOTE_EDGE, "MyEgress.egress_port_counter"))
+        return [cells[port][0] for port in REMOTE_UPLINKS]
+    src, dst = fabric["h16"], fabric["h1"]
+    before = uplinks()
+    fabric.send("h16", [Ether(src=src.MAC(), dst=dst.MAC()) / IP(src=src.IP(), dst=dst.IP())
+                        / UDP(sport=10000 + i, dport=4791) for i in range(200)])
+    spread = [after - was for after, was in zip(uplinks(), before)]
+    assert sum(spread) == 200 and min(spread) >= 50, spread
+
+    fail = (0.5, lambda: fabric.link_down(*CROSSING))
+    report = fabric.stream([("h1", "h16"), ("h2", "h15")], duration=2.5, qps=8, rate_mbps=4, events=[fail])
+    assert_recovers_within(report, 2.0)
+    assert_all_pairs_reachable(fabric)
+
+
+def test_killed_run_over_two_servers_is_cleaned_on_both(simulated_server, tmp_path):
+    state = tmp_path / "net.json"
+    environment = {name: value for name, value in os.environ.items() if name != "TESTBED_OWNER"}
+    run = subprocess.Popen([sys.executable, "-m", "testbed.cli", "net", "up", "fattree", "k=4", "--program", "ecmp",
+                            "--servers", SIMULATED_SERVER, "--no-cli", "--quiet", "--state-file", str(state)],
+                           env=environment, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 180
+        while not state.exists():
+            assert run.poll() is None, run.stderr.read().decode()
+            assert time.monotonic() < deadline, "the fabric did not come up"
+            time.sleep(0.2)
+        switches = json.loads(state.read_text())["switches"]
+        assert switches[REMOTE_EDGE]["server"] == SIMULATED_SERVER
+        assert server_marks(SIMULATED_SERVER)[run.pid]["processes"] > 0  # one process table: visible here too
+    finally:
+        run.send_signal(signal.SIGKILL)
+        run.wait()
+        run.stderr.close()
+    cleaned = subprocess.run([sys.executable, "-m", "testbed.cli", "cleanup", "--servers", SIMULATED_SERVER],
+                             capture_output=True, text=True, timeout=120)
+    assert cleaned.returncode == 0, cleaned.stderr
+    assert f"{SIMULATED_SERVER}: run {run.pid}" in cleaned.stdout, cleaned.stdout
+    assert leftovers(owner=run.pid)["processes"] == []
+    assert run.pid not in server_marks(SIMULATED_SERVER)
+    remote_links = subprocess.run(["ip", "-n", SIMULATED_SERVER, "-o", "link", "show"], capture_output=True,
+                                  text=True).stdout
+    assert [line.split(":")[1].strip().split("@")[0] for line in remote_links.splitlines()] == ["lo", "eth0"]
+    assert not [name for name in leftovers()["interfaces"] if name.split("-eth")[0] in switches]
