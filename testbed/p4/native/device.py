@@ -16,7 +16,6 @@ from testbed.p4.native.build import build
 from testbed.p4.native.state import NativeState
 from testbed.p4.v1model import runtime as RT
 from testbed.p4.v1model.device import MAX_PASSES, Device, _EgressJob
-from testbed.p4.v1model.dsf.engine import DSFTrafficManager
 
 _MASK32 = (1 << 32) - 1
 _MASK48 = (1 << 48) - 1
@@ -310,16 +309,13 @@ class NativeDevice(Device):
 
     def _native_extension_takes(self, pkt, requests, now):
         """Hand the requests to the DSF traffic manager, as :meth:`Device._extension_takes` does."""
-        if self.dsf is None:
-            self.dsf = DSFTrafficManager(self.state, self.on_log)
-
         def packet_bytes():
             n = self._lib.tb_deparse(self._pl, pkt.ptr, self._out, _OUT_SPACE)
             if n < 0:
                 raise RuntimeError(f"deparser failed ({-n})")
             return self._ffi.buffer(self._out, n)[:]
         payload = pkt.frame[self._lib.tb_packet_payload_offset(pkt.ptr):]
-        return self.dsf.handle(requests, packet_bytes, payload, now)
+        return self._dsf_manager().handle(requests, packet_bytes, payload, now)
 
     def _native_i2e_clones(self, pkt, req, frame, port, passes):
         session = self.state.clone_sessions.get(req.clone_session)

@@ -320,19 +320,22 @@ class Device:
             for port, frame in frames:
                 self.receive(port, frame)
 
-    def _extension_takes(self, P, hdr, meta):
-        """Carry out the packet's calls of the target's own externs; True when one took the packet."""
+    def _dsf_manager(self):
+        """The DSF traffic manager, made when the program first calls one of its externs (every backend)."""
         if self.dsf is None:
             self.dsf = DSFTrafficManager(self.state, self.on_log)
             if self._dsf_history is not None:
                 self.dsf.record_history(*self._dsf_history)
+        return self.dsf
 
+    def _extension_takes(self, P, hdr, meta):
+        """Carry out the packet's calls of the target's own externs; True when one took the packet."""
         def packet_bytes():
             self._compute(P, hdr, meta)
             out = []
             self._deparser(P, out, hdr)
             return b"".join(out) + P.payload
-        return self.dsf.handle(P.extern_requests, packet_bytes, P.payload, P.now_ns)
+        return self._dsf_manager().handle(P.extern_requests, packet_bytes, P.payload, P.now_ns)
 
     def record_dsf_history(self, names, start_ns, period_ns, capacity):
         """Have the DSF traffic manager note counters ``names`` at ``start_ns + k * period_ns`` (device clock),
