@@ -38,6 +38,7 @@
 #define QDEPTH_MASK 0x7ffffu
 #define PFC_CLASSES 8          /* pfc.PRIORITIES: the classes a PAUSE frame carries */
 #define PAUSE_BYTES 60         /* pfc.build_pause's frame */
+#define ETH_HEADER 14 /* destination, source, EtherType */
 #define PAUSE_HEADER 34        /* dst, src, ethertype, opcode, class-enable vector, 8 quanta (pfc._HEADER) */
 
 typedef __int128 i128;
@@ -1198,6 +1199,12 @@ static void on_frame(void *ctx, const uint8_t *data, uint32_t len)
     struct rx_ctx *c = ctx;
     tbio_loop_t *L = c->L;
     tbio_pfc_config_t config;
+    /* The kernel's receive path drops an 802.1Q/802.1ad frame too short to untag (skb_vlan_untag pulls
+     * the 4-byte tag and the inner EtherType) before any packet socket sees it, so BMv2 (libpcap) and the
+     * Python switch never get it; XDP runs before that and would. */
+    if (len < ETH_HEADER + 6 && len >= ETH_HEADER &&
+        ((data[12] == 0x81 && data[13] == 0x00) || (data[12] == 0x88 && data[13] == 0xa8)))
+        return;
     if (len >= PAUSE_HEADER && L->pause_kind[0] && !memcmp(data + 12, L->pause_kind, 4) &&
         tbio_tm_pfc(L->tm, &config)) { /* a PAUSE frame: honoured by the port's egress queues (Device.receive) */
         uint32_t priorities[PFC_CLASSES], quanta[PFC_CLASSES], n = 0;
