@@ -214,6 +214,17 @@ class FabricNetwork:
             self._nodes.append(node)
         return node
 
+    def _add_nodes(self, hosts, switches, start_shell):
+        """Start every node's shell in parallel (``start_shell(name) -> node``) and add the nodes to the network."""
+        shells = self.progress.count("node shells started", len(hosts) + len(switches))
+        nodes = dict(zip(hosts + switches, for_each(hosts + switches, start_shell, BRINGUP_WORKERS,
+                                                    done=lambda *_: shells.add(), cancel=self._cancel,
+                                                    name="shell")))
+        for name in hosts:
+            self.net.addHost(name, cls=lambda _name, **_params: nodes[_name])
+        for name in switches:
+            self.net.addSwitch(name, cls=lambda _name, **_params: nodes[_name])
+
     def _build(self):
         """Node shells, links, host configuration (addresses and static neighbours)."""
         topo, progress = self.topo, self.progress
@@ -234,14 +245,7 @@ class FabricNetwork:
                 return self._created(make_switch(name, index[name], **params))
             return self._created(FabricHost(name, **info))
 
-        shells = progress.count("node shells started", len(hosts) + len(switches))
-        nodes = dict(zip(hosts + switches, for_each(hosts + switches, start_shell, BRINGUP_WORKERS,
-                                                    done=lambda *_: shells.add(), cancel=self._cancel,
-                                                    name="shell")))
-        for name in hosts:
-            self.net.addHost(name, cls=lambda _name, **_params: nodes[_name])
-        for name in switches:
-            self.net.addSwitch(name, cls=lambda _name, **_params: nodes[_name])
+        self._add_nodes(hosts, switches, start_shell)
         for _src, _dst, params in topo.links(sort=True, withInfo=True):
             self.net.addLink(**params)
         for_each([self._links], LinkBatch.create, 1, name="links")

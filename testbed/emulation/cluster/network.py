@@ -25,8 +25,7 @@ from testbed.emulation.cluster.servers import check_servers, resolve_all
 from testbed.emulation.hosts import OFFLOAD_FEATURES
 from testbed.emulation.links import ip_batch, unused_interface_group
 from testbed.emulation.namespaces import set_interface_up
-from testbed.emulation.network import BRINGUP_WORKERS, FabricNetwork
-from testbed.emulation.parallel import for_each
+from testbed.emulation.network import FabricNetwork
 from testbed.errors import EmulationError, ParameterError
 
 LINK_KINDS = ("vxlan", "ssh")
@@ -94,14 +93,7 @@ class ClusterFabricNetwork(FabricNetwork):
                 return self._created(make_switch(name, index[name], server=server, owner=owner, **params))
             return self._created(ClusterHost(name, server=server, owner=owner, **info))
 
-        shells = progress.count("node shells started", len(hosts) + len(switches))
-        nodes = dict(zip(hosts + switches, for_each(hosts + switches, start_shell, BRINGUP_WORKERS,
-                                                    done=lambda *_: shells.add(), cancel=self._cancel,
-                                                    name="shell")))
-        for name in hosts:
-            self.net.addHost(name, cls=lambda _name, **_params: nodes[_name])
-        for name in switches:
-            self.net.addSwitch(name, cls=lambda _name, **_params: nodes[_name])
+        self._add_nodes(hosts, switches, start_shell)
         links = progress.count("links created", len(topo.links()), f"({len(self.crossing)} across servers, "
                                f"{self.link_kind})")
         for _src, _dst, params in topo.links(sort=True, withInfo=True):
