@@ -733,6 +733,7 @@ struct tbio_loop {
     tbio_port_stats_t stats[MAX_PORTS];
     tbio_tm_t *tm;
     tbio_pktgen_t *pktgen;
+    int generating; /* on_frame has a packet generator's frame: it never passed the kernel's receive path */
     ops_t ops;
     void *dl;
     tb_pipeline_t *pl;
@@ -1193,7 +1194,6 @@ static void release_delayed(tbio_loop_t *L, int64_t now)
 struct rx_ctx {
     tbio_loop_t *L;
     uint32_t port;
-    int generated; /* the packet generator's frame: it never passed the kernel's receive path */
 };
 
 static void on_frame(void *ctx, const uint8_t *data, uint32_t len)
@@ -1204,7 +1204,7 @@ static void on_frame(void *ctx, const uint8_t *data, uint32_t len)
     /* The kernel's receive path drops an 802.1Q/802.1ad frame too short to untag (skb_vlan_untag pulls
      * the 4-byte tag and the inner EtherType) before any packet socket sees it, so BMv2 (libpcap) and the
      * Python switch never get it; XDP runs before that and would. */
-    if (!c->generated && len < ETH_HEADER + 6 && len >= ETH_HEADER &&
+    if (!L->generating && len < ETH_HEADER + 6 && len >= ETH_HEADER &&
         ((data[12] == 0x81 && data[13] == 0x00) || (data[12] == 0x88 && data[13] == 0xa8)))
         return;
     if (len >= PAUSE_HEADER && L->pause_kind[0] && !memcmp(data + 12, L->pause_kind, 4) &&
@@ -1574,8 +1574,10 @@ static void generate(tbio_loop_t *L, int64_t now)
     for (int i = 0; i < n; i++) {
         const uint8_t *frame = tbio_pktgen_frame(L->pktgen, apps[i], &len);
         tbio_pktgen_get(L->pktgen, apps[i], &app);
-        struct rx_ctx ctx = {L, app.port, 1};
+        struct rx_ctx ctx = {L, app.port};
+        L->generating = 1;
         on_frame(&ctx, frame, len);
+        L->generating = 0;
     }
 }
 

@@ -85,12 +85,14 @@ class PacketGenerator:
             self._timers = timers
 
     def detach(self):
-        """Take the timers back from the attached object, with its counters (nothing if none is attached)."""
+        """Take the timers back from the attached object, with their counters, and stop them there (nothing if
+        none is attached)."""
         with self._lock:
             timers, self._timers = self._timers, None
             if timers is not None:
                 for number, app in self._apps.items():
                     timers.read_app(number, app)
+                    timers.stop_app(number)
 
     def configure(self, app, port, period_ns, template):
         """Start (or change) application ``app``: ``template`` enters ingress on ``port`` every ``period_ns``.
