@@ -236,7 +236,8 @@ class F10Controller(StaticController):
                 return
 
     def stop(self):
-        """Keep the triggers' lateness and counts, stop the rescheduler and the listeners, then the sessions (safe twice)."""
+        """Keep the triggers' lateness and counts, stop the rescheduler and the listeners, then the sessions (safe
+        twice)."""
         if self.rescheduler is not None:
             self.rescheduler.stop()
         for switch in self._switches:

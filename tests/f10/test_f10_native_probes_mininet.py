@@ -46,6 +46,7 @@ def test_native_detector_reports_a_failed_link_down_at_a_1ms_period(fabric_facto
         for app, state in fabric.switch(name).packet_generator_status().items():
             assert state["period_us"] == 1000.0
             assert state["generated"] > generated[name][app]["generated"]
-    print(f"\nnative, 1 ms probes: down {detection['detection_s'] * 1e3:.2f} ms after the failure ({detection['clock']} "
-          f"clock; bound {bound * 1e3:.1f} ms); trigger lateness max {lateness_s(fabric) * 1e3:.2f} ms; "
+    print(f"\nnative, 1 ms probes: down {detection['detection_s'] * 1e3:.2f} ms after the failure "
+          f"({detection['clock']} clock; bound {bound * 1e3:.1f} ms); trigger lateness max "
+          f"{lateness_s(fabric) * 1e3:.2f} ms; "
           f"{false_before} transitions before the failure")

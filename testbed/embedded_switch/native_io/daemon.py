@@ -13,8 +13,8 @@ loop; Python does only what the loop hands back or what control asks:
   before the next batch; multicast groups and clone sessions are copied when they differ;
 * port loss and delay (``port_control``) are the loop's; so is the packet generator's timer: the
   target's ``PacketGenerator`` is attached to the loop's (``pktgen.c``), which injects the frames
-  when due without Python (configuration and status stay the target's); a port shaped with tc sends through an AF_PACKET socket (AF_XDP's transmit would bypass
-  the shaping);
+  when due without Python (configuration and status stay the target's); a port shaped with tc
+  sends through an AF_PACKET socket (AF_XDP's transmit would bypass the shaping);
 * port queues and priority flow control (``queue``, ``pfc``, ``pfc_status``) are the loop's traffic
   manager's: it consumes the PAUSE frames arriving on the ports and sends its own
   (:func:`~testbed.p4.v1model.pfc.build_pause` from :func:`~testbed.p4.v1model.device.pause_source_mac`);
