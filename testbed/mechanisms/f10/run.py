@@ -63,6 +63,8 @@ class F10Hooks(RunHooks):
             "pushbacks": [dict],
             # embedded target, per switch: the latest a trigger went out after its due time
             "trigger_late_max_us": dict,
+            # embedded target, per switch: trigger periods skipped (no probe, no decision) and triggers generated
+            "trigger_skipped": dict, "trigger_generated": dict,
             # the epoch rescheduler: one row per group it wrote (or moved entries to)
             "reschedules": [dict]},
         "dataplane": {"drops": {"no_detour": int}},  # next hop down and no working detour
@@ -72,7 +74,8 @@ class F10Hooks(RunHooks):
                                          "after_failure": [bool]}}),
     }
     initial_results = {"controller": {"detections": [], "transitions": [], "pushbacks": [],
-                                      "trigger_late_max_us": {}, "reschedules": []},
+                                      "trigger_late_max_us": {}, "trigger_skipped": {}, "trigger_generated": {},
+                                      "reschedules": []},
                        "dataplane": {"drops": {"no_detour": 0}}, "overload": {"trigger_late_max_ms": None},
                        "f10": None}
     event_styles = {
