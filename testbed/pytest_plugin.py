@@ -115,6 +115,11 @@ def simulated_server():
         listing = server.run(f"{__import__('sys').executable} -m testbed.cli cleanup --server-marks {server.name}")
         assert listing.returncode == 0 and listing.stdout.strip() in ("", "{}"), \
             f"left behind on {server.name}: {listing.stdout} {listing.stderr}"
+        # unmarked processes too: nothing but the server's own sshd may run in its namespace
+        from testbed.testing import wait_until
+
+        wait_until(lambda: simserver.processes(entry["name"]) == [entry["sshd_pid"]], timeout_s=10,
+                   what=f"only sshd ({entry['sshd_pid']}) running in {entry['name']}")
     finally:
         simserver.down(SIMULATED_SERVER_INDEX)
 

@@ -64,6 +64,7 @@ class ClusterFabricNetwork(FabricNetwork):
         self.check = check
         self.crossing = crossing_links(topo, self.placement)
         self._groups = {}
+        self._tunnels = []  # the run's tunnel processes (SSH tunnels)
 
     def start(self):
         """Check the servers (before anything starts), then build and start as FabricNetwork does."""
@@ -79,7 +80,7 @@ class ClusterFabricNetwork(FabricNetwork):
         self._groups = {server.name: (unused_interface_group() if server.local
                                       else owner_interface_group(owner, SERVER_GROUP_SLOT))
                         for server in self.servers}
-        link_class = cluster_links.link_class(self.link_kind, owner, self._groups)
+        link_class = cluster_links.link_class(self.link_kind, owner, self._groups, self._tunnels)
         self.net = Mininet(topo=None, switch=self.switch_class, host=ClusterHost, controller=None, build=False,
                            autoSetMacs=False, waitConnected=False, link=link_class)
         hosts, switches = list(topo.hosts()), list(topo.switches())
@@ -129,20 +130,13 @@ class ClusterFabricNetwork(FabricNetwork):
                 raise EmulationError(f"host {host.name}: MTU {HOST_MTU}: {output.strip()}")
 
     def _teardown(self):
-        """FabricNetwork's teardown, then on every server whatever of the run is left (tunnels, processes)."""
+        """FabricNetwork's teardown, the tunnels, then on every server whatever of the run is left."""
         errors = []
-        try:
-            links = list(self.net.links) if self.net is not None else []
-        except AttributeError:
-            links = []
         try:
             super()._teardown()
         except EmulationError as error:
             errors.append(str(error))
-        for link in links:
-            stop = getattr(link, "stop_tunnel", None)
-            if stop is not None:
-                stop()
+        cluster_links.stop_tunnels(self._tunnels)
         for server in self.servers:
             if server.local:
                 group = self._groups.get(server.name)
@@ -152,12 +146,6 @@ class ClusterFabricNetwork(FabricNetwork):
             remote_cleanup(server, [os.environ.get("TESTBED_OWNER", os.getpid())], errors)
         if errors:
             raise EmulationError("teardown: " + "; ".join(errors))
-
-    def stop(self):
-        """Stop the network on every server (Mininet's net is kept until the links are known)."""
-        net = self.net
-        self._net_for_teardown = net
-        super().stop()
 
     def link_status(self, a, b, status):
         """Bring every link between ``a`` and ``b`` up or down, each end on its own server."""

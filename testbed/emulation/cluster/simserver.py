@@ -188,6 +188,12 @@ def _namespaces():
     return [line.split()[0] for line in out.splitlines() if line.strip()]
 
 
+def processes(name):
+    """Pids of the processes in simulated server ``name``'s namespace (its sshd and what runs under it)."""
+    out = subprocess.run(["ip", "netns", "pids", name], capture_output=True, text=True, check=False).stdout
+    return sorted(int(pid) for pid in out.split())
+
+
 def _sshd_pid(folder):
     try:
         with open(os.path.join(folder, "server.json")) as handle:
