@@ -20,9 +20,11 @@ import shlex
 import threading
 
 from mininet.examples.cluster import RemoteLink
+from mininet.link import TCIntf
 
 from testbed.emulation.cleanup import OWNER_ENV, SERVER_ENV
 from testbed.emulation.cluster.servers import local_address_towards
+from testbed.emulation.links import MAX_SHAPED_MBPS
 from testbed.errors import EmulationError
 
 VXLAN_PORT = 4789
@@ -58,10 +60,11 @@ def _check(node, output, what):
         raise EmulationError(f"{what} on server {node.cluster_server.name} for {node.name}: {output.strip()}")
 
 
-def link_class(kind, owner, groups, tunnels):
+def link_class(kind, owner, groups, tunnels, shape=False):
     """The Mininet link class of a run's links: ``"vxlan"`` or ``"ssh"`` across servers; its root-namespace
     ends go into ``groups[server name]``, its tunnel processes into the list ``tunnels`` (ended at teardown,
-    see :func:`stop_tunnels`)."""
+    see :func:`stop_tunnels`); with ``shape`` both ends of a link with a capacity are shaped to it (tc htb,
+    as :class:`~testbed.emulation.links.FabricLink`)."""
     counter = itertools.count(1)
     lock = threading.Lock()
 
@@ -77,6 +80,7 @@ def link_class(kind, owner, groups, tunnels):
         run_owner = owner
         run_groups = groups
         run_tunnels = tunnels
+        run_shape = shape
         run_index = staticmethod(next_index)
 
     return RunLink
@@ -90,10 +94,13 @@ class _ClusterLink(RemoteLink):
     run_groups = {}
     #: the run's tunnel processes, registered as soon as they start (a link that fails half-made included)
     run_tunnels = []
+    run_shape = False
 
     def __init__(self, node1, node2, capacity_mbps=None, **params):
         self.capacity_mbps = capacity_mbps
         self.wire = None
+        if self.run_shape and capacity_mbps:
+            params.update(intf=TCIntf, bw=min(float(capacity_mbps), MAX_SHAPED_MBPS))
         super().__init__(node1, node2, **params)
         for intf in (self.intf1, self.intf2):
             node = intf.node
@@ -158,8 +165,8 @@ class SshTunnelLink(_ClusterLink):
 
 
 def stop_tunnels(tunnels):
-    """End the ssh processes carrying a run's tunnels (their tap devices, in the run's interface groups,
-    go with the groups)."""
+    """End the ssh processes of a run's tunnels or server watches, emptying the list (the tunnels' tap
+    devices, in the run's interface groups, go with the groups)."""
     while tunnels:
         tunnel = tunnels.pop()
         if tunnel.poll() is None:
@@ -169,6 +176,6 @@ def stop_tunnels(tunnels):
             except Exception:  # noqa: BLE001 - a tunnel that does not end is killed
                 tunnel.kill()
                 tunnel.wait()
-        for stream in (tunnel.stdin, tunnel.stdout):
+        for stream in (tunnel.stdin, tunnel.stdout, tunnel.stderr):
             if stream is not None:
                 stream.close()
