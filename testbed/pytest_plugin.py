@@ -118,8 +118,9 @@ def simulated_server():
         # unmarked processes too: nothing but the server's own sshd may run in its namespace
         from testbed.testing import wait_until
 
-        wait_until(lambda: simserver.processes(entry["name"]) == [entry["sshd_pid"]], timeout_s=10,
-                   what=f"only sshd ({entry['sshd_pid']}) running in {entry['name']}")
+        sshd = simserver.load(entry["name"])["sshd_pid"]  # a test may have restarted the server
+        wait_until(lambda: simserver.processes(entry["name"]) == [sshd], timeout_s=10,
+                   what=f"only sshd ({sshd}) running in {entry['name']}")
     finally:
         simserver.down(SIMULATED_SERVER_INDEX)
 

@@ -838,7 +838,8 @@ def resolve_spec_target(spec, target=None):
     mode = mode_table.MODES.get(spec.mode) if spec.mode else None
     features = mode.target_features if mode is not None else ()
     try:
-        return resolve_target(requested, embedded_only_needs(spec.program, lossy_links=lossy, features=features))
+        return resolve_target(requested, embedded_only_needs(spec.program, lossy_links=lossy, features=features,
+                                                          servers=bool(spec.servers)))
     except ParameterError as error:
         raise SpecError("target", requested, f"cannot be {requested} for this spec: {error.reason or error.allowed}",
                         show_value=False) from None
