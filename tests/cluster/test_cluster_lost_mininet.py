@@ -3,7 +3,8 @@ keeps nothing of the run, and ``testbed cleanup --servers`` removes what the run
 
 Two ways to lose the simulated server: its network is cut (the server keeps running what the run
 left there, as a real server behind a broken link does) or it is switched off (``testbed server
-sim down``: everything there ends with it).
+sim down``: everything there ends with it); and an experiment whose server is cut off while its
+traffic flows.
 """
 import json
 import os
@@ -12,10 +13,13 @@ import sys
 import time
 
 import pytest
+import yaml
 
 from testbed.emulation.cleanup import leftovers
 from testbed.emulation.cluster import simserver
 from testbed.pytest_plugin import SIMULATED_SERVER, SIMULATED_SERVER_INDEX
+
+from repo_paths import REPO
 
 pytestmark = [pytest.mark.mininet, pytest.mark.cluster]
 
@@ -64,26 +68,58 @@ def _marks_on_server(server):
     return {int(owner): counts for owner, counts in json.loads(listing.stdout or "{}").items()}
 
 
-def test_a_server_cut_off_mid_run_is_named_and_cleaned_once_back(simulated_server, tmp_path):
-    run, switches = _start_run(tmp_path / "net.json")
+def _cut_off(run, address):
+    """Cut the simulated server's network until the run ended naming it, then join it again."""
     veth = f"tbsrv{SIMULATED_SERVER_INDEX}"
     try:
         subprocess.run(["ip", "link", "set", veth, "down"], check=True)
-        _ends_naming_the_server(run, simulated_server.address)
+        _ends_naming_the_server(run, address)
     finally:
         subprocess.run(["ip", "link", "set", veth, "up"], check=True)
         if run.poll() is None:
             run.kill()
             run.wait()
-    _nothing_of_the_run_here(run, switches)
-    left = _marks_on_server(simulated_server)
-    assert left.get(run.pid, {}).get("interfaces", 0) > 0, left  # the server never heard the run end
 
+
+def _cleaned_once_back(run, server):
+    """What the run left on the server (it never heard the run end) goes with ``testbed cleanup --servers``."""
+    left = _marks_on_server(server)
+    assert left.get(run.pid, {}).get("interfaces", 0) > 0, left
     cleaned = subprocess.run([sys.executable, "-m", "testbed.cli", "cleanup", "--servers", SIMULATED_SERVER],
                              capture_output=True, text=True, timeout=120)
     assert cleaned.returncode == 0, cleaned.stderr
     assert f"{SIMULATED_SERVER}: run {run.pid}" in cleaned.stdout, cleaned.stdout
-    assert run.pid not in _marks_on_server(simulated_server)
+    assert run.pid not in _marks_on_server(server)
+
+
+def test_an_experiment_whose_server_is_cut_off_fails_naming_it(simulated_server, tmp_path):
+    with open(os.path.join(REPO, "experiments", "leafspine_failure_ci.yaml")) as handle:
+        data = yaml.safe_load(handle)
+    data["traffic"][0]["duration_s"], data["duration_s"], data["failures"] = 60, 61, []
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(yaml.safe_dump(data))
+    environment = {name: value for name, value in os.environ.items() if name != "TESTBED_OWNER"}
+    run = subprocess.Popen([sys.executable, "-m", "testbed.cli", "run", str(spec), "--servers", SIMULATED_SERVER,
+                            "--out", str(tmp_path / "out")], env=environment, stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True)
+    for line in run.stdout:  # until the traffic flows (the whole fabric up, its cross link measured)
+        if "running 1 traffic entries" in line:
+            break
+    else:
+        run.wait()
+        pytest.fail(f"the experiment never ran its traffic: {run.stderr.read()}")
+    _cut_off(run, simulated_server.address)
+    results = json.loads((tmp_path / "out" / "results.json").read_text())
+    assert results["status"] == "error" and f"server {SIMULATED_SERVER}" in results["error"], results["error"]
+    assert results["cluster"]["cross_link_measured"]["rate_mbps"] > 0
+    _cleaned_once_back(run, simulated_server)
+
+
+def test_a_server_cut_off_mid_run_is_named_and_cleaned_once_back(simulated_server, tmp_path):
+    run, switches = _start_run(tmp_path / "net.json")
+    _cut_off(run, simulated_server.address)
+    _nothing_of_the_run_here(run, switches)
+    _cleaned_once_back(run, simulated_server)
     remote_links = subprocess.run(["ip", "-n", SIMULATED_SERVER, "-o", "link", "show"], capture_output=True,
                                   text=True).stdout
     assert [line.split(":")[1].strip().split("@")[0] for line in remote_links.splitlines()] == ["lo", "eth0"]
