@@ -3,7 +3,7 @@
 Every line begins with a wall-clock timestamp, ISO 8601 in UTC with
 milliseconds, then the logger's name, the level and the message::
 
-    2026-11-24T04:40:00.123Z testbed.switchd.s1 INFO: ports {1: 's1-eth1'}, P4Runtime on 127.0.0.1:50001
+    2026-11-24T04:40:00.123Z testbed.switchd.s1 INFO: ports {1: 's1-eth1'}, P4Runtime on 127.0.0.1:9560
 
 The clock is the one results.json's ``t0_ns`` is read on (nanoseconds since
 the epoch), and results.json gives time zero in this format too (``t0_utc``),

@@ -3,7 +3,7 @@
 One process per switch, started by :class:`testbed.emulation.p4switch.EmbeddedP4Switch`
 (or by hand)::
 
-    python -m testbed.embedded_switch.switchd --name s1 --device-id 1 --grpc-addr 127.0.0.1:50001 \\
+    python -m testbed.embedded_switch.switchd --name s1 --device-id 1 --grpc-addr 127.0.0.1:9560 \\
         --port 1=s1-eth1 --port 2=s1-eth2 --cpu-port 255 [--program p4src/l3_ecmp.p4] \\
         [--pcap-dir DIR] [--ready-file FILE] [--control-socket PATH]
 

@@ -29,7 +29,11 @@ from testbed.emulation.namespaces import in_namespace, namespace_socket
 from testbed.errors import EmulationError
 
 SWITCH_NICENESS = -10  # switches are the network's hardware: hosts' processes must not starve them
-GRPC_BASE_PORT = 50000
+#: the embedded switches' P4Runtime ports are GRPC_BASE_PORT + device id (9559 is P4Runtime's IANA port). They
+#: stay below the kernel's ephemeral range (32768-60999 by default): a port inside it can be taken by any
+#: outgoing connection's source port, or by the readiness probe's own connect (a TCP self-connect), just as
+#: the switch binds it
+GRPC_BASE_PORT = 9559
 DEFAULT_CPU_PORT = 255  # the CPU_PORT_ID of p4src/include/headers.p4
 READY_TIMEOUT_S = 60.0
 STOP_WAIT_S = 5.0  # SIGTERM, then SIGKILL
@@ -67,6 +71,16 @@ def _raise_priority():
         pass
 
 
+def ephemeral_ports():
+    """Return the kernel's ephemeral port range as a ``range`` (``net.ipv4.ip_local_port_range``)."""
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as sysctl:
+            low, high = (int(word) for word in sysctl.read().split())
+    except (OSError, ValueError):
+        low, high = 32768, 60999  # the kernel's default
+    return range(low, high + 1)
+
+
 def accepts_connections(address):
     """True when a gRPC address (``host:port`` or ``unix:path``) accepts a connection now."""
     try:
@@ -99,7 +113,7 @@ class P4Switch(Switch):
         name: switch name.
         log_dir: directory for ``<name>.log`` (and pcaps); required.
         device_id: P4Runtime device id (default: the switch's dpid as an int).
-        grpc_port: TCP port of the P4Runtime server (default 50000 + device id).
+        grpc_port: TCP port of the P4Runtime server (default :data:`GRPC_BASE_PORT` + device id).
         cpu_port: port number of the CPU port (PacketIn/PacketOut).
         pcap: write per-port pcaps into ``log_dir``.
         program: the P4 program the controller will push (recorded for describe()).
@@ -139,9 +153,15 @@ class P4Switch(Switch):
         """Start the switch process (after its ports exist and are up: :class:`~testbed.emulation.links.LinkBatch`).
 
         Raises:
-            EmulationError: another process already listens on this switch's gRPC
-                port (readiness could not be told apart from it), or the process could not start.
+            EmulationError: the switch's gRPC port lies in the kernel's ephemeral range, another process
+                already listens on it (readiness could not be told apart from it), or the process could
+                not start.
         """
+        ephemeral = ephemeral_ports()
+        if self.grpc_port in ephemeral:
+            raise EmulationError(f"switch {self.name}: P4Runtime port {self.grpc_port} (device id {self.device_id}) "
+                                 f"lies in the kernel's ephemeral port range {ephemeral.start}-{ephemeral.stop - 1}, "
+                                 "where outgoing connections can take it: give it a grpc_port outside that range")
         if self._listening():
             raise EmulationError(f"switch {self.name}: TCP port {self.grpc_port} is already in use "
                                  "(another fabric or a leftover switch: run `testbed cleanup`)")

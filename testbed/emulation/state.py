@@ -9,7 +9,7 @@ processes inside the emulated hosts can use it too.  Format::
      "hosts": {"h1": {"pid": 1234, "ip": "10.0.0.1", "mac": "00:00:0a:00:00:01",
                       "intf": "h1-eth0"}, ...},
      "switches": {"e0_0": {"pid": 1240, "role": "edge", "ports": {"1": "e0_0-eth1"},
-                           "grpc": "127.0.0.1:50001", "device_id": 1, ...}, ...}}
+                           "grpc": "127.0.0.1:9560", "device_id": 1, ...}, ...}}
 """
 import json
 import os

@@ -1,6 +1,6 @@
 """The P4Runtime gRPC server of one embedded switch.
 
-    server = P4RuntimeServer(EmbeddedTarget(cpu_port=510), device_id=1, address="127.0.0.1:50001")
+    server = P4RuntimeServer(EmbeddedTarget(cpu_port=510), device_id=1, address="127.0.0.1:9560")
     server.start()          # returns once listening; server.port is the bound port
     ...
     server.stop()

@@ -96,9 +96,13 @@ def test_cleanup_removes_everything_a_run_killed_with_sigkill_left(tmp_path, no_
                             "--target", target, "--no-cli", "--state-file", str(tmp_path / "net.json")],
                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
     try:
+        output = []
         for line in run.stdout:
+            output.append(line)
             if line.startswith("holding"):
                 break
+        else:
+            pytest.fail("the fabric never came up:\n" + "".join(output[-30:]))
         run.kill()
         run.wait()
         run.stdout.close()

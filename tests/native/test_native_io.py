@@ -217,7 +217,9 @@ def test_traffic_manager_rejects_bad_settings():
 
 # ------------------------------------------------------------------ the loop on veths
 
-needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="AF_XDP sockets, BPF and namespaces need root")
+#: AF_XDP sockets, BPF and namespaces need root; the namespaces and veths are machine-wide like a
+#: Mininet network's, so these run (under the Mininet lock) with the network-building tests
+needs_root = pytest.mark.mininet
 
 
 @pytest.fixture(scope="module")

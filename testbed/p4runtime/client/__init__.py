@@ -4,7 +4,7 @@ Works against the embedded target and BMv2 (``simple_switch_grpc``) alike::
 
     from testbed.p4runtime.client import P4RuntimeClient
 
-    with P4RuntimeClient("127.0.0.1:50001", device_id=1, election_id=(0, 1)) as sw:
+    with P4RuntimeClient("127.0.0.1:9560", device_id=1, election_id=(0, 1)) as sw:
         sw.set_pipeline("p4src/l3_ecmp.p4")                       # embedded target
         # sw.set_pipeline(p4info="build/x.p4info.txt", device_config="build/x.json", target="bmv2")
         sw.insert_table_entry("MyIngress.ipv4_lpm", {"hdr.ipv4.dstAddr": ("10.0.1.0", 24)},
