@@ -79,7 +79,7 @@ class Fabric:
             default: those of ``mode_params`` that the program's mode takes.
         seed: the seed of the switches' random choices (``random`` extern, per-port loss draws).
         backend: the embedded switches' pipeline backend, ``python``, ``native`` or ``auto``
-            (:mod:`testbed.p4.native`); None: ``$TESTBED_BACKEND`` or python.  Not for BMv2 (``native``
+            (:mod:`testbed.p4.native`); None: ``$TESTBED_BACKEND`` or auto.  Not for BMv2 (``native``
             is refused there unless it is only the run's default).
         detection_delay_ms: the controller's reaction delay (default: the mode's, else 50 ms).
         controller_options: more options of the controller (those its kind declares; the os-ken

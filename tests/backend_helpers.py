@@ -1,4 +1,4 @@
-"""Devices of the backend a test run asks for (``TESTBED_BACKEND``: python by default, or native)."""
+"""Devices of the backend a test run asks for (``TESTBED_BACKEND``: auto by default, python or native)."""
 import pytest
 
 from testbed.errors import NativeBackendError

@@ -37,7 +37,7 @@ def register(subparsers):
                     "only the embedded target has, else embedded)")
     up.add_argument("--backend", choices=BACKENDS, default=None,
                     help="pipeline backend of embedded switches: python, native (generated C) or auto "
-                    "(default $TESTBED_BACKEND or python)")
+                    "(native, else python with a warning; default $TESTBED_BACKEND or auto)")
     up.add_argument("--switch", default=None, help=argparse.SUPPRESS)  # deprecated: --target, or no --program
     up.add_argument("--controller", choices=list(controller_kinds()), default=None,
                     help="who programs routes: " + "; ".join(f"{name}: {kind.description}"

@@ -181,7 +181,7 @@ class EmbeddedTarget:
         seed: seed of the device's ``random`` extern.
         on_log: callable(str) for the device's ``log_msg`` output, or None.
         backend: the device's backend, ``python``, ``native`` or ``auto`` (:mod:`testbed.p4.native`);
-            None: ``$TESTBED_BACKEND`` or python.
+            None: ``$TESTBED_BACKEND`` or auto.
 
     Attributes:
         program: the loaded program, or None before the first pipeline.

@@ -477,7 +477,7 @@ def build_arg_parser():
     parser.add_argument("--seed", type=int, default=0, help="seed of the target's random() extern")
     parser.add_argument("--backend", choices=BACKENDS, default=DEFAULT_BACKEND,
                         help="pipeline backend: python (reference), native (generated C), "
-                             "auto (native, else python with a warning); default $TESTBED_BACKEND or python")
+                             "auto (native, else python with a warning); default $TESTBED_BACKEND or auto")
     parser.add_argument("--pcap-dir", help="write per-port pcaps here")
     parser.add_argument("--ready-file", help="create this file once the P4Runtime server listens")
     parser.add_argument("--control-socket", metavar="PATH",

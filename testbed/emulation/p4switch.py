@@ -293,7 +293,7 @@ class EmbeddedP4Switch(P4Switch):
     Args (besides :class:`P4Switch`'s):
         seed: passed as ``--seed`` (the target's random() extern and the per-port loss draws).
         backend: passed as ``--backend`` (``python``, ``native`` or ``auto``; None: the switch's default,
-            ``$TESTBED_BACKEND`` or python).
+            ``$TESTBED_BACKEND`` or auto).
         launcher: a started :class:`~testbed.emulation.forkserver.ForkServer` of
             :data:`SWITCHD_MODULE` that forks the process (one Python start-up for the whole
             fabric), or None to start it with its own interpreter.

@@ -8,8 +8,8 @@ A spec (every field but ``name`` and ``seed`` has a default)::
                link_delay_us: 100,          # added one-way delay of every switch-to-switch link (both ways)
                link_delays: [{link: [leaf0, spine1], delay_us: 400}]}   # per link, replacing link_delay_us
     target: auto                        # auto | embedded | bmv2
-    backend: python                     # python | native | auto: the embedded switches' pipeline
-                                        # (default $TESTBED_BACKEND or python; testbed.p4.native)
+    backend: auto                       # python | native | auto: the embedded switches' pipeline
+                                        # (default $TESTBED_BACKEND or auto; testbed.p4.native)
     mode: ecmp                          # a mode of a mechanism (testbed.modes.MODES: ecmp, eecmp, spray,
                                         # flowlet, pinning, f10, fattree-local, portland, dsf ...) or
                                         # program: PATH
@@ -299,7 +299,7 @@ class ExperimentSpec:
     seed: int
     topology: TopologySpec
     target: str = "auto"
-    backend: str = "python"
+    backend: str = "auto"
     mode: Optional[str] = None
     program: str = ""
     mode_params: dict = field(default_factory=dict)

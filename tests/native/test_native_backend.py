@@ -35,6 +35,8 @@ def test_backend_names_are_checked():
 
 def test_default_backend_follows_the_environment(monkeypatch):
     monkeypatch.delenv("TESTBED_BACKEND", raising=False)
+    assert default_backend() == "auto"  # native when a compiler and cffi are present
+    monkeypatch.setenv("TESTBED_BACKEND", "python")
     assert default_backend() == "python"
     monkeypatch.setenv("TESTBED_BACKEND", "native")
     assert default_backend() == "native"
@@ -45,7 +47,7 @@ def test_default_backend_follows_the_environment(monkeypatch):
 
 def test_spec_backend_is_validated_and_recorded(monkeypatch):
     monkeypatch.delenv("TESTBED_BACKEND", raising=False)
-    assert parse_spec(dict(BASE_SPEC), check_machine=False).backend == "python"
+    assert parse_spec(dict(BASE_SPEC), check_machine=False).backend == "auto"
     spec = parse_spec(dict(BASE_SPEC, backend="native"), check_machine=False)
     assert spec.backend == "native" and spec.to_dict()["backend"] == "native"
     with pytest.raises(SpecError, match="backend"):

@@ -12,6 +12,8 @@ timeout; every other call takes the loop's lock, which the loop gives up between
 
 The I/O method, AF_XDP in copy mode behind a five-instruction XDP program loaded with ``bpf()``
 (no libbpf), was chosen by measurement: see benchmarks/bench_io_methods.py and benchmarks/README.md.
+A port whose device takes no XDP program (a VXLAN cross-server link) receives and sends through
+AF_PACKET sockets instead (:attr:`NativeLoop.without_xdp` says which and why).
 
 :class:`NativeTrafficManager` is the traffic manager alone, with the interface of
 :class:`testbed.p4.v1model.traffic_manager.TrafficManager` (tests compare the two), priority flow
@@ -485,8 +487,13 @@ class NativeLoop:
             they pass the interface's qdisc (AF_XDP's transmit bypasses it, and with it tc shaping):
             :func:`ports_with_qdisc` tells which.
 
+    Attributes:
+        without_xdp: ``{port: why}`` of the ports where AF_XDP could not be set up (a device without
+            XDP, such as a VXLAN cross-server link): they receive through an AF_PACKET socket and send
+            as ``via_qdisc`` ports do.
+
     Raises:
-        TestbedError: a port cannot be opened (the message names the interface and the cause).
+        TestbedError: a port cannot be opened at all (the message names the interface and the cause).
     """
 
     def __init__(self, ports, cpu_port=None, clock_origin_ns=0, ring_size=256, seed=0, via_qdisc=()):
@@ -499,10 +506,13 @@ class NativeLoop:
         self._buffer = ffi.new("uint8_t[]", 4096)
         self.pfc = None  # the PfcConfig the loop's traffic manager has (kept across pipelines)
         self._clock_origin_ns = clock_origin_ns
+        self.without_xdp = {}
         try:
             for port, interface in sorted(ports.items()):
-                if lib.tbio_add_port(self._loop, port, interface.encode(), self._err, 512) or \
-                        (port in via_qdisc and lib.tbio_port_via_qdisc(self._loop, port, self._err, 512)):
+                added = lib.tbio_add_port(self._loop, port, interface.encode(), self._err, 512)
+                if added == 1:
+                    self.without_xdp[port] = ffi.string(self._err).decode()
+                if added < 0 or (port in via_qdisc and lib.tbio_port_via_qdisc(self._loop, port, self._err, 512)):
                     raise TestbedError(f"port {port} ({interface}): {ffi.string(self._err).decode()}")
         except BaseException:
             self.close()

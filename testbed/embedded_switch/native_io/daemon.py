@@ -14,7 +14,9 @@ loop; Python does only what the loop hands back or what control asks:
 * port loss and delay (``port_control``) are the loop's; so is the packet generator's timer: the
   target's ``PacketGenerator`` is attached to the loop's (``pktgen.c``), which injects the frames
   when due without Python (configuration and status stay the target's); a port shaped with tc
-  sends through an AF_PACKET socket (AF_XDP's transmit would bypass the shaping);
+  sends through an AF_PACKET socket (AF_XDP's transmit would bypass the shaping); a port whose
+  device takes no XDP program (VXLAN) receives and sends through AF_PACKET sockets, with one
+  warning line naming it and why;
 * port queues and priority flow control (``queue``, ``pfc``, ``pfc_status``) are the loop's traffic
   manager's: it consumes the PAUSE frames arriving on the ports and sends its own
   (:func:`~testbed.p4.v1model.pfc.build_pause` from :func:`~testbed.p4.v1model.device.pause_source_mac`);
@@ -93,6 +95,7 @@ class NativeSwitchDaemon(SwitchDaemon):
         self._pre = (None, None)
         self._watched = []
         self._stopped = False
+        self._read_natively = set()  # ports the native loop read through AF_PACKET (no XDP there)
         # the ports are opened now, before the switch says it is ready: a pipeline pushed later starts
         # forwarding as soon as it is installed, not after the ports' XDP programs are loaded
         self._opened = None if native_loop_refused(self._real_device(), pcap_dir) else self._open_loop()
@@ -153,6 +156,7 @@ class NativeSwitchDaemon(SwitchDaemon):
                 self._native_run()
             else:
                 self._close_opened()
+                self._discard_read_natively()
                 self.running = not self._stopped
                 super().run()  # returns on stop, or when _pipeline_changed brings a native pipeline
                 self._drain_stop_pipe()
@@ -166,6 +170,18 @@ class NativeSwitchDaemon(SwitchDaemon):
         opened, self._opened = getattr(self, "_opened", None), None
         if opened is not None:
             opened.close()
+
+    def _discard_read_natively(self):
+        """Empty the port sockets of the ports the native loop read without XDP: the frames waiting
+        there reached the loop's own socket too, and it forwarded them."""
+        for port in self._read_natively:
+            sock = self.sockets[port].sock
+            try:
+                while sock.recv(65535):
+                    pass
+            except OSError:  # BlockingIOError: empty
+                pass
+        self._read_natively = set()
 
     def _real_device(self):
         device = self.target.device
@@ -195,6 +211,9 @@ class NativeSwitchDaemon(SwitchDaemon):
         # the port sockets stay open (the Python loop may come back) but see nothing: XDP takes the frames
         loop = native_io.NativeLoop(ports, cpu_port=self.target.cpu_port, seed=self.seed, ring_size=RING_SIZE,
                                     via_qdisc=native_io.ports_with_qdisc(ports))
+        self._read_natively |= set(loop.without_xdp)
+        for port, why in sorted(loop.without_xdp.items()):
+            self.log.warning("port %d (%s) receives and sends through AF_PACKET: %s", port, ports[port], why)
         loop.set_pause_frames({port: build_pause(pause_source_mac(port), []) for port in ports})
         return loop
 

@@ -682,6 +682,13 @@ typedef struct xport {
     uint8_t *qbuf;
     struct mmsghdr *qmsgs;
     struct iovec *qiov;
+    /* >= 0: AF_XDP could not be set up on the port (a VXLAN device has no XDP, see tbio_add_port):
+     * frames arrive through this AF_PACKET socket and leave through qdisc_fd */
+    int rx_fd;
+    uint64_t rx_drops;     /* PACKET_STATISTICS' drops, summed (reading them resets them) */
+    uint8_t *rbuf;
+    struct mmsghdr *rmsgs;
+    struct iovec *riov;
 } xport_t;
 
 /* Send the frames waiting for the port's qdisc; what it refuses (its queue or the socket's buffer
@@ -712,7 +719,48 @@ static void port_close(xport_t *x)
 {
     xsk_close(&x->xsk);
     if (x->qdisc_fd >= 0) close(x->qdisc_fd);
+    if (x->rx_fd >= 0) close(x->rx_fd);
     free(x->qbuf), free(x->qmsgs), free(x->qiov);
+    free(x->rbuf), free(x->rmsgs), free(x->riov);
+}
+
+#define RX_CONTROL CMSG_SPACE(sizeof(struct tpacket_auxdata))
+#define RX_HEADROOM 4u /* a VLAN tag the kernel took out goes back in front of the EtherType */
+
+/* Receive up to max (<= RX_BATCH) frames from a port without AF_XDP (rx_fd), as xsk_receive does; a
+ * frame keeps the VLAN tag the kernel took out (packet_sockets.receive_frame, libpcap); one longer
+ * than a slot's frame is dropped (a kernel drop: AF_XDP could not have taken it either). */
+static uint32_t packet_receive(xport_t *x, uint32_t max, void (*fn)(void *, const uint8_t *, uint32_t), void *ctx)
+{
+    uint8_t *control = x->rbuf + (size_t)RX_BATCH * XSK_FRAME;
+    for (uint32_t i = 0; i < max; i++) {
+        x->rmsgs[i].msg_hdr.msg_control = control + (size_t)i * RX_CONTROL;
+        x->rmsgs[i].msg_hdr.msg_controllen = RX_CONTROL;
+        x->rmsgs[i].msg_hdr.msg_flags = 0;
+    }
+    int n = recvmmsg(x->rx_fd, x->rmsgs, max, MSG_DONTWAIT, NULL);
+    for (int i = 0; i < n; i++) {
+        struct msghdr *h = &x->rmsgs[i].msg_hdr;
+        uint8_t *data = x->rbuf + (size_t)i * XSK_FRAME + RX_HEADROOM;
+        uint32_t len = x->rmsgs[i].msg_len;
+        if (h->msg_flags & MSG_TRUNC || len < ETH_HEADER) {
+            x->rx_drops++;
+            continue;
+        }
+        for (struct cmsghdr *c = CMSG_FIRSTHDR(h); c; c = CMSG_NXTHDR(h, c)) {
+            if (c->cmsg_level != SOL_PACKET || c->cmsg_type != PACKET_AUXDATA) continue;
+            struct tpacket_auxdata aux;
+            memcpy(&aux, CMSG_DATA(c), sizeof aux);
+            if (!(aux.tp_status & TP_STATUS_VLAN_VALID || aux.tp_vlan_tci)) break;
+            uint16_t tpid = aux.tp_status & TP_STATUS_VLAN_TPID_VALID ? aux.tp_vlan_tpid : ETH_P_8021Q;
+            memmove(data - RX_HEADROOM, data, 12);
+            data -= RX_HEADROOM, len += RX_HEADROOM;
+            data[12] = (uint8_t)(tpid >> 8), data[13] = (uint8_t)tpid;
+            data[14] = (uint8_t)(aux.tp_vlan_tci >> 8), data[15] = (uint8_t)aux.tp_vlan_tci;
+        }
+        fn(ctx, data, len);
+    }
+    return n > 0 ? (uint32_t)n : 0;
 }
 
 typedef struct pending { /* a recirculated frame waiting for ingress */
@@ -1288,6 +1336,44 @@ void tbio_free(tbio_loop_t *L)
     free(L);
 }
 
+/* A port whose AF_XDP socket failed (err says why, and still does on success): it sends through
+ * tbio_port_via_qdisc's socket and receives through rx_fd.  0, or -1 with a new err. */
+static int port_without_xdp(tbio_loop_t *L, xport_t *x, char *err, size_t errlen)
+{
+    char reason[512];
+    snprintf(reason, sizeof reason, "%s", err);
+    if (tbio_port_via_qdisc(L, x->port, err, errlen)) return -1;
+    int fd = socket(AF_PACKET, SOCK_RAW | SOCK_CLOEXEC, 0), one = 1, rcvbuf = (int)(L->ring_size * XSK_FRAME);
+    struct sockaddr_ll addr = {.sll_family = AF_PACKET, .sll_protocol = htons(ETH_P_ALL),
+                               .sll_ifindex = x->xsk.ifindex};
+    /* bound with its protocol, it receives from this interface only; what the loop sends is not read back */
+    if (fd < 0 || setsockopt(fd, SOL_PACKET, PACKET_IGNORE_OUTGOING, &one, sizeof one) < 0 ||
+        setsockopt(fd, SOL_PACKET, PACKET_AUXDATA, &one, sizeof one) < 0 ||
+        bind(fd, (struct sockaddr *)&addr, sizeof addr) < 0) {
+        snprintf(err, errlen, "port %u: receiving AF_PACKET socket: %s (AF_XDP failed: %s)", x->port, strerror(errno),
+                 reason);
+        if (fd >= 0) close(fd);
+        return -1;
+    }
+    setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &rcvbuf, sizeof rcvbuf); /* a burst as the AF_XDP ring takes */
+    x->rx_fd = fd;
+    x->rbuf = malloc((size_t)RX_BATCH * (XSK_FRAME + RX_CONTROL));
+    x->rmsgs = calloc(RX_BATCH, sizeof *x->rmsgs);
+    x->riov = calloc(RX_BATCH, sizeof *x->riov);
+    if (!x->rbuf || !x->rmsgs || !x->riov) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    for (uint32_t i = 0; i < RX_BATCH; i++) {
+        x->riov[i].iov_base = x->rbuf + (size_t)i * XSK_FRAME + RX_HEADROOM;
+        x->riov[i].iov_len = XSK_FRAME - RX_HEADROOM;
+        x->rmsgs[i].msg_hdr.msg_iov = &x->riov[i];
+        x->rmsgs[i].msg_hdr.msg_iovlen = 1;
+    }
+    snprintf(err, errlen, "%s", reason);
+    return 0;
+}
+
 int tbio_add_port(tbio_loop_t *L, uint32_t port, const char *ifname, char *err, size_t errlen)
 {
     if (port >= MAX_PORTS || L->xports[port]) {
@@ -1299,16 +1385,24 @@ int tbio_add_port(tbio_loop_t *L, uint32_t port, const char *ifname, char *err, 
         snprintf(err, errlen, "out of memory");
         return -1;
     }
-    if (xsk_open(&x->xsk, ifname, L->ring_size, err, errlen) < 0) {
+    int without_xdp = xsk_open(&x->xsk, ifname, L->ring_size, err, errlen) < 0;
+    if (without_xdp && !(x->xsk.ifindex = (int)if_nametoindex(ifname))) { /* no interface: no port */
         free(x);
         return -1;
     }
     x->port = port;
-    x->qdisc_fd = -1;
+    x->qdisc_fd = x->rx_fd = -1;
     x->rng = ((uint64_t)L->seed << 32) ^ port;
     L->xports[port] = x;
     L->xport_list[L->nxports++] = port;
-    return 0;
+    if (without_xdp && port_without_xdp(L, x, err, errlen)) {
+        L->xports[port] = NULL;
+        L->nxports--;
+        port_close(x);
+        free(x);
+        return -1;
+    }
+    return without_xdp;
 }
 
 int tbio_port_via_qdisc(tbio_loop_t *L, uint32_t port, char *err, size_t errlen)
@@ -1545,7 +1639,13 @@ void tbio_port_stats(tbio_loop_t *L, uint32_t port, tbio_port_stats_t *out)
     memset(out, 0, sizeof *out);
     if (port >= MAX_PORTS) return;
     *out = L->stats[port];
-    if (L->xports[port]) out->kernel_drops = xsk_drops(&L->xports[port]->xsk);
+    xport_t *x = L->xports[port];
+    if (x && x->rx_fd >= 0) {
+        struct tpacket_stats stats;
+        socklen_t len = sizeof stats;
+        if (getsockopt(x->rx_fd, SOL_PACKET, PACKET_STATISTICS, &stats, &len) == 0) x->rx_drops += stats.tp_drops;
+        out->kernel_drops = x->rx_drops;
+    } else if (x) out->kernel_drops = xsk_drops(&x->xsk);
 }
 
 const char *tbio_halt_reason(tbio_loop_t *L) { return L->halted ? L->halt_reason : NULL; }
@@ -1592,7 +1692,8 @@ int tbio_run(tbio_loop_t *L, int timeout_ms)
         for (uint32_t i = 0; i < L->nxports; i++) {
             xport_t *x = L->xports[L->xport_list[i]];
             struct rx_ctx ctx = {L, x->port};
-            received += xsk_receive(&x->xsk, RX_BATCH, on_frame, &ctx);
+            received += x->rx_fd < 0 ? xsk_receive(&x->xsk, RX_BATCH, on_frame, &ctx)
+                                     : packet_receive(x, RX_BATCH, on_frame, &ctx);
         }
         int64_t now = clock_ns();
         if (L->pl) generate(L, now);
@@ -1602,7 +1703,8 @@ int tbio_run(tbio_loop_t *L, int timeout_ms)
             xport_t *p = L->xports[L->xport_list[i]];
             struct xsk *x = &p->xsk;
             if (p->nq) qdisc_flush(p, &L->stats[p->port].tx_errors);
-            if (x->tx_prod != *x->tx.producer || __atomic_load_n(x->tx.consumer, __ATOMIC_ACQUIRE) != x->tx_prod)
+            if (x->fd >= 0 && (x->tx_prod != *x->tx.producer ||
+                               __atomic_load_n(x->tx.consumer, __ATOMIC_ACQUIRE) != x->tx_prod))
                 xsk_tx_flush(x);
         }
         if (L->halted && !L->halt_reported) {
@@ -1643,8 +1745,10 @@ int tbio_run(tbio_loop_t *L, int timeout_ms)
             if (x->delayed_head && x->delayed_head->release_ns < next) next = x->delayed_head->release_ns;
         }
         int nfds = 0;
-        for (uint32_t i = 0; i < L->nxports; i++)
-            fds[nfds++] = (struct pollfd){.fd = L->xports[L->xport_list[i]]->xsk.fd, .events = POLLIN};
+        for (uint32_t i = 0; i < L->nxports; i++) {
+            xport_t *x = L->xports[L->xport_list[i]];
+            fds[nfds++] = (struct pollfd){.fd = x->rx_fd < 0 ? x->xsk.fd : x->rx_fd, .events = POLLIN};
+        }
         fds[nfds++] = (struct pollfd){.fd = L->wake_fd, .events = POLLIN};
         struct timespec ts, *tsp = NULL;
         if (next != INT64_MAX) {

@@ -139,7 +139,8 @@ const uint8_t *tbio_pktgen_frame(tbio_pktgen_t *pg, uint32_t app, uint32_t *len)
 tbio_loop_t *tbio_new(int32_t cpu_port, int64_t clock_origin_ns, uint32_t ring_size, uint32_t seed);
 void tbio_free(tbio_loop_t *loop);
 /* Open an AF_XDP socket on ifname's receive queue 0 and attach the redirecting XDP program.
- * Returns 0, or -1 with a message in err. */
+ * Returns 0; or 1 when that failed (a device without XDP, such as VXLAN) and the port receives and
+ * sends through AF_PACKET sockets instead (err says why AF_XDP failed); or -1 with a message in err. */
 int tbio_add_port(tbio_loop_t *loop, uint32_t port, const char *ifname, char *err, size_t errlen);
 /* Send port's frames through an AF_PACKET socket, so they pass the interface's qdisc (tc shaping),
  * which AF_XDP's transmit bypasses; it still receives with AF_XDP.  Returns 0, or -1 with err. */

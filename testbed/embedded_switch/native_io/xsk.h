@@ -119,6 +119,7 @@ static int xsk_attach_program(int ifindex, int xsk_fd, char *log, size_t loglen)
     int prog_fd = (int)xsk_bpf(BPF_PROG_LOAD, &attr);
     int link = -1;
     if (prog_fd >= 0) {
+        if (log) log[0] = 0; /* the verifier's log of a program it took says nothing about a failure after */
         uint32_t key = 0, value = (uint32_t)xsk_fd;
         memset(&attr, 0, sizeof attr);
         attr.map_fd = (uint32_t)map;

@@ -7,8 +7,9 @@
   and loaded through cffi); a program it cannot compile is an error (file:line);
 * ``auto``: native when it can, else Python with one warning line.
 
-The default is ``python`` unless the environment variable ``TESTBED_BACKEND`` names another
-(so a whole test run can use the native backend).
+The default is ``auto`` (native when a C compiler and cffi are present) unless the environment
+variable ``TESTBED_BACKEND`` names another: ``TESTBED_BACKEND=python`` runs everything on the
+reference backend.
 """
 import os
 
@@ -21,12 +22,12 @@ BACKEND_ENV = "TESTBED_BACKEND"
 
 
 def default_backend():
-    """``$TESTBED_BACKEND`` if set, else ``python``.
+    """``$TESTBED_BACKEND`` if set, else ``auto``.
 
     Raises:
         ParameterError: the variable names no backend.
     """
-    return check_backend(os.environ.get(BACKEND_ENV) or "python", BACKEND_ENV)
+    return check_backend(os.environ.get(BACKEND_ENV) or "auto", BACKEND_ENV)
 
 
 def check_backend(backend, field="backend"):
