@@ -10,7 +10,7 @@ order": left to right, ``&&``/``||``/``?:`` short-circuit) an operand to the lef
 such a "complex" operand is saved into a temporary first, and the right operand of
 ``&&``/``||`` or the branches of ``?:`` become ``if`` statements when they are complex.
 """
-from testbed.p4.compiler.pycode import FOLDABLE, attr, is_literal, literal, varbit_length_attr, wrap
+from testbed.p4.compiler.pycode import attr, is_literal, literal, varbit_length_attr, wrap
 from testbed.p4.frontend import types as T
 from testbed.p4.frontend.checker import SIZE_METHODS, convert_int
 
@@ -18,39 +18,30 @@ from testbed.p4.frontend.checker import SIZE_METHODS, convert_int
 class ExpressionsMixin:
     """Python expressions for P4 expressions: width-correct arithmetic, casts, slices, calls."""
 
-    def expr(self, node, scope, fn, want=None):
-        """Python expression code for ``node`` (already typed by ``type_of``)."""
-        if node.type is None:
-            self.model.type_of(node, scope)
+    @staticmethod
+    def bool_literal(value):
+        return literal(value)
+
+    @staticmethod
+    def folded_constant(value, type_, node):
+        return literal(value)
+
+    def expression(self, node, scope, fn, want=None):
+        """Python expression code for ``node`` (typed, not a constant :meth:`Walk.expr` folded)."""
         type_ = node.type
-        if node.kind in FOLDABLE and isinstance(type_, (T.InfIntType, T.BitType, T.BoolType, T.EnumType,
-                                                         T.ErrorType)):
-            folded = self.model.try_const(node, scope)
-            if folded is not None:
-                value, folded_type = folded
-                target = want if isinstance(want, (T.BitType, T.EnumType)) else folded_type
-                if isinstance(value, bool):
-                    return literal(value)
-                if isinstance(target, (T.BitType, T.EnumType)):
-                    value = convert_int(value, target)
-                return literal(value)
         kind = node.kind
         if kind == "pycode":
             return node.code
         if kind == "bool":
             return literal(node.value)
         if kind == "name":
-            symbol = scope.lookup(node.name)
-            if symbol is None:
-                raise self.error(node, f"unknown name {node.name!r}")
+            symbol = self.value_symbol(node, scope)
             if symbol.kind == "const":
                 value = symbol.value
                 if isinstance(want, T.BitType) and not isinstance(value, bool):
                     value = convert_int(value, want)
                 return literal(value)
-            if symbol.kind in ("var", "param"):
-                return self.py_name(symbol, fn)
-            raise self.error(node, f"{node.name} ({symbol.kind}) is not a value")
+            return self.py_name(symbol, fn)
         if kind == "type_member":
             return literal(self.model.const_value(node, scope))
         if kind == "error_member":
@@ -99,7 +90,7 @@ class ExpressionsMixin:
                                    "variable of a header, struct or tuple type first)")
         if kind == "string":
             return repr(node.value)
-        raise self.error(node, f"unsupported construct: expression {kind}")
+        raise self.unsupported(node, f"expression {kind}")
 
     def _member_expr(self, node, scope, fn):
         base_type = node.expr.type

@@ -1,0 +1,393 @@
+"""The walk over a checked program that both code generators share.
+
+The Python generator (:class:`testbed.p4.compiler.codegen.CodeGenerator`) and the C one
+(:class:`testbed.p4.native.cgen.CGenerator`) visit the same program in the same order and
+refuse the same mistakes; they differ only in the text they emit.  :class:`Walk` holds the
+visit: which statement, call or parser construct a node is, the symbol lookups and checks
+(and the errors they raise, with file:line), how switch cases and select cases are grouped.
+A generator supplies the emitting methods it calls (named below each section).
+
+Errors: ``self.error(node, message)`` for a mistake in the program, ``self.unsupported(node,
+construct)`` for a construct the generator cannot compile; both name ``node``'s file:line.
+"""
+from testbed.p4.compiler.pycode import FOLDABLE, Frame
+from testbed.p4.frontend import types as T
+from testbed.p4.frontend.checker import Symbol, convert_int
+
+#: the argument kinds that are built from their parts (typed against the parameter, not on their own)
+BUILT = ("list", "struct_expr", "invalid_header")
+
+
+class Walk:
+    """Traversal and dispatch of statements, calls, parser states and constant expressions.
+
+    Expects of the generator: ``model`` (the checker), ``error``, ``unsupported``, and the
+    emitting methods each section names.
+    """
+
+    # ------------------------------------------------------------------ statements
+    def statement(self, node, scope, fn):
+        """Emit one statement.
+
+        Emitters: block, variable_declaration, assignment, compound_assignment, if_statement,
+        switch (its emitters), for_statement, for_in_statement, emit_exit, emit_loop_jump,
+        emit_function_return, emit_action_return.
+        """
+        kind = node.kind
+        fn.out.origin = node.loc
+        self.model.current = node.loc
+        if kind == "block":
+            self.block(node, scope, fn)
+        elif kind == "variable":
+            type_ = self.model.resolve_type(node.type_ref)
+            symbol = Symbol("var", node.name, type_, decl=node)
+            self.variable_declaration(symbol, node, scope, fn)
+            scope.define(node.name, symbol)
+        elif kind == "const":
+            self.model._declare_const(node, scope)
+        elif kind == "assign":
+            self.assignment(node, scope, fn)
+        elif kind == "compound_assign":
+            target_type = self.model.type_of(node.target, scope)
+            if not isinstance(target_type, T.BitType):
+                raise self.error(node, f"{node.op} needs a bit<W> or int<W> target, got {target_type.name_text()}")
+            self.compound_assignment(node, target_type, scope, fn)
+        elif kind == "call_statement":
+            self.call_statement(node.call, scope, fn)
+        elif kind == "if":
+            self.if_statement(node, scope, fn)
+        elif kind == "switch":
+            self.switch(node, scope, fn)
+        elif kind == "exit":
+            if fn.kind == "parser":
+                raise self.error(node, "exit is not allowed in a parser")
+            if fn.kind == "function":
+                raise self.error(node, "exit is not allowed in a function (P4_16: only in actions and controls)")
+            self.exit_statement(node, fn)
+        elif kind == "return":
+            self.return_statement(node, scope, fn)
+        elif kind == "for":
+            if fn.kind == "parser":
+                raise self.unsupported(node, "for loop in a parser")
+            self.for_statement(node, scope, fn)
+        elif kind == "for_in":
+            if fn.kind == "parser":
+                raise self.unsupported(node, "for loop in a parser")
+            self.for_in_statement(node, scope, fn)
+        elif kind in ("break", "continue"):
+            self.loop_jump(node, fn)
+        else:
+            raise self.unsupported(node, f"statement {kind}")
+
+    def exit_statement(self, node, fn):
+        """``exit`` in a control or an action."""
+        self.emit_exit(fn)
+
+    def condition(self, node, cond, scope, what):
+        """Type-check the condition of an ``if`` or ``for``: it must be bool."""
+        if not isinstance(self.model.type_of(cond, scope), T.BoolType):
+            raise self.error(node, f"{what} condition must be bool")
+
+    def return_statement(self, node, scope, fn):
+        """``return``: a function's result, the end of an inlined action, or the end of a control."""
+        if fn.kind == "function":
+            self.emit_function_return(node, scope, fn)
+            return
+        if node.expr is not None:
+            raise self.error(node, "return with a value outside a function")
+        if fn.kind == "parser":
+            raise self.error(node, "return is not allowed in a parser")
+        if fn.innermost("action") >= 0:
+            self.emit_action_return(fn, node)
+        else:
+            fn.out.line(fn.return_code)
+
+    def for_in_statement(self, node, scope, fn):
+        """``for (T x in lo .. hi)``, ``for (T x in stack)`` and over a list of values (P4_16 1.2.4).
+
+        Emitters: loop_variable (returns what the loop_over_* get), loop_over_range, loop_over_stack,
+        loop_over_values, body, end_loop.
+        """
+        inner = scope.child()
+        type_ = self.model.resolve_type(node.type_ref)
+        symbol = Symbol("var", node.name, type_, decl=node)
+        variable = self.loop_variable(symbol, node, fn)
+        inner.define(node.name, symbol)
+        collection = node.collection
+        if collection.kind == "range":
+            if not isinstance(type_, T.BitType):
+                raise self.error(node, "the variable of a for loop over a range must be bit<W> or int<W>")
+            self.loop_over_range(variable, symbol, collection, scope, fn)
+        else:
+            collection_type = self.model.type_of(collection, scope)
+            if isinstance(collection_type, T.StackType):
+                if collection_type.element.name != getattr(type_, "name", None):
+                    raise self.error(node, f"for loop variable of type {type_.name_text()} over a stack of "
+                                           f"{collection_type.element.name_text()}")
+                self.loop_over_stack(variable, symbol, collection, collection_type, scope, fn)
+            elif isinstance(collection_type, T.TupleType) and collection.kind == "list":
+                self.loop_over_values(variable, symbol, collection.items, scope, fn)
+            else:
+                raise self.unsupported(node, f"for loop over a {collection_type.name_text()}")
+        frame = self.loop_frame(fn)
+        self.body(node.body, inner, fn)
+        fn.frames.pop()
+        self.end_loop(frame, fn)
+
+    @staticmethod
+    def loop_frame(fn, updates=None, scope=None):
+        """Enter a P4 loop (``continue`` runs ``updates`` in ``scope`` first); return its frame."""
+        frame = Frame("loop")
+        frame.updates = updates
+        frame.scope = scope
+        fn.frames.append(frame)
+        return frame
+
+    def loop_jump(self, node, fn):
+        """``break`` / ``continue`` of the innermost P4 loop."""
+        if not fn.frames or fn.frames[-1].kind != "loop":
+            raise self.error(node, f"{node.kind} outside a loop")
+        frame = fn.frames[-1]
+        if node.kind == "continue" and frame.updates:
+            for statement in frame.updates:
+                self.statement(statement, frame.scope, fn)
+        self.emit_loop_jump(node.kind, fn)
+
+    # ------------------------------------------------------------------ switch
+    def switch(self, node, scope, fn):
+        """A switch on ``t.apply().action_run`` or on a bit/enum/error value.
+
+        Cases without a body fall through to the next body: they are grouped with it.
+        Emitters: _table_apply, switch_value (the value into a temporary), switch_action_label,
+        switch_constant, switch_case (the head of a group: values, or None for default), body.
+        """
+        switch_type = self.model.type_of(node.expr, scope)
+        if isinstance(switch_type, T.ActionEnumType):
+            table = switch_type.table.table
+            value = self._table_apply(node.expr.expr.func.expr, table, scope, fn)[1]
+            labels = {ref.symbol.name: ref.symbol.qualified for ref in table.action_refs}
+
+            def case_value(case):
+                return self.switch_action_label(labels[case.label])
+        elif isinstance(switch_type, (T.BitType, T.EnumType, T.ErrorType)):
+            value = self.switch_value(node.expr, scope, fn)
+
+            def case_value(case):
+                return self.switch_constant(self._const_for(case.value, scope, switch_type))
+        else:
+            raise self.unsupported(node, "switch on this expression type")
+        pending = []
+        first = True
+        for case in node.cases:
+            if isinstance(switch_type, T.ActionEnumType) and not case.is_default and \
+                    (case.label is None or case.label not in labels):
+                raise self.error(case, f"switch label is not an action of table {table.name}")
+            pending.append(case)
+            if case.body is None:
+                continue
+            default = any(c.is_default for c in pending)
+            self.switch_case(fn, first, value, None if default else [case_value(c) for c in pending])
+            first = False
+            self.body(case.body, scope, fn)
+            pending = []
+
+    # ------------------------------------------------------------------ call statements
+    def call_statement(self, call, scope, fn):
+        """A call statement: action, function, extern, method, table or sub-control/sub-parser apply.
+
+        Emitters: inline_action, extern_function, function_call, _table_apply, subparser_call,
+        subcontrol_call, header_validity, stack_shift, extern_method.
+        """
+        func = call.func
+        model = self.model
+        if func.kind == "name":
+            symbol = scope.lookup(func.name)
+            if symbol is None:
+                raise self.error(func, f"unknown function or action {func.name!r}")
+            if symbol.kind == "action":
+                self.inline_action(symbol, call.args, scope, fn, call)
+                return
+            if symbol.kind == "extern_function":
+                self.extern_function(func.name, call, scope, fn)
+                return
+            if symbol.kind == "function":
+                self.function_call(symbol, call, scope, fn)
+                return
+            raise self.error(call, f"{func.name} is not callable")
+        if func.kind == "member":
+            base = func.expr
+            base_type = model.type_of(base, scope)
+            method = func.member
+            symbol = getattr(base, "symbol", None)
+            if symbol is not None and symbol.kind == "table":
+                if method != "apply":
+                    raise self.error(call, f"table {symbol.name} has no method {method}")
+                self._table_apply(base, symbol.table, scope, fn)
+                return
+            if symbol is not None and symbol.kind == "instance" and isinstance(symbol.type, T.BlockType):
+                if symbol.type.block_kind == "parser":
+                    self.subparser_call(symbol, call, scope, fn)
+                else:
+                    self.subcontrol_call(symbol, call, scope, fn)
+                return
+            if isinstance(base_type, T.HeaderType):
+                if method not in ("setValid", "setInvalid", "isValid"):
+                    raise self.unsupported(call, f"header method {method}")
+                self.header_validity(base, method, scope, fn)
+                return
+            if isinstance(base_type, T.StackType) and method in ("push_front", "pop_front"):
+                count = model.const_value(call.args[0], scope)
+                if isinstance(count, bool) or not isinstance(count, int) or count < 0:
+                    raise self.error(call, f"{method} needs a non-negative constant count")
+                self.stack_shift(base, base_type, method, count, scope, fn)
+                return
+            if isinstance(base_type, T.ExternType):
+                self.extern_method(base, base_type, method, call, scope, fn)
+                return
+        raise self.unsupported(call, "this call")
+
+    # ------------------------------------------------------------------ parsers
+    def gen_parser(self, parser, out, sub=False):
+        """A parser's function: a loop over its states; sub-parsers (parser instances it applies) first.
+
+        Emitters: new_function, parser_prologue (returns the function's name), _local_variable,
+        parser_loop, parser_state, parser_state_end, parser_epilogue, and those of transitions.
+        """
+        fn = self.new_function("parser", out)
+        fn.subparser = sub
+        params = parser.params
+        if not sub and len(params) != 4:
+            raise self.error(parser.decl, "a v1model parser has 4 parameters (packet_in, headers, metadata, "
+                                          "standard_metadata)")
+        if not params or not (isinstance(params[0].type, T.ExternType) and params[0].type.name == "packet_in"):
+            raise self.error(parser.decl, f"parser {parser.decl.name}: the first parameter must be a packet_in")
+        for subparser in parser.subparsers.values():
+            self.gen_parser(subparser, out, sub=True)
+        function = self.parser_prologue(parser, fn, sub)
+        for variable in parser.variables:
+            self._local_variable(variable, parser.scope, fn)
+        ordered = ["start"] + [s for s in parser.states if s != "start"]
+        self.state_ids = {name: index for index, name in enumerate(ordered)}
+        self.parser_loop(fn)
+        for position, name in enumerate(ordered):
+            state = parser.states[name]
+            if name in ("accept", "reject"):
+                raise self.error(state, f"a state may not be named {name}")
+            self.current_state_id = self.state_ids[name]
+            self.parser_state(fn, self.current_state_id, position == 0)
+            scope = parser.scope.child()
+            for statement in state.statements:
+                self.statement(statement, scope, fn)
+            self._transition(state, scope, fn)
+            self.parser_state_end(fn)
+        self.parser_epilogue(parser, fn, sub)
+        return function
+
+    def _goto(self, target, node, fn):
+        """Leave the state for ``target``: accept, reject or another state.
+
+        Emitters: goto_end (accept or reject), goto_state (``backward``: it may loop, so it counts).
+        """
+        if target in ("accept", "reject"):
+            self.goto_end(fn, target == "reject")
+        elif target in self.state_ids:
+            self.goto_state(fn, self.state_ids[target], self.state_ids[target] <= self.current_state_id)
+        else:
+            raise self.error(node, f"transition to unknown state {target!r}")
+
+    def _transition(self, state, scope, fn):
+        """A state's transition: direct, or a select over its cases in order (no match: error NoMatch).
+
+        Emitters: no_transition, select_key (a key into a temporary), select_case (the head of a case
+        with conditions; None for the default), select_case_end, select_no_match, and keyset_* for
+        the conditions.
+        """
+        transition = state.transition
+        if transition is None:
+            self.no_transition(fn)
+            return
+        if transition.kind == "transition_direct":
+            self._goto(transition.target, transition, fn)
+            return
+        keys = []
+        for expr in transition.exprs:
+            key_type = self.model.type_of(expr, scope)
+            keys.append((self.select_key(expr, scope, fn), key_type))
+        first = True
+        for case in transition.cases:
+            keyset = case.keyset
+            items = keyset.items if keyset.kind == "tuple_keyset" else [keyset]
+            if len(items) == 1 and items[0].kind in ("default", "dontcare"):
+                conditions = []
+            else:
+                if len(items) != len(keys):
+                    raise self.error(case, f"select has {len(keys)} key(s), the case has {len(items)} value(s)")
+                conditions = [c for c in (self._keyset_condition(item, key, scope) for item, key in zip(items, keys))
+                              if c]
+            self.select_case(fn, first, conditions or None)
+            self._goto(case.target, case, fn)
+            self.select_case_end(fn, first, conditions or None)
+            if not conditions:
+                return
+            first = False
+        self.select_no_match(fn)
+
+    def _keyset_condition(self, item, key, scope):
+        """The condition code of one keyset item on one select key (None: matches anything).
+
+        Emitters: keyset_mask, keyset_range, keyset_equal.
+        """
+        name, key_type = key
+        if item.kind in ("default", "dontcare"):
+            return None
+        if item.kind == "mask":
+            value = self._const_for(item.value, scope, key_type)
+            mask = self._const_for(item.mask, scope, key_type)
+            return self.keyset_mask(name, value, mask)
+        if item.kind == "range":
+            low = self._const_for(item.low, scope, key_type)
+            high = self._const_for(item.high, scope, key_type)
+            return self.keyset_range(name, low, high)
+        return self.keyset_equal(name, self._const_for(item, scope, key_type))
+
+    def _const_for(self, expr, scope, type_):
+        """The value of a constant expression as a value of ``type_`` (bit<W>: below 2**W)."""
+        value = self.model.const_value(expr, scope)
+        if isinstance(value, bool):
+            return value
+        if isinstance(type_, (T.BitType, T.EnumType)):
+            value = convert_int(value, type_)
+        if isinstance(type_, T.BitType) and not type_.signed:
+            value &= type_.mask
+        return value
+
+    # ------------------------------------------------------------------ expressions
+    def expr(self, node, scope, fn, want=None):
+        """Code of an expression (typed by ``type_of`` first); constant ones are folded.
+
+        Emitters: bool_literal, folded_constant (an int of ``type_``), expression (the others).
+        """
+        if node.type is None:
+            self.model.type_of(node, scope)
+        type_ = node.type
+        if node.kind in FOLDABLE and isinstance(type_, (T.InfIntType, T.BitType, T.BoolType, T.EnumType,
+                                                         T.ErrorType)):
+            folded = self.model.try_const(node, scope)
+            if folded is not None:
+                value, folded_type = folded
+                target = want if isinstance(want, (T.BitType, T.EnumType)) else folded_type
+                if isinstance(value, bool):
+                    return self.bool_literal(value)
+                if isinstance(target, (T.BitType, T.EnumType)):
+                    value = convert_int(value, target)
+                return self.folded_constant(value, target, node)
+        return self.expression(node, scope, fn, want)
+
+    def value_symbol(self, node, scope):
+        """The symbol a name expression reads: a constant, variable or parameter."""
+        symbol = scope.lookup(node.name)
+        if symbol is None:
+            raise self.error(node, f"unknown name {node.name!r}")
+        if symbol.kind not in ("const", "var", "param"):
+            raise self.error(node, f"{node.name} ({symbol.kind}) is not a value")
+        return symbol
