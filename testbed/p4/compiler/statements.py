@@ -189,13 +189,6 @@ class StatementsMixin:
                 not isinstance(source, (T.TupleType, T.DontCareType)) and not self.same_type(target, source):
             raise self.error(node, f"cannot assign {source.name_text()} to {target.name_text()}")
 
-    @staticmethod
-    def same_type(first, second):
-        """True if two header/struct/stack types are the same type."""
-        if isinstance(first, T.StackType) and isinstance(second, T.StackType):
-            return first.size == second.size and StatementsMixin.same_type(first.element, second.element)
-        return type(first) is type(second) and getattr(first, "name", None) == getattr(second, "name", None)
-
     def assignment(self, node, scope, fn):
         """Emit an assignment: the target is fixed first when the value can have effects."""
         target = node.target

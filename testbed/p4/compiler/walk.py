@@ -12,7 +12,7 @@ construct)`` for a construct the generator cannot compile; both name ``node``'s 
 """
 from testbed.p4.compiler.pycode import FOLDABLE, Frame
 from testbed.p4.frontend import types as T
-from testbed.p4.frontend.checker import Symbol, convert_int
+from testbed.p4.frontend.checker import SIZE_METHODS, Symbol, convert_int
 
 #: the argument kinds that are built from their parts (typed against the parameter, not on their own)
 BUILT = ("list", "struct_expr", "invalid_header")
@@ -383,6 +383,53 @@ class Walk:
                 return self.folded_constant(value, target, node)
         return self.expression(node, scope, fn, want)
 
+    def expression(self, node, scope, fn, want=None):
+        """Code of an expression that is not a folded constant: dispatch by kind.
+
+        Emitters: bool_literal, int_literal, constant_name, variable_code, stack_member, field_expr,
+        index_expr, not_code, unop, _cast, arithmetic, composite_equality's, _lookahead,
+        other_expression (the kinds only one generator knows).
+        """
+        kind = node.kind
+        type_ = node.type
+        if kind == "bool":
+            return self.bool_literal(node.value)
+        if kind == "name":
+            symbol = self.value_symbol(node, scope)
+            if symbol.kind == "const":
+                return self.constant_name(node, symbol.value, want)
+            return self.variable_code(symbol, node, scope, fn)
+        if kind == "type_member":
+            return self.int_literal(self.model.const_value(node, scope))
+        if kind == "error_member":
+            return self.int_literal(self.model.errors[node.member])
+        if kind == "member":
+            return self._member_expr(node, scope, fn)
+        if kind == "index":
+            return self.index_expr(node, scope, fn)
+        if kind == "slice":
+            base = self.expr(node.expr, scope, fn)
+            width = node.hi_value - node.lo_value + 1
+            shifted = f"({base} >> {node.lo_value})" if node.lo_value else base
+            return f"({shifted} & {self.int_literal((1 << width) - 1)})"
+        if kind == "cast":
+            return self._cast(node, scope, fn)
+        if kind == "unop":
+            inner = self.expr(node.expr, scope, fn, want=type_)
+            if node.op == "!":
+                return self.not_code(inner)
+            return self.unop(node, inner, type_)
+        if kind == "binop":
+            return self._binop(node, scope, fn)
+        if kind == "conditional":
+            return self._conditional(node, scope, fn, type_)
+        if kind == "call":
+            return self._call_expr(node, scope, fn)
+        return self.other_expression(node, scope, fn, want)
+
+    def other_expression(self, node, scope, fn, want):
+        raise self.unsupported(node, f"expression {node.kind}")
+
     def value_symbol(self, node, scope):
         """The symbol a name expression reads: a constant, variable or parameter."""
         symbol = scope.lookup(node.name)
@@ -391,3 +438,186 @@ class Walk:
         if symbol.kind not in ("const", "var", "param"):
             raise self.error(node, f"{node.name} ({symbol.kind}) is not a value")
         return symbol
+
+    def _member_expr(self, node, scope, fn):
+        """``t.apply().hit`` / ``.miss`` / ``.action_run``, a stack's members, or a field."""
+        base_type = node.expr.type
+        if isinstance(base_type, T.TableResultType):
+            hit, action = self._table_apply(node.expr.func.expr, base_type.table.table, scope, fn)
+            if node.member == "hit":
+                return hit
+            if node.member == "miss":
+                return self.not_code(hit)
+            return action
+        if isinstance(base_type, T.StackType):
+            return self.stack_member(node, base_type, scope, fn)
+        return self.field_expr(node, scope, fn)
+
+    def _conditional(self, node, scope, fn, type_):
+        """``c ? a : b``: an if statement into a temporary when a branch needs statements."""
+        cond = self.expr(node.cond, scope, fn)
+        if self.is_complex(node.then, scope) or self.is_complex(node.otherwise, scope):
+            temp = fn.temp("q")
+            self.declare_temp(fn, temp)
+            self.begin_if(fn, cond)
+            self.set_temp(fn, temp, self.expr(node.then, scope, fn, want=type_))
+            self.begin_else(fn)
+            self.set_temp(fn, temp, self.expr(node.otherwise, scope, fn, want=type_))
+            self.end_if(fn)
+            return temp
+        return self.choice_code(cond, self.expr(node.then, scope, fn, want=type_),
+                                self.expr(node.otherwise, scope, fn, want=type_))
+
+    def saved(self, code, later, scope, fn):
+        """``code`` of an operand, in a temporary when the ``later`` operand needs statements (it may have
+        effects)."""
+        if not self.is_literal(code) and self.is_complex(later, scope):
+            temp = fn.temp("l")
+            self.set_temp(fn, temp, code, declare=True)
+            return temp
+        return code
+
+    def _operands(self, left_node, right_node, scope, fn, want=None):
+        """Codes of two operands, left evaluated first even when the right one has effects."""
+        left = self.saved(self.expr(left_node, scope, fn, want=want), right_node, scope, fn)
+        return left, self.expr(right_node, scope, fn, want=want)
+
+    def _short_circuit(self, node, scope, fn):
+        """``&&`` / ``||``: the right operand in an if statement when it needs statements."""
+        op = node.op
+        left = self.expr(node.left, scope, fn)
+        if not self.is_complex(node.right, scope):
+            return self.logic_code(op, left, self.expr(node.right, scope, fn))
+        temp = fn.temp("b")
+        self.set_temp(fn, temp, left, declare=True)
+        self.begin_if(fn, temp, negate=op == "lor")
+        self.set_temp(fn, temp, self.expr(node.right, scope, fn))
+        self.end_if(fn)
+        return temp
+
+    def _binop(self, node, scope, fn):
+        """Binary operators: short-circuit ones, equality of composites here, the others the generator's."""
+        if node.op in ("land", "lor"):
+            return self._short_circuit(node, scope, fn)
+        if node.op in ("eq", "ne") and (self.is_composite_type(node.left.type) or
+                                        self.is_composite_type(node.right.type)):
+            return self._composite_equality(node, scope, fn)
+        return self.arithmetic(node, scope, fn)
+
+    @staticmethod
+    def is_composite_type(type_):
+        """Headers, structs (unions), stacks and tuples: compared and assigned member by member."""
+        return isinstance(type_, (T.HeaderType, T.StructType, T.StackType, T.TupleType))
+
+    @staticmethod
+    def same_type(first, second):
+        """True if two header/struct/stack types are the same type."""
+        if isinstance(first, T.StackType) and isinstance(second, T.StackType):
+            return first.size == second.size and Walk.same_type(first.element, second.element)
+        return type(first) is type(second) and getattr(first, "name", None) == getattr(second, "name", None)
+
+    def _composite_equality(self, node, scope, fn):
+        """``==``/``!=`` on headers, structs, stacks and tuples (P4_16 1.2.4, "Operations on ...").
+
+        Two headers are equal when both are invalid, or both are valid with equal fields;
+        structs, stacks and tuples are equal member by member.
+        Emitters: composite_operand, save_composite (a copy of the left operand), _equal_code, not_code.
+        """
+        left_type = node.left.type
+        right_type = node.right.type
+        named = [t for t in (left_type, right_type) if self.is_composite_type(t) and not isinstance(t, T.TupleType)]
+        if len(named) == 2 and not self.same_type(*named):
+            raise self.error(node, f"cannot compare {left_type.name_text()} with {right_type.name_text()}")
+        type_ = named[0] if named else left_type
+        if not self.is_composite_type(type_) or (not named and not isinstance(right_type, T.TupleType)):
+            raise self.error(node, f"cannot compare {left_type.name_text()} with {right_type.name_text()}")
+        left = self.composite_operand(node.left, type_, scope, fn)
+        if self.is_complex(node.right, scope):
+            left = self.save_composite(fn, left, type_, node)
+        right = self.composite_operand(node.right, type_, scope, fn)
+        code = self._equal_code(left, right, type_)
+        return code if node.op == "eq" else self.not_code(code)
+
+    def _call_expr(self, node, scope, fn):
+        """A call in an expression: validity, sizes, ``lookahead``/``length``, or a function.
+
+        Emitters: header_valid_code, union_valid_code, packet_length_code, _lookahead, function_call.
+        """
+        func = node.func
+        if func.kind == "member":
+            base_type = func.expr.type
+            method = func.member
+            if isinstance(base_type, T.HeaderType) and method == "isValid":
+                return self.header_valid_code(func.expr, scope, fn)
+            if isinstance(base_type, T.UnionType) and method == "isValid":
+                return self.union_valid_code(func.expr, base_type, scope, fn)
+            if isinstance(base_type, (T.HeaderType, T.StructType)) and method in SIZE_METHODS:
+                width = T.flatten_width(base_type) if method.startswith("min") else T.max_width(base_type)
+                return str(width if method.endswith("Bits") else (width + 7) // 8)
+            if isinstance(base_type, T.ExternType) and base_type.name == "packet_in":
+                if fn.kind != "parser":
+                    raise self.error(node, "packet_in methods are only available in a parser")
+                if method == "lookahead":
+                    return self._lookahead(node, fn)
+                if method == "length":
+                    return self.packet_length_code(node)
+            symbol = getattr(func.expr, "symbol", None)
+            if symbol is not None and symbol.kind == "table":
+                raise self.error(node, "use t.apply().hit, .miss or .action_run")
+        if func.kind == "name":
+            symbol = scope.lookup(func.name)
+            if symbol is not None and symbol.kind == "function":
+                return self.function_call(symbol, node, scope, fn)
+        raise self.unsupported(node, "this call in an expression")
+
+    def is_complex(self, node, scope):
+        """True if the code of ``node`` needs statements (calls, table applies, lookahead).
+
+        Such expressions may have effects or stop the pipeline, so the operands around them
+        are ordered explicitly (P4_16 1.2.4, "Expression evaluation order": left to right,
+        ``&&``/``||``/``?:`` short-circuit): an operand to the left of a complex one is saved
+        into a temporary first, and the right operand of ``&&``/``||`` or the branches of ``?:``
+        become conditional statements.
+        """
+        cached = getattr(node, "_complex", None)
+        if cached is not None:
+            return cached
+        result = self._complex_uncached(node, scope)
+        node._complex = result
+        return result
+
+    def _complex_uncached(self, node, scope):
+        kind = node.kind
+        if kind in BUILT:
+            return True  # builds an object with statements
+        if kind == "call":
+            func = node.func
+            if func.kind == "member":
+                if func.member in ("isValid", "length") + tuple(SIZE_METHODS):
+                    return self.is_complex(func.expr, scope)
+                return True
+            return True
+        if kind == "member" and node.expr.kind == "call":
+            return True
+        for child in self._expression_children(node):
+            if self.is_complex(child, scope):
+                return True
+        return False
+
+    @staticmethod
+    def _expression_children(node):
+        kind = node.kind
+        if kind == "binop":
+            return (node.left, node.right)
+        if kind in ("unop", "cast", "member", "slice"):
+            return (node.expr,)
+        if kind == "index":
+            return (node.expr, node.index)
+        if kind == "conditional":
+            return (node.cond, node.then, node.otherwise)
+        if kind == "list":
+            return tuple(node.items)
+        if kind == "struct_expr":
+            return tuple(value for _, value in node.fields)
+        return ()
+
