@@ -22,7 +22,7 @@ from testbed.p4.compiler.target_externs import EMBEDDED_ONLY, TARGET_EXTERNS
 from testbed.p4.compiler.walk import BUILT, Walk
 from testbed.p4.frontend import types as T
 from testbed.p4.frontend.ast import Node, has_annotation
-from testbed.p4.frontend.checker import SIZE_METHODS, Scope, Symbol, convert_int
+from testbed.p4.frontend.checker import Scope, Symbol, convert_int
 from testbed.p4.v1model import hashes
 
 #: Constructs the C backend refuses (the Python backend runs them).
@@ -936,113 +936,96 @@ class CGenerator(Walk):
 
     def expression(self, node, scope, fn, want=None):
         """C code (a uint64_t value) of a scalar expression (typed, not a constant :meth:`Walk.expr` folded)."""
-        type_ = node.type
-        kind = node.kind
-        if kind not in ("call", "member", "binop") or not isinstance(type_, T.TableApplyType):
-            if isinstance(type_, T.BitType):
-                self.check_scalar(type_, node)
-        if kind == "bool":
-            return "1" if node.value else "0"
-        if kind == "name":
-            symbol = self.value_symbol(node, scope)
-            if symbol.kind == "const":
-                value = symbol.value
-                if isinstance(value, bool):
-                    return "1" if value else "0"
-                if isinstance(want, T.BitType):
-                    value = convert_int(value, want) & want.mask
-                if not isinstance(value, int) or value < 0 or value >> 64:
-                    raise self.unsupported(node, f"constant {node.name} of this value")
-                return cnum(value)
-            return self.lvalue(node, scope, fn)
-        if kind == "type_member":
-            return cnum(int(self.model.const_value(node, scope)))
-        if kind == "error_member":
-            return str(self.model.errors[node.member])
-        if kind == "member":
-            base_type = node.expr.type
-            if isinstance(base_type, T.TableResultType):
-                hit, action = self._table_apply(node.expr.func.expr, base_type.table.table, scope, fn)
-                if node.member == "hit":
-                    return hit
-                if node.member == "miss":
-                    return f"(!{hit})"
-                return action
-            if isinstance(base_type, T.StackType):
-                base = self.lvalue(node.expr, scope, fn)
-                if node.member == "lastIndex":
-                    return f"((uint64_t)({base}.next_index - 1) & 4294967295u)"
-                if node.member == "nextIndex":
-                    return f"((uint64_t){base}.next_index)"
-                if node.member == "size":
-                    return str(base_type.size)
-            return self.lvalue(node, scope, fn)
-        if kind == "index":
-            return self.lvalue(node, scope, fn)
-        if kind == "slice":
-            base = self.expr(node.expr, scope, fn)
-            width = node.hi_value - node.lo_value + 1
-            shifted = f"({base} >> {node.lo_value})" if node.lo_value else base
-            return f"({shifted} & {cnum((1 << width) - 1)})"
-        if kind == "cast":
-            return self._cast(node, scope, fn)
-        if kind == "unop":
-            inner = self.expr(node.expr, scope, fn, want=type_)
-            if node.op == "!":
-                return f"(!{inner})"
-            if node.op == "~" and isinstance(type_, T.BitType):
-                return f"({inner} ^ {cnum(type_.mask)})"
-            if node.op == "-" and isinstance(type_, T.BitType):
-                return f"((0 - {inner}) & {cnum(type_.mask)})"
-            raise self.unsupported(node, f"operator {node.op} on {type_.name_text()}")
-        if kind == "binop":
-            return self._binop(node, scope, fn)
-        if kind == "conditional":
-            cond = self.expr(node.cond, scope, fn)
-            if self.is_complex(node.then) or self.is_complex(node.otherwise):
-                temp = fn.temp("q")
-                fn.out.line(f"uint64_t {temp};")
-                fn.out.line(f"if ({cond}) {{")
-                fn.out.line(f"{temp} = {self.expr(node.then, scope, fn, want=type_)};")
-                fn.out.line("} else {")
-                fn.out.line(f"{temp} = {self.expr(node.otherwise, scope, fn, want=type_)};")
-                fn.out.line("}")
-                return temp
-            return f"({cond} ? {self.expr(node.then, scope, fn, want=type_)} : " \
-                   f"{self.expr(node.otherwise, scope, fn, want=type_)})"
-        if kind == "call":
-            func = node.func
-            if func.kind == "member" and func.member == "isValid" and isinstance(func.expr.type, T.HeaderType):
-                return f"((uint64_t){self.lvalue(func.expr, scope, fn)}.valid)"
-            if func.kind == "member" and func.member in SIZE_METHODS and \
-                    isinstance(func.expr.type, (T.HeaderType, T.StructType)):
-                base_type = func.expr.type
-                width = T.flatten_width(base_type) if func.member.startswith("min") else T.max_width(base_type)
-                return str(width if func.member.endswith("Bits") else (width + 7) // 8)
-            if func.kind == "member" and func.member == "isValid" and isinstance(func.expr.type, T.UnionType):
-                union = self.lvalue(func.expr, scope, fn)
-                return "((uint64_t)(" + " || ".join(f"{union}.f_{f.name}.valid" for f in func.expr.type.fields) + "))"
-            if func.kind == "member" and isinstance(func.expr.type, T.ExternType) and \
-                    func.expr.type.name == "packet_in" and func.member == "lookahead":
-                return self._lookahead(node, fn)
-            if func.kind == "name":
-                symbol = scope.lookup(func.name)
-                if symbol is not None and symbol.kind == "function":
-                    return self.function_call(symbol, node, scope, fn)
-            raise self.unsupported(node, "this call in an expression")
-        raise self.unsupported(node, f"expression {kind}")
+        if node.kind not in ("call", "member", "binop") or not isinstance(node.type, T.TableApplyType):
+            if isinstance(node.type, T.BitType):
+                self.check_scalar(node.type, node)
+        return super().expression(node, scope, fn, want)
 
-    def is_complex(self, node):
-        """True if the code of ``node`` needs statements (table applies)."""
-        kind = node.kind
-        if kind == "call":
-            func = node.func
-            return not (func.kind == "member" and func.member in ("isValid",) + tuple(SIZE_METHODS))
-        if kind == "member" and node.expr.kind == "call":
-            return True
-        children = {"binop": ("left", "right"), "unop": ("expr",), "cast": ("expr",), "member": ("expr",),
-                    "slice": ("expr",), "conditional": ("cond", "then", "otherwise")}.get(kind, ())
-        return any(self.is_complex(getattr(node, c)) for c in children)
+    @staticmethod
+    def int_literal(value):
+        return cnum(int(value))
+
+    def constant_name(self, node, value, want):
+        if isinstance(value, bool):
+            return "1" if value else "0"
+        if isinstance(want, T.BitType):
+            value = convert_int(value, want) & want.mask
+        if not isinstance(value, int) or value < 0 or value >> 64:
+            raise self.unsupported(node, f"constant {node.name} of this value")
+        return cnum(value)
+
+    def variable_code(self, symbol, node, scope, fn):
+        return self.lvalue(node, scope, fn)
+
+    def index_expr(self, node, scope, fn):
+        return self.lvalue(node, scope, fn)
+
+    @staticmethod
+    def not_code(code):
+        return f"(!{code})"
+
+    def unop(self, node, inner, type_):
+        if node.op == "~" and isinstance(type_, T.BitType):
+            return f"({inner} ^ {cnum(type_.mask)})"
+        if node.op == "-" and isinstance(type_, T.BitType):
+            return f"((0 - {inner}) & {cnum(type_.mask)})"
+        raise self.unsupported(node, f"operator {node.op} on {type_.name_text()}")
+
+    def stack_member(self, node, base_type, scope, fn):
+        base = self.lvalue(node.expr, scope, fn)
+        if node.member == "lastIndex":
+            return f"((uint64_t)({base}.next_index - 1) & 4294967295u)"
+        if node.member == "nextIndex":
+            return f"((uint64_t){base}.next_index)"
+        if node.member == "size":
+            return str(base_type.size)
+        return self.lvalue(node, scope, fn)
+
+    def field_expr(self, node, scope, fn):
+        return self.lvalue(node, scope, fn)
+
+    def header_valid_code(self, header, scope, fn):
+        return f"((uint64_t){self.lvalue(header, scope, fn)}.valid)"
+
+    def union_valid_code(self, union_node, union_type, scope, fn):
+        union = self.lvalue(union_node, scope, fn)
+        return "((uint64_t)(" + " || ".join(f"{union}.f_{f.name}.valid" for f in union_type.fields) + "))"
+
+    def packet_length_code(self, node):
+        raise self.unsupported(node, "packet_in.length()")
+
+    # ------------------------------------------------------------------ statements inside expressions
+    @staticmethod
+    def declare_temp(fn, temp):
+        fn.out.line(f"uint64_t {temp};")
+
+    @staticmethod
+    def set_temp(fn, temp, code, declare=False):
+        fn.out.line(f"uint64_t {temp} = {code};" if declare else f"{temp} = {code};")
+
+    @staticmethod
+    def begin_if(fn, cond, negate=False):
+        fn.out.line(f"if (!{cond}) {{" if negate else f"if ({cond}) {{")
+
+    @staticmethod
+    def begin_else(fn):
+        fn.out.line("} else {")
+
+    @staticmethod
+    def end_if(fn):
+        fn.out.line("}")
+
+    @staticmethod
+    def choice_code(cond, then, otherwise):
+        return f"({cond} ? {then} : {otherwise})"
+
+    @staticmethod
+    def logic_code(op, left, right):
+        return f"({left} {'&&' if op == 'land' else '||'} {right})"
+
+    @staticmethod
+    def is_literal(code):
+        return code.isdigit()
 
     def _lookahead(self, node, fn):
         type_ = node.type
@@ -1089,13 +1072,18 @@ class CGenerator(Walk):
             return inner
         raise self.unsupported(node, f"cast to {target.name_text()}")
 
-    def _composite_operand(self, node, type_, scope, fn):
+    def composite_operand(self, node, type_, scope, fn):
         """C code of a header/struct/stack operand (list and structure expressions are built in a temporary)."""
         if node.kind in ("name", "member", "index"):
             return self.lvalue(node, scope, fn)
         temp = fn.temp("c")
         fn.out.line(f"{self.ctype(type_, node)} {temp}; memset(&{temp}, 0, sizeof {temp});")
         self.assign_composite(temp, type_, node, scope, fn)
+        return temp
+
+    def save_composite(self, fn, code, type_, node):
+        temp = fn.temp("l")
+        fn.out.line(f"{self.ctype(type_, node)} {temp} = {code};")
         return temp
 
     def _equal_code(self, left, right, type_):
@@ -1121,38 +1109,12 @@ class CGenerator(Walk):
             return f"({left}.valid == {right}.valid && (!{left}.valid || ({fields})))"
         return f"({fields})"
 
-    def _operands(self, left_node, right_node, scope, fn, want=None):
-        left = self.expr(left_node, scope, fn, want=want)
-        if self.is_complex(right_node):
-            temp = fn.temp("l")
-            fn.out.line(f"uint64_t {temp} = {left};")
-            left = temp
-        return left, self.expr(right_node, scope, fn, want=want)
-
-    def _binop(self, node, scope, fn):
+    def arithmetic(self, node, scope, fn):
+        """The binary operators but ``&&``, ``||`` and equality of composites."""
         op = node.op
         type_ = node.type
         left_type = node.left.type
         right_type = node.right.type
-        if op in ("land", "lor"):
-            left = self.expr(node.left, scope, fn)
-            if not self.is_complex(node.right):
-                return f"({left} {'&&' if op == 'land' else '||'} {self.expr(node.right, scope, fn)})"
-            temp = fn.temp("b")
-            fn.out.line(f"uint64_t {temp} = {left};")
-            fn.out.line(f"if ({temp if op == 'land' else '!' + temp}) {{")
-            fn.out.line(f"{temp} = {self.expr(node.right, scope, fn)};")
-            fn.out.line("}")
-            return temp
-        if op in ("eq", "ne") and (isinstance(left_type, COMPOSITE) or isinstance(right_type, COMPOSITE)):
-            named = [t for t in (left_type, right_type) if isinstance(t, COMPOSITE)]
-            type_ = named[0]
-            if len(named) == 2 and self.ctype(named[0], node) != self.ctype(named[1], node):
-                raise self.unsupported(node, "comparison of different header or struct types")
-            left = self._composite_operand(node.left, type_, scope, fn)
-            right = self._composite_operand(node.right, type_, scope, fn)
-            code = self._equal_code(left, right, type_)
-            return code if op == "eq" else f"(!{code})"
         if op in ("eq", "ne") and (self.is_wide(left_type) or self.is_wide(right_type)):
             left = self.wide_code(node.left, scope, fn)
             right = self.wide_code(node.right, scope, fn)
@@ -1172,11 +1134,7 @@ class CGenerator(Walk):
             left, right = self._operands(node.left, node.right, scope, fn)
             return f"(({left} << {right_type.width}) | {right})"
         if op in ("shl", "shr"):
-            left = self.expr(node.left, scope, fn, want=type_)
-            if self.is_complex(node.right):
-                temp = fn.temp("l")
-                fn.out.line(f"uint64_t {temp} = {left};")
-                left = temp
+            left = self.saved(self.expr(node.left, scope, fn, want=type_), node.right, scope, fn)
             amount = self.model.try_const(node.right, scope)
             if op == "shr" and type_.signed:
                 count = cnum(int(amount[0])) if amount is not None else self.expr(node.right, scope, fn)
