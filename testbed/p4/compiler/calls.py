@@ -17,7 +17,6 @@ composite always starts fresh (headers invalid) and is copied back.
 from testbed.p4.compiler.pycode import Emitter, Frame, FunctionContext, is_literal
 from testbed.p4.frontend import types as T
 from testbed.p4.frontend.ast import walk_nodes, walk_statements
-from testbed.p4.frontend.checker import Scope, Symbol
 
 COMPOSITE = (T.HeaderType, T.StructType, T.StackType)
 
@@ -364,15 +363,8 @@ class CallsMixin:
         emitter = Emitter()
         emitter.origin = decl.loc
         fn = FunctionContext("function", emitter)
-        scope = Scope(self.model.global_scope)
-        decl.param_symbols = []
-        names = []
-        for param in decl.params:
-            type_ = self.model.resolve_type(param.type_ref)
-            param_symbol = Symbol("param", param.name, type_, direction=param.direction, decl=param)
-            scope.define(param.name, param_symbol)
-            decl.param_symbols.append(param_symbol)
-            names.append(self.py_name(param_symbol, fn))
+        scope = self.function_scope(decl)
+        names = [self.py_name(param, fn) for param in decl.param_symbols]
         fn.function_outs = [p.py for p in decl.param_symbols
                             if p.direction in ("out", "inout") and not isinstance(p.type, COMPOSITE)]
         fn.return_type = symbol.return_type

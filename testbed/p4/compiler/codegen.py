@@ -25,7 +25,6 @@ from testbed.p4.compiler.statements import StatementsMixin
 from testbed.p4.compiler.tableapply import TableApplyMixin
 from testbed.p4.compiler.walk import Walk
 from testbed.p4.frontend import types as T
-from testbed.p4.frontend.lexer import parse_integer
 from testbed.p4.v1model import runtime as RT
 
 
@@ -217,37 +216,6 @@ class CodeGenerator(ClassesMixin, StatementsMixin, CallsMixin, TableApplyMixin, 
         module.line("")
         self._gen_preserve()
         return module.text()
-
-    def _collect_field_lists(self, struct, path):
-        for f in struct.fields:
-            for annotation in f.annotations or ():
-                if annotation.name == "field_list":
-                    for index in self._field_list_indexes(annotation, f.name):
-                        self.field_lists.setdefault(index, []).append(path + [f.name])
-            if isinstance(f.type, T.StructType):
-                self._collect_field_lists(f.type, path + [f.name])
-
-    def _field_list_indexes(self, annotation, field_name):
-        """The field list numbers of ``@field_list(a, b, ...)``: integers or names of constants (as p4c takes them)."""
-        where = annotation.tokens[0].line if annotation.tokens else None
-        indexes = []
-        for token in annotation.tokens:
-            if token.kind == ",":
-                continue
-            if token.kind == "INTEGER":
-                try:
-                    value = parse_integer(token.value)[0]
-                except ValueError:
-                    value = None
-            else:
-                symbol = self.model.global_scope.lookup(str(token.value))
-                value = symbol.value if symbol is not None and symbol.kind == "const" else None
-            if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 256:
-                raise self.error(where if where is not None else 0,
-                                 f"@field_list of field {field_name}: {token.value!r} is not a field list number "
-                                 f"(an integer 0..255 or the name of such a constant)")
-            indexes.append(value)
-        return indexes
 
     def _gen_preserve(self):
         out = self.module

@@ -12,7 +12,8 @@ construct)`` for a construct the generator cannot compile; both name ``node``'s 
 """
 from testbed.p4.compiler.pycode import FOLDABLE, Frame
 from testbed.p4.frontend import types as T
-from testbed.p4.frontend.checker import SIZE_METHODS, Symbol, convert_int
+from testbed.p4.frontend.checker import SIZE_METHODS, Scope, Symbol, convert_int
+from testbed.p4.frontend.lexer import parse_integer
 
 #: the argument kinds that are built from their parts (typed against the parameter, not on their own)
 BUILT = ("list", "struct_expr", "invalid_header")
@@ -24,6 +25,66 @@ class Walk:
     Expects of the generator: ``model`` (the checker), ``error``, ``unsupported``, and the
     emitting methods each section names.
     """
+
+    # ------------------------------------------------------------------ field lists
+    def _collect_field_lists(self, struct, path):
+        """Record in ``field_lists`` (number -> [field path]) the ``@field_list`` annotations of user metadata."""
+        for f in struct.fields:
+            for annotation in f.annotations or ():
+                if annotation.name == "field_list":
+                    for index in self._field_list_indexes(annotation, f.name):
+                        self.field_lists.setdefault(index, []).append(path + [f.name])
+            if isinstance(f.type, T.StructType):
+                self._collect_field_lists(f.type, path + [f.name])
+
+    def _field_list_indexes(self, annotation, field_name):
+        """The field list numbers of ``@field_list(a, b, ...)``: integers or names of constants (as p4c takes them)."""
+        where = annotation.tokens[0].line if annotation.tokens else None
+        indexes = []
+        for token in annotation.tokens:
+            if token.kind == ",":
+                continue
+            if token.kind == "INTEGER":
+                try:
+                    value = parse_integer(token.value)[0]
+                except ValueError:
+                    value = None
+            else:
+                symbol = self.model.global_scope.lookup(str(token.value))
+                value = symbol.value if symbol is not None and symbol.kind == "const" else None
+            if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 256:
+                raise self.error(where if where is not None else 0,
+                                 f"@field_list of field {field_name}: {token.value!r} is not a field list number "
+                                 f"(an integer 0..255 or the name of such a constant)")
+            indexes.append(value)
+        return indexes
+
+    def _synthetic_field_list(self, data, scope):
+        """Register the user-metadata fields named by a deprecated ``clone3``/``resubmit``/``recirculate``
+        data argument as a field list; return its number."""
+        items = data.items if data.kind == "list" else [data]
+        paths = []
+        for item in items:
+            type_ = self.model.type_of(item, scope)
+            path = []
+            node = item
+            while node.kind == "member":
+                path.insert(0, node.member)
+                node = node.expr
+            symbol = scope.lookup(node.name) if node.kind == "name" else None
+            if symbol is None or symbol.type is not self.meta_type:
+                raise self.unsupported(item, "only fields of the user metadata can be preserved")
+            paths.extend(self._leaf_paths(path, type_, item))
+        index = 1000 + len([i for i in self.field_lists if i >= 1000])
+        self.field_lists[index] = paths
+        return index
+
+    def _leaf_paths(self, path, type_, node):
+        if isinstance(type_, (T.HeaderType, T.StackType)):
+            raise self.unsupported(node, "preserving a header of the metadata")
+        if isinstance(type_, T.StructType):
+            return [leaf for f in type_.fields for leaf in self._leaf_paths(path + [f.name], f.type, node)]
+        return [path]
 
     # ------------------------------------------------------------------ statements
     def statement(self, node, scope, fn):
@@ -245,6 +306,17 @@ class Walk:
                 self.extern_method(base, base_type, method, call, scope, fn)
                 return
         raise self.unsupported(call, "this call")
+
+    def function_scope(self, decl):
+        """The scope of a P4 function's body: its parameters (also listed in ``decl.param_symbols``)."""
+        scope = Scope(self.model.global_scope)
+        decl.param_symbols = []
+        for param in decl.params:
+            type_ = self.model.resolve_type(param.type_ref)
+            symbol = Symbol("param", param.name, type_, direction=param.direction, decl=param)
+            scope.define(param.name, symbol)
+            decl.param_symbols.append(symbol)
+        return scope
 
     # ------------------------------------------------------------------ parsers
     def gen_parser(self, parser, out, sub=False):

@@ -22,7 +22,7 @@ from testbed.p4.compiler.target_externs import EMBEDDED_ONLY, TARGET_EXTERNS
 from testbed.p4.compiler.walk import BUILT, Walk
 from testbed.p4.frontend import types as T
 from testbed.p4.frontend.ast import Node, has_annotation
-from testbed.p4.frontend.checker import Scope, Symbol, convert_int
+from testbed.p4.frontend.checker import convert_int
 from testbed.p4.v1model import hashes
 
 #: Constructs the C backend refuses (the Python backend runs them).
@@ -245,18 +245,6 @@ class CGenerator(Walk):
         self._gen_entry_points(out, parser_fn, names)
         return out.text()
 
-    def _collect_field_lists(self, struct, path):
-        from testbed.p4.compiler.codegen import CodeGenerator
-        helper = CodeGenerator.__new__(CodeGenerator)
-        helper.model = self.model
-        for f in struct.fields:
-            for annotation in f.annotations or ():
-                if annotation.name == "field_list":
-                    for index in CodeGenerator._field_list_indexes(helper, annotation, f.name):
-                        self.field_lists.setdefault(index, []).append(path + [f.name])
-            if isinstance(f.type, T.StructType):
-                self._collect_field_lists(f.type, path + [f.name])
-
     def _gen_entry_points(self, out, parser_fn, names):
         nt = len(self.tables)
         tables = [self.info.tables[name] for name in self.tables]
@@ -374,20 +362,7 @@ class CGenerator(Walk):
         out = fn.out
         params = parser.params
         params[0].c_code = None
-        names = []
-        for p in params[1:]:
-            name = self.fresh("p_" + p.name)
-            if isinstance(p.type, COMPOSITE) or (isinstance(p.type, T.StructType) and p.type.name == STD_TYPE):
-                p.c_code = f"(*{name})"
-                names.append(f"{self.ctype(p.type, parser.decl)} *{name}")
-            elif p.direction in ("out", "inout"):
-                self.check_scalar(p.type, parser.decl)
-                p.c_code = f"(*{name})"
-                names.append(f"uint64_t *{name}")
-            else:
-                self.check_scalar(p.type, parser.decl)
-                p.c_code = name
-                names.append(f"uint64_t {name}")
+        names = [self.c_parameter(p, parser.decl) for p in params[1:]]
         if sub:
             function = self.fresh("subparser_" + parser.name.replace(".", "__"))
             out.line(f"static int {function}(tb_pipeline_t *pl, P_t *pkt, const uint8_t *buf, uint32_t n, "
@@ -560,20 +535,9 @@ class CGenerator(Walk):
                 param.c_code = None
                 params.append("uint8_t *obuf, uint32_t ocap, uint32_t *p_off")
                 continue
-            name = self.fresh("p_" + param.name)
-            if isinstance(type_, COMPOSITE):
-                param.c_code = f"(*{name})"
-                params.append(f"{self.ctype(type_, control.decl)} *{name}")
-            elif param.direction in ("out", "inout"):
-                self.check_scalar(type_, control.decl)
-                param.c_code = f"(*{name})"
-                params.append(f"uint64_t *{name}")
-                if param.direction == "out":
-                    copies.append(f"{param.c_code} = 0;")
-            else:
-                self.check_scalar(type_, control.decl)
-                param.c_code = name
-                params.append(f"uint64_t {name}")
+            params.append(self.c_parameter(param, control.decl))
+            if param.direction == "out" and not isinstance(type_, COMPOSITE):
+                copies.append(f"{param.c_code} = 0;")
         function = self.fresh("ctl_" + control.name.replace(".", "__"))
         control.c_function = function
         out.line(f"static int {function}(tb_pipeline_t *pl, P_t *pkt, {', '.join(params)}) {{")
@@ -592,6 +556,20 @@ class CGenerator(Walk):
         out.dedent()
         out.line("}")
         return function
+
+    def c_parameter(self, param, node):
+        """The C parameter of a P4 parameter (sets its ``c_code``): composites and out/inout scalars by
+        pointer, in scalars by value."""
+        name = self.fresh("p_" + param.name)
+        if isinstance(param.type, COMPOSITE):
+            param.c_code = f"(*{name})"
+            return f"{self.ctype(param.type, node)} *{name}"
+        self.check_scalar(param.type, node)
+        if param.direction in ("out", "inout"):
+            param.c_code = f"(*{name})"
+            return f"uint64_t *{name}"
+        param.c_code = name
+        return f"uint64_t {name}"
 
     def _local_variable(self, variable, scope, fn):
         decl = variable.decl
@@ -1316,26 +1294,8 @@ class CGenerator(Walk):
             self.check_scalar(symbol.return_type, node)
         emitter = Emitter()
         fn = _Fn("function", emitter)
-        scope = Scope(self.model.global_scope)
-        decl.param_symbols = []
-        names = []
-        for param in decl.params:
-            type_ = self.model.resolve_type(param.type_ref)
-            param_symbol = Symbol("param", param.name, type_, direction=param.direction, decl=param)
-            scope.define(param.name, param_symbol)
-            decl.param_symbols.append(param_symbol)
-            name = self.fresh("p_" + param.name)
-            if isinstance(type_, COMPOSITE):
-                param_symbol.c_code = f"(*{name})"
-                names.append(f"{self.ctype(type_, node)} *{name}")
-            elif param.direction in ("out", "inout"):
-                self.check_scalar(type_, node)
-                param_symbol.c_code = f"(*{name})"
-                names.append(f"uint64_t *{name}")
-            else:
-                self.check_scalar(type_, node)
-                param_symbol.c_code = name
-                names.append(f"uint64_t {name}")
+        scope = self.function_scope(decl)
+        names = [self.c_parameter(param, node) for param in decl.param_symbols]
         decl.c_function = self.fresh("fn_" + decl.name)
         fn.exit_code = None
         fn.return_code = "return 0;"
@@ -1661,32 +1621,6 @@ class CGenerator(Walk):
                      f"goto P_done; }}")
         else:
             raise self.unsupported(call, f"extern function {name}")
-
-    def _synthetic_field_list(self, data, scope):
-        """The user-metadata fields a deprecated clone3 / resubmit / recirculate names, as a field list index."""
-        items = data.items if data.kind == "list" else [data]
-        paths = []
-        for item in items:
-            type_ = self.model.type_of(item, scope)
-            path = []
-            node = item
-            while node.kind == "member":
-                path.insert(0, node.member)
-                node = node.expr
-            symbol = scope.lookup(node.name) if node.kind == "name" else None
-            if symbol is None or symbol.type is not self.meta_type:
-                raise self.unsupported(item, "preserving what is not a field of the user metadata")
-            paths.extend(self._leaf_paths(path, type_, item))
-        index = 1000 + len([i for i in self.field_lists if i >= 1000])
-        self.field_lists[index] = paths
-        return index
-
-    def _leaf_paths(self, path, type_, node):
-        if isinstance(type_, (T.HeaderType, T.StackType)):
-            raise self.unsupported(node, "preserving a header of the metadata")
-        if isinstance(type_, T.StructType):
-            return [leaf for f in type_.fields for leaf in self._leaf_paths(path + [f.name], f.type, node)]
-        return [path]
 
     def _event(self, call, site, values, fn):
         """Record a digest or log_msg call in the packet (the device delivers it after the stage)."""
