@@ -334,17 +334,12 @@ class StatementsMixin:
         for field in siblings:
             fn.out.line(f"    {union_code}.{attr(field.name)}.valid = False")
 
-    def _invalidate_union_siblings(self, header_node, scope, fn):
-        """A header of a header_union becomes valid: the union's other members become invalid."""
-        if header_node.kind != "member":
-            return
-        parent_type = header_node.expr.type or self.model.type_of(header_node.expr, scope)
-        if not isinstance(parent_type, T.UnionType):
-            return
-        parent = self.expr(header_node.expr, scope, fn)
-        for field in parent_type.fields:
-            if field.name != header_node.member:
-                fn.out.line(f"{parent}.{attr(field.name)}.valid = False")
+    def union_code(self, node, scope, fn):
+        return self.expr(node, scope, fn)
+
+    @staticmethod
+    def invalidate_member(fn, union, member):
+        fn.out.line(f"{union}.{attr(member)}.valid = False")
 
     # ------------------------------------------------------------------ switch
     def switch_value(self, expr, scope, fn):

@@ -286,10 +286,7 @@ class Walk:
                 self._table_apply(base, symbol.table, scope, fn)
                 return
             if symbol is not None and symbol.kind == "instance" and isinstance(symbol.type, T.BlockType):
-                if symbol.type.block_kind == "parser":
-                    self.subparser_call(symbol, call, scope, fn)
-                else:
-                    self.subcontrol_call(symbol, call, scope, fn)
+                self._block_apply(symbol, call, scope, fn)
                 return
             if isinstance(base_type, T.HeaderType):
                 if method not in ("setValid", "setInvalid", "isValid"):
@@ -317,6 +314,59 @@ class Walk:
             scope.define(param.name, symbol)
             decl.param_symbols.append(symbol)
         return scope
+
+    def _block_apply(self, symbol, call, scope, fn):
+        """``c.apply(...)`` of a control instance, ``p.apply(packet, ...)`` of a parser instance (in a state)."""
+        method = call.func.member
+        if symbol.type.block_kind == "parser":
+            sub = symbol.parser
+            if method != "apply":
+                raise self.error(call, f"parser instance {symbol.name} has no method {method}")
+            if fn.kind != "parser":
+                raise self.error(call, "a parser can only be applied in a parser state")
+            self.check_arguments(call, f"{symbol.name}.apply", sub.params, call.args)
+            packet_type = self.model.type_of(call.args[0], scope)
+            if not (isinstance(packet_type, T.ExternType) and packet_type.name == "packet_in"):
+                raise self.error(call, f"{symbol.name}.apply: the first argument must be the packet_in")
+            self.subparser_call(symbol, call, scope, fn)
+            return
+        if method != "apply":
+            raise self.error(call, f"control instance {symbol.name} has no method {method}")
+        self.check_arguments(call, f"{symbol.name}.apply", symbol.control.params, call.args)
+        self.subcontrol_call(symbol, call, scope, fn)
+
+    def check_arguments(self, call, callee, params, args):
+        """Refuse a call with another number of arguments than ``params``."""
+        if len(args) != len(params):
+            raise self.error(call, f"{callee} needs {len(params)} argument(s), got {len(args)}")
+
+    def action_pairs(self, symbol, args, node, bound=()):
+        """(argument, parameter) pairs of an action run: a direct call's ``args``, or (``args`` None) the
+        arguments ``bound`` to its directional parameters in a table's actions list."""
+        params = symbol.decl.param_symbols
+        if args is not None:
+            self.check_arguments(node, f"action {symbol.name}", params, args)
+            return list(zip(args, params))
+        directional = [p for p in params if p.direction]
+        if len(bound) != len(directional):
+            raise self.error(node, f"action {symbol.name}: its directional parameters must be bound in the "
+                                   f"table's actions list ({len(directional)} needed, {len(bound)} given)")
+        return list(zip(bound, directional))
+
+    def _invalidate_union_siblings(self, header_node, scope, fn):
+        """A header of a header_union becomes valid: the union's other members become invalid.
+
+        Emitters: union_code, invalidate_member.
+        """
+        if header_node.kind != "member":
+            return
+        parent_type = header_node.expr.type or self.model.type_of(header_node.expr, scope)
+        if not isinstance(parent_type, T.UnionType):
+            return
+        parent = self.union_code(header_node.expr, scope, fn)
+        for field in parent_type.fields:
+            if field.name != header_node.member:
+                self.invalidate_member(fn, parent, field.name)
 
     # ------------------------------------------------------------------ parsers
     def gen_parser(self, parser, out, sub=False):

@@ -416,10 +416,6 @@ class CGenerator(Walk):
     def subparser_call(self, symbol, call, scope, fn):
         """``p.apply(packet, ...)`` in a parser state: the sub-parser continues at the current offset."""
         sub = symbol.parser
-        if call.func.member != "apply" or fn.kind != "parser":
-            raise self.unsupported(call, f"parser instance method {call.func.member} outside a parser state")
-        if len(call.args) != len(sub.params):
-            raise self.unsupported(call, f"{symbol.name}.apply with the wrong number of arguments")
         out = fn.out
         codes, copy_backs = [], []
         for arg, p in zip(call.args[1:], sub.params[1:]):
@@ -649,17 +645,12 @@ class CGenerator(Walk):
     def emit_loop_jump(kind, fn):
         fn.out.line(f"{kind};")
 
-    def _invalidate_union_siblings(self, header_node, scope, fn):
-        """A header of a header_union becomes valid: the union's other members become invalid."""
-        if header_node.kind != "member":
-            return
-        parent_type = header_node.expr.type or self.model.type_of(header_node.expr, scope)
-        if not isinstance(parent_type, T.UnionType):
-            return
-        parent = self.lvalue(header_node.expr, scope, fn)
-        for f in parent_type.fields:
-            if f.name != header_node.member:
-                fn.out.line(f"{parent}.f_{f.name}.valid = 0;")
+    def union_code(self, node, scope, fn):
+        return self.lvalue(node, scope, fn)
+
+    @staticmethod
+    def invalidate_member(fn, union, member):
+        fn.out.line(f"{union}.f_{member}.valid = 0;")
 
     @staticmethod
     def has_index(node):
@@ -1187,15 +1178,7 @@ class CGenerator(Walk):
         label = self.fresh("A_end")
         out.line("{")
         out.indent()
-        if from_table is None:
-            if len(args) != len(params):
-                raise self.unsupported(node, f"action {symbol.name}: wrong number of arguments")
-            pairs = list(zip(args, params))
-        else:
-            directional = [p for p in params if p.direction]
-            if len(bound) != len(directional):
-                raise self.unsupported(node, f"action {symbol.name}: directional parameters not bound in the table")
-            pairs = list(zip(bound, directional))
+        pairs = self.action_pairs(symbol, args, node, bound)
         copy_backs = []
         codes = []
         for arg, p in pairs:
@@ -1262,8 +1245,7 @@ class CGenerator(Walk):
         if not hasattr(decl, "c_function"):
             self._gen_function(symbol, call)
         params = decl.param_symbols
-        if len(call.args) != len(params):
-            raise self.unsupported(call, f"{decl.name} with the wrong number of arguments")
+        self.check_arguments(call, decl.name, params, call.args)
         codes, copy_backs = [], []
         for arg, p in zip(call.args, params):
             if arg.kind not in ("list", "struct_expr", "invalid_header", "dontcare"):
@@ -1313,10 +1295,6 @@ class CGenerator(Walk):
 
     def subcontrol_call(self, symbol, call, scope, fn):
         sub = symbol.control
-        if call.func.member != "apply":
-            raise self.unsupported(call, f"control instance method {call.func.member}")
-        if len(call.args) != len(sub.params):
-            raise self.unsupported(call, f"{symbol.name}.apply with the wrong number of arguments")
         out = fn.out
         codes = []
         copy_backs = []
