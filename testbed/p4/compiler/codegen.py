@@ -20,7 +20,7 @@ from testbed.p4.compiler.calls import CallsMixin
 from testbed.p4.compiler.classes import ClassesMixin
 from testbed.p4.compiler.expressions import ExpressionsMixin
 from testbed.p4.compiler.externs import ExternsMixin
-from testbed.p4.compiler.pycode import Emitter, Frame, FunctionContext, attr, literal, varbit_length_attr
+from testbed.p4.compiler.pycode import Emitter, Frame, FunctionContext, attr, varbit_length_attr
 from testbed.p4.compiler.statements import StatementsMixin
 from testbed.p4.compiler.tableapply import TableApplyMixin
 from testbed.p4.compiler.walk import Walk
@@ -395,18 +395,6 @@ class CodeGenerator(ClassesMixin, StatementsMixin, CallsMixin, TableApplyMixin, 
     def select_no_match(self, fn):
         fn.out.line(f"err = {self.model.errors['NoMatch']}")
         fn.out.line("break")
-
-    @staticmethod
-    def keyset_mask(name, value, mask):
-        return f"({name} & {mask}) == {value & mask}"
-
-    @staticmethod
-    def keyset_range(name, low, high):
-        return f"{low} <= {name} <= {high}"
-
-    @staticmethod
-    def keyset_equal(name, value):
-        return f"{name} == {literal(value)}"
 
     # ------------------------------------------------------------------ controls
 

@@ -18,9 +18,11 @@ from testbed.p4.frontend.checker import convert_int
 class ExpressionsMixin:
     """Python expressions for P4 expressions: width-correct arithmetic, casts, slices, calls."""
 
-    @staticmethod
-    def bool_literal(value):
-        return literal(value)
+    #: the Python text of the walk's small forms (see :attr:`testbed.p4.compiler.walk.Walk.SYNTAX`)
+    SYNTAX = {"true": "True", "false": "False", "not": "(not {code})", "land": "({left} and {right})",
+              "lor": "({left} or {right})", "choice": "({then} if {cond} else {otherwise})", "jump": "{kind}",
+              "keyset_mask": "({name} & {mask}) == {value}", "keyset_range": "{low} <= {name} <= {high}",
+              "keyset_equal": "{name} == {value}"}
 
     @staticmethod
     def folded_constant(value, type_, node):
@@ -47,10 +49,6 @@ class ExpressionsMixin:
         # a run-time index out of range stops simple_switch (std::out_of_range from Stack::at,
         # p4c issue #3423); _stk raises RT.TargetAbort, which halts the device the same way
         return f"{base}.items[{index}]" if index.isdigit() else f"_stk({base}, {index})"
-
-    @staticmethod
-    def not_code(code):
-        return f"(not {code})"
 
     def unop(self, node, inner, type_):
         if node.op == "~":
@@ -158,14 +156,6 @@ class ExpressionsMixin:
     @staticmethod
     def end_if(fn):
         fn.out.dedent()
-
-    @staticmethod
-    def choice_code(cond, then, otherwise):
-        return f"({then} if {cond} else {otherwise})"
-
-    @staticmethod
-    def logic_code(op, left, right):
-        return f"({left} {'and' if op == 'land' else 'or'} {right})"
 
     @staticmethod
     def is_literal(code):

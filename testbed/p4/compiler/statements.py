@@ -173,10 +173,6 @@ class StatementsMixin:
             fn.out.line(f"if {flag}:")
             fn.out.line("    break")
 
-    @staticmethod
-    def emit_loop_jump(kind, fn):
-        fn.out.line(kind)
-
     # ------------------------------------------------------------------ assignments
     def _check_assignable(self, node, target, source):
         if isinstance(target, T.BitType) and isinstance(source, T.BitType) and target != source:

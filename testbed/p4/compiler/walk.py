@@ -22,9 +22,25 @@ BUILT = ("list", "struct_expr", "invalid_header")
 class Walk:
     """Traversal and dispatch of statements, calls, parser states and constant expressions.
 
-    Expects of the generator: ``model`` (the checker), ``error``, ``unsupported``, and the
-    emitting methods each section names.
+    Expects of the generator: ``model`` (the checker), ``error``, ``unsupported``, the
+    emitting methods each section names, and :attr:`SYNTAX`.
     """
+
+    #: the generator's text of the small forms, :meth:`str.format` templates: "true", "false", "not"
+    #: (code), "land"/"lor" (left, right), "choice" (cond, then, otherwise), "jump" (kind: break or
+    #: continue), "keyset_mask" (name, mask, value), "keyset_range" (name, low, high), "keyset_equal"
+    #: (name, value); numbers in them come from ``int_literal``
+    SYNTAX = {}
+
+    def form(self, which, /, **parts):
+        """The generator's text of the small form ``which`` with ``parts`` filled in."""
+        return self.SYNTAX[which].format(**parts)
+
+    def bool_literal(self, value):
+        return self.form("true" if value else "false")
+
+    def not_code(self, code):
+        return self.form("not", code=code)
 
     # ------------------------------------------------------------------ field lists
     def _collect_field_lists(self, struct, path):
@@ -91,7 +107,7 @@ class Walk:
         """Emit one statement.
 
         Emitters: block, variable_declaration, assignment, compound_assignment, if_statement,
-        switch (its emitters), for_statement, for_in_statement, emit_exit, emit_loop_jump,
+        switch (its emitters), for_statement, for_in_statement, emit_exit,
         emit_function_return, emit_action_return.
         """
         kind = node.kind
@@ -212,7 +228,7 @@ class Walk:
         if node.kind == "continue" and frame.updates:
             for statement in frame.updates:
                 self.statement(statement, frame.scope, fn)
-        self.emit_loop_jump(node.kind, fn)
+        fn.out.line(self.form("jump", kind=node.kind))
 
     # ------------------------------------------------------------------ switch
     def switch(self, node, scope, fn):
@@ -457,7 +473,7 @@ class Walk:
     def _keyset_condition(self, item, key, scope):
         """The condition code of one keyset item on one select key (None: matches anything).
 
-        Emitters: keyset_mask, keyset_range, keyset_equal.
+        Forms: keyset_mask, keyset_range, keyset_equal.
         """
         name, key_type = key
         if item.kind in ("default", "dontcare"):
@@ -465,12 +481,13 @@ class Walk:
         if item.kind == "mask":
             value = self._const_for(item.value, scope, key_type)
             mask = self._const_for(item.mask, scope, key_type)
-            return self.keyset_mask(name, value, mask)
+            return self.form("keyset_mask", name=name, mask=self.int_literal(mask),
+                             value=self.int_literal(value & mask))
         if item.kind == "range":
             low = self._const_for(item.low, scope, key_type)
             high = self._const_for(item.high, scope, key_type)
-            return self.keyset_range(name, low, high)
-        return self.keyset_equal(name, self._const_for(item, scope, key_type))
+            return self.form("keyset_range", name=name, low=self.int_literal(low), high=self.int_literal(high))
+        return self.form("keyset_equal", name=name, value=self.int_literal(self._const_for(item, scope, key_type)))
 
     def _const_for(self, expr, scope, type_):
         """The value of a constant expression as a value of ``type_`` (bit<W>: below 2**W)."""
@@ -587,8 +604,8 @@ class Walk:
             self.set_temp(fn, temp, self.expr(node.otherwise, scope, fn, want=type_))
             self.end_if(fn)
             return temp
-        return self.choice_code(cond, self.expr(node.then, scope, fn, want=type_),
-                                self.expr(node.otherwise, scope, fn, want=type_))
+        then = self.expr(node.then, scope, fn, want=type_)
+        return self.form("choice", cond=cond, then=then, otherwise=self.expr(node.otherwise, scope, fn, want=type_))
 
     def saved(self, code, later, scope, fn):
         """``code`` of an operand, in a temporary when the ``later`` operand needs statements (it may have
@@ -609,7 +626,7 @@ class Walk:
         op = node.op
         left = self.expr(node.left, scope, fn)
         if not self.is_complex(node.right, scope):
-            return self.logic_code(op, left, self.expr(node.right, scope, fn))
+            return self.form(op, left=left, right=self.expr(node.right, scope, fn))
         temp = fn.temp("b")
         self.set_temp(fn, temp, left, declare=True)
         self.begin_if(fn, temp, negate=op == "lor")

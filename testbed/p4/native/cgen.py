@@ -63,6 +63,12 @@ class _Fn(FunctionContext):
 class CGenerator(Walk):
     """Generates the C source and the state layout of one program."""
 
+    #: the C text of the walk's small forms (see :attr:`testbed.p4.compiler.walk.Walk.SYNTAX`)
+    SYNTAX = {"true": "1", "false": "0", "not": "(!{code})", "land": "({left} && {right})",
+              "lor": "({left} || {right})", "choice": "({cond} ? {then} : {otherwise})", "jump": "{kind};",
+              "keyset_mask": "(({name} & {mask}) == {value})", "keyset_range": "({low} <= {name} && {name} <= {high})",
+              "keyset_equal": "({name} == {value})"}
+
     def __init__(self, program):
         self.program = program
         self.model = program.model
@@ -485,18 +491,6 @@ class CGenerator(Walk):
     def select_no_match(self, fn):
         fn.out.line(f"err = {self.model.errors['NoMatch']}; goto P_done;")
 
-    @staticmethod
-    def keyset_mask(name, value, mask):
-        return f"(({name} & {cnum(int(mask))}) == {cnum(int(value) & int(mask))})"
-
-    @staticmethod
-    def keyset_range(name, low, high):
-        return f"({cnum(int(low))} <= {name} && {name} <= {cnum(int(high))})"
-
-    @staticmethod
-    def keyset_equal(name, value):
-        return f"({name} == {cnum(int(value))})"
-
     def _keyset_condition(self, item, key, scope):
         if item.kind == "name":
             symbol = scope.lookup(item.name)
@@ -640,10 +634,6 @@ class CGenerator(Walk):
     @staticmethod
     def emit_action_return(fn, node):
         fn.out.line(f"goto {fn.frames[fn.innermost('action')].label};")
-
-    @staticmethod
-    def emit_loop_jump(kind, fn):
-        fn.out.line(f"{kind};")
 
     def union_code(self, node, scope, fn):
         return self.lvalue(node, scope, fn)
@@ -892,10 +882,6 @@ class CGenerator(Walk):
         return self.lvalue(node, scope, fn)
 
     # ------------------------------------------------------------------ expressions
-    @staticmethod
-    def bool_literal(value):
-        return "1" if value else "0"
-
     def folded_constant(self, value, type_, node):
         if isinstance(type_, T.BitType) and type_.width <= 64:
             value &= type_.mask  # int<W>: the two's complement pattern
@@ -928,10 +914,6 @@ class CGenerator(Walk):
 
     def index_expr(self, node, scope, fn):
         return self.lvalue(node, scope, fn)
-
-    @staticmethod
-    def not_code(code):
-        return f"(!{code})"
 
     def unop(self, node, inner, type_):
         if node.op == "~" and isinstance(type_, T.BitType):
@@ -983,14 +965,6 @@ class CGenerator(Walk):
     @staticmethod
     def end_if(fn):
         fn.out.line("}")
-
-    @staticmethod
-    def choice_code(cond, then, otherwise):
-        return f"({cond} ? {then} : {otherwise})"
-
-    @staticmethod
-    def logic_code(op, left, right):
-        return f"({left} {'&&' if op == 'land' else '||'} {right})"
 
     @staticmethod
     def is_literal(code):
