@@ -19,10 +19,20 @@ class ExpressionsMixin:
     """Python expressions for P4 expressions: width-correct arithmetic, casts, slices, calls."""
 
     #: the Python text of the walk's small forms (see :attr:`testbed.p4.compiler.walk.Walk.SYNTAX`)
-    SYNTAX = {"true": "True", "false": "False", "not": "(not {code})", "land": "({left} and {right})",
-              "lor": "({left} or {right})", "choice": "({then} if {cond} else {otherwise})", "jump": "{kind}",
-              "keyset_mask": "({name} & {mask}) == {value}", "keyset_range": "{low} <= {name} <= {high}",
-              "keyset_equal": "{name} == {value}"}
+    SYNTAX = {
+        "true": "True",
+        "false": "False",
+        "not": "(not {code})",
+        "land": "({left} and {right})",
+        "lor": "({left} or {right})",
+        "choice": "({then} if {cond} else {otherwise})",
+        "jump": "{kind}",
+        "keyset_mask": "({name} & {mask}) == {value}",
+        "keyset_range": "{low} <= {name} <= {high}",
+        "keyset_equal": "{name} == {value}",
+        "bit_to_bool": "({code} != 0)",
+        "bool_to_bit": "(1 if {code} else 0)",
+    }
 
     @staticmethod
     def folded_constant(value, type_, node):
@@ -95,43 +105,20 @@ class ExpressionsMixin:
     def field_expr(self, node, scope, fn):
         return f"{self.expr(node.expr, scope, fn)}.{attr(node.member)}"
 
-    def _cast(self, node, scope, fn):
-        target = node.type
-        source = node.expr.type
-        inner = self.expr(node.expr, scope, fn, want=target if isinstance(source, T.InfIntType) else None)
-        if isinstance(target, T.BoolType):
-            if isinstance(source, T.BoolType):
-                return inner
-            if isinstance(source, T.BitType) and source.width == 1:
-                return f"({inner} != 0)"
-            raise self.error(node, f"cannot cast {source.name_text()} to bool")
-        if isinstance(target, T.EnumType):
-            if target.underlying is None:
-                raise self.error(node, f"cannot cast to enum {target.name}")
-            target = target.underlying
-        if isinstance(target, T.BitType):
-            if isinstance(source, T.BoolType):
-                return f"(1 if {inner} else 0)"
-            if isinstance(source, T.EnumType):
-                if source.underlying is None:
-                    raise self.error(node, f"cannot cast enum {source.name} to {target.name_text()}")
-                source = source.underlying
-            if isinstance(source, T.InfIntType):
-                return f"{inner}"
-            if not isinstance(source, T.BitType):
-                raise self.error(node, f"cannot cast {source.name_text()} to {target.name_text()}")
-            if not target.signed:
-                if source.signed or source.width > target.width:
-                    return f"({inner} & {target.mask})"
-                return inner
-            # to int<W>
-            if not source.signed and source.width < target.width:
-                return inner
-            if source.signed and source.width <= target.width:
-                return inner
-            half = 1 << (target.width - 1)
-            return f"((({inner} & {target.mask}) ^ {half}) - {half})"
-        raise self.error(node, f"unsupported construct: cast to {target.name_text()}")
+    @staticmethod
+    def cast_bits(inner, source, target):
+        """A bit<W>/int<W> value as another bit<W>/int<W>."""
+        if not target.signed:
+            if source.signed or source.width > target.width:
+                return f"({inner} & {target.mask})"
+            return inner
+        # to int<W>
+        if not source.signed and source.width < target.width:
+            return inner
+        if source.signed and source.width <= target.width:
+            return inner
+        half = 1 << (target.width - 1)
+        return f"((({inner} & {target.mask}) ^ {half}) - {half})"
 
     # ------------------------------------------------------------------ statements inside expressions
     @staticmethod

@@ -29,7 +29,7 @@ class Walk:
     #: the generator's text of the small forms, :meth:`str.format` templates: "true", "false", "not"
     #: (code), "land"/"lor" (left, right), "choice" (cond, then, otherwise), "jump" (kind: break or
     #: continue), "keyset_mask" (name, mask, value), "keyset_range" (name, low, high), "keyset_equal"
-    #: (name, value); numbers in them come from ``int_literal``
+    #: (name, value), "bit_to_bool" and "bool_to_bit" (code); numbers in them come from ``int_literal``
     SYNTAX = {}
 
     def form(self, which, /, **parts):
@@ -577,6 +577,35 @@ class Walk:
         if symbol.kind not in ("const", "var", "param"):
             raise self.error(node, f"{node.name} ({symbol.kind}) is not a value")
         return symbol
+
+    def _cast(self, node, scope, fn):
+        """A cast: which conversion it is, and the casts P4 refuses.  Emitter: cast_bits (bits to bits)."""
+        target = node.type
+        source = node.expr.type
+        inner = self.expr(node.expr, scope, fn, want=target if isinstance(source, T.InfIntType) else None)
+        if isinstance(target, T.BoolType):
+            if isinstance(source, T.BoolType):
+                return inner
+            if isinstance(source, T.BitType) and source.width == 1:
+                return self.form("bit_to_bool", code=inner)
+            raise self.error(node, f"cannot cast {source.name_text()} to bool")
+        if isinstance(target, T.EnumType):
+            if target.underlying is None:
+                raise self.error(node, f"cannot cast to enum {target.name}")
+            target = target.underlying
+        if isinstance(target, T.BitType):
+            if isinstance(source, T.BoolType):
+                return self.form("bool_to_bit", code=inner)
+            if isinstance(source, T.EnumType):
+                if source.underlying is None:
+                    raise self.error(node, f"cannot cast enum {source.name} to {target.name_text()}")
+                source = source.underlying
+            if isinstance(source, T.InfIntType):
+                return inner
+            if not isinstance(source, T.BitType):
+                raise self.error(node, f"cannot cast {source.name_text()} to {target.name_text()}")
+            return self.cast_bits(inner, source, target)
+        raise self.unsupported(node, f"cast to {target.name_text()}")
 
     def _member_expr(self, node, scope, fn):
         """``t.apply().hit`` / ``.miss`` / ``.action_run``, a stack's members, or a field."""

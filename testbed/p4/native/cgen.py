@@ -64,10 +64,20 @@ class CGenerator(Walk):
     """Generates the C source and the state layout of one program."""
 
     #: the C text of the walk's small forms (see :attr:`testbed.p4.compiler.walk.Walk.SYNTAX`)
-    SYNTAX = {"true": "1", "false": "0", "not": "(!{code})", "land": "({left} && {right})",
-              "lor": "({left} || {right})", "choice": "({cond} ? {then} : {otherwise})", "jump": "{kind};",
-              "keyset_mask": "(({name} & {mask}) == {value})", "keyset_range": "({low} <= {name} && {name} <= {high})",
-              "keyset_equal": "({name} == {value})"}
+    SYNTAX = {
+        "true": "1",
+        "false": "0",
+        "not": "(!{code})",
+        "land": "({left} && {right})",
+        "lor": "({left} || {right})",
+        "choice": "({cond} ? {then} : {otherwise})",
+        "jump": "{kind};",
+        "keyset_mask": "(({name} & {mask}) == {value})",
+        "keyset_range": "({low} <= {name} && {name} <= {high})",
+        "keyset_equal": "({name} == {value})",
+        "bit_to_bool": "({code} != 0)",
+        "bool_to_bit": "({code} ? 1 : 0)",
+    }
 
     def __init__(self, program):
         self.program = program
@@ -987,33 +997,18 @@ class CGenerator(Walk):
         return temp
 
     def _cast(self, node, scope, fn):
-        target = node.type
-        source = node.expr.type
-        inner = self.expr(node.expr, scope, fn, want=target if isinstance(source, T.InfIntType) else None)
-        if isinstance(target, T.BoolType):
-            if isinstance(source, T.BoolType):
-                return inner
-            return f"({inner} != 0)"
-        if isinstance(target, T.EnumType):
-            if target.underlying is None:
-                raise self.unsupported(node, "cast to an enum without a type")
-            target = target.underlying
+        target = node.type.underlying if isinstance(node.type, T.EnumType) else node.type
         if isinstance(target, T.BitType):
             self.check_scalar(target, node)
-            if isinstance(source, T.BoolType):
-                return f"({inner} ? 1 : 0)"
-            if isinstance(source, T.EnumType):
-                source = source.underlying
-            if isinstance(source, T.InfIntType):
-                return inner
-            if not isinstance(source, T.BitType):
-                raise self.unsupported(node, f"cast from {source.name_text()}")
-            if source.signed and source.width < target.width:
-                return f"((uint64_t)tb_sext({inner}, {source.width}) & {cnum(target.mask)})"
-            if source.width > target.width:
-                return f"({inner} & {cnum(target.mask)})"
-            return inner
-        raise self.unsupported(node, f"cast to {target.name_text()}")
+        return super()._cast(node, scope, fn)
+
+    @staticmethod
+    def cast_bits(inner, source, target):
+        if source.signed and source.width < target.width:
+            return f"((uint64_t)tb_sext({inner}, {source.width}) & {cnum(target.mask)})"
+        if source.width > target.width:
+            return f"({inner} & {cnum(target.mask)})"
+        return inner
 
     def composite_operand(self, node, type_, scope, fn):
         """C code of a header/struct/stack operand (list and structure expressions are built in a temporary)."""
