@@ -438,14 +438,7 @@ class CGenerator(Walk):
             if arg.kind not in ("list", "struct_expr", "invalid_header", "dontcare"):
                 self.model.type_of(arg, scope)
             if isinstance(p.type, COMPOSITE):
-                target = self.lvalue(arg, scope, fn)
-                if p.direction == "out":
-                    temp = fn.temp("o")
-                    out.line(f"{self.ctype(p.type, arg)} {temp}; memset(&{temp}, 0, sizeof {temp});")
-                    codes.append(f"&{temp}")
-                    copy_backs.append(f"{target} = {temp};")
-                else:
-                    codes.append(f"&{target}")
+                self._composite_argument(arg, p, scope, fn, codes, copy_backs)
             elif p.direction in ("out", "inout"):
                 if self.has_index(arg) or arg.kind == "slice":
                     raise self.unsupported(arg, "an indexed or sliced out argument of a parser")
@@ -464,6 +457,18 @@ class CGenerator(Walk):
             out.line(line)
         out.line(f"if ({flag}) {{ err = {sub_err}; {'rej = 1; ' if getattr(fn, 'subparser', False) else ''}"
                  f"goto P_done; }}")
+
+    def _composite_argument(self, arg, param, scope, fn, codes, copy_backs):
+        """A header/struct argument of a sub-parser or sub-control: passed by reference; an ``out`` one
+        through a fresh (zeroed) temporary copied back after the call."""
+        target = self.lvalue(arg, scope, fn)
+        if param.direction == "out":
+            temp = fn.temp("o")
+            fn.out.line(f"{self.ctype(param.type, arg)} {temp}; memset(&{temp}, 0, sizeof {temp});")
+            codes.append(f"&{temp}")
+            copy_backs.append(f"{target} = {temp};")
+        else:
+            codes.append(f"&{target}")
 
     @staticmethod
     def goto_end(fn, reject):
@@ -1280,14 +1285,7 @@ class CGenerator(Walk):
                     raise self.unsupported(arg, "a control argument that is not a variable or member")
                 found = scope.lookup(root.name)
                 written.append((id(found), path, param.direction in ("out", "inout")))
-                target = self.lvalue(arg, scope, fn)
-                if param.direction == "out":
-                    temp = fn.temp("o")
-                    out.line(f"{self.ctype(type_, arg)} {temp}; memset(&{temp}, 0, sizeof {temp});")
-                    codes.append(f"&{temp}")
-                    copy_backs.append(f"{target} = {temp};")
-                else:
-                    codes.append(f"&{target}")
+                self._composite_argument(arg, param, scope, fn, codes, copy_backs)
                 continue
             if param.direction in ("out", "inout"):
                 temp = fn.temp("a")
