@@ -346,23 +346,7 @@ class ExpressionsMixin:
             return temp
         if not isinstance(type_, (T.HeaderType, T.StructType)):
             raise self.error(node, f"a list or structure expression cannot be a {type_.name_text()}")
-        fields = type_.fields
-        if kind == "list":
-            if len(node.items) != len(fields):
-                raise self.error(node, f"{type_.name}: {len(fields)} field(s), {len(node.items)} value(s)")
-            pairs = list(zip(node.items, fields))
-        else:
-            by_name = {}
-            for name, value in node.fields:
-                if name not in type_.field_map:
-                    raise self.error(value, f"{type_.name} has no field {name!r}")
-                if name in by_name:
-                    raise self.error(value, f"field {name!r} given twice")
-                by_name[name] = value
-            missing = [f.name for f in fields if f.name not in by_name]
-            if missing and not getattr(node, "dots", False):
-                raise self.error(node, f"{type_.name}: no value for field(s) {', '.join(missing)}")
-            pairs = [(by_name[f.name], f) for f in fields if f.name in by_name]
+        pairs = self.field_values(node, type_)
         codes = self.ordered_values([(value, field.type) for value, field in pairs], scope, fn)
         temp = fn.temp("v")
         out.line(f"{temp} = {self._initial_value(type_)}")

@@ -677,6 +677,26 @@ class Walk:
         """Headers, structs (unions), stacks and tuples: compared and assigned member by member."""
         return isinstance(type_, (T.HeaderType, T.StructType, T.StackType, T.TupleType))
 
+    def field_values(self, node, type_):
+        """[(value node, field)] of a list ``{a, b}`` or structure expression ``{x = a, ...}`` of a header or
+        struct type, in field order (``...`` leaves the other fields at their defaults)."""
+        fields = type_.fields
+        if node.kind == "list":
+            if len(node.items) != len(fields):
+                raise self.error(node, f"{type_.name}: {len(fields)} field(s), {len(node.items)} value(s)")
+            return list(zip(node.items, fields))
+        by_name = {}
+        for name, value in node.fields:
+            if name not in type_.field_map:
+                raise self.error(value, f"{type_.name} has no field {name!r}")
+            if name in by_name:
+                raise self.error(value, f"field {name!r} given twice")
+            by_name[name] = value
+        missing = [f.name for f in fields if f.name not in by_name]
+        if missing and not getattr(node, "dots", False):
+            raise self.error(node, f"{type_.name}: no value for field(s) {', '.join(missing)}")
+        return [(by_name[f.name], f) for f in fields if f.name in by_name]
+
     @staticmethod
     def same_type(first, second):
         """True if two header/struct/stack types are the same type."""

@@ -807,16 +807,9 @@ class CGenerator(Walk):
             out.line(f"memset(&{dest}, 0, sizeof {dest});")
             return
         if kind in ("list", "struct_expr"):
-            fields = type_.fields
-            if kind == "list":
-                if len(value.items) != len(fields):
-                    raise self.unsupported(value, f"{type_.name}: wrong number of values")
-                pairs = list(zip(value.items, fields))
-            else:
-                by_name = dict(value.fields)
-                pairs = [(by_name[f.name], f) for f in fields if f.name in by_name]
-                if len(pairs) != len(fields) and not getattr(value, "dots", False):
-                    raise self.unsupported(value, f"{type_.name}: missing field values")
+            if not isinstance(type_, (T.HeaderType, T.StructType)):
+                raise self.unsupported(value, f"a list or structure expression of {type_.name_text()}")
+            pairs = self.field_values(value, type_)
             temp = fn.temp("c")
             out.line(f"{self.ctype(type_, value)} {temp}; memset(&{temp}, 0, sizeof {temp});")
             for item, f in pairs:
