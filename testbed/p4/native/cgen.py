@@ -1,8 +1,9 @@
 """Generate C for a checked v1model program: the native backend's code generator.
 
 It reads the same checked program (``LoadedProgram.model`` / ``.pipeline`` / ``.info``) the
-Python code generator (:mod:`testbed.p4.compiler.codegen`) compiles, and follows the Python
-target's semantics, which are BMv2's: the generated C implements the ABI of
+Python code generator (:mod:`testbed.p4.compiler.codegen`) compiles, walks it with the same
+:class:`testbed.p4.compiler.walk.Walk` (this module supplies the C text of what the walk visits), and
+follows the Python target's semantics, which are BMv2's: the generated C implements the ABI of
 ``include/tb_pipeline.h`` with the runtime of ``include/tb_runtime.h``.
 
 Representation: ``bit<W>`` (W <= 64), ``bool``, errors and enums are ``uint64_t`` values
