@@ -17,7 +17,6 @@ composite always starts fresh (headers invalid) and is copied back.
 from testbed.p4.compiler.pycode import Emitter, Frame, FunctionContext, is_literal
 from testbed.p4.frontend import types as T
 from testbed.p4.frontend.ast import walk_nodes, walk_statements
-from testbed.p4.frontend.checker import Scope, Symbol
 
 COMPOSITE = (T.HeaderType, T.StructType, T.StackType)
 
@@ -252,16 +251,9 @@ class CallsMixin:
         out = fn.out
         params = decl.param_symbols
         symbol.inlined = True
+        pairs = self.action_pairs(symbol, args, node, bound)
         if from_table is None:
-            if len(args) != len(params):
-                raise self.error(node, f"action {symbol.name} needs {len(params)} argument(s), got {len(args)}")
-            pairs = self._named_pairs(decl, list(zip(args, params)), scope)
-        else:
-            directional = [p for p in params if p.direction]
-            if len(bound) != len(directional):
-                raise self.error(node, f"action {symbol.name}: its directional parameters must be bound in the "
-                                       f"table's actions list ({len(directional)} needed, {len(bound)} given)")
-            pairs = list(zip(bound, directional))
+            pairs = self._named_pairs(decl, pairs, scope)
         names = [self.py_name(param, fn) for _, param in pairs]
         _, copy_backs = self.pass_arguments(pairs, scope, fn, self.action_roots(symbol), names)
         if from_table is not None:
@@ -338,8 +330,7 @@ class CallsMixin:
         decl = symbol.decl
         if not hasattr(decl, "py_function"):
             self._gen_function(symbol)
-        if len(call.args) != len(decl.params):
-            raise self.error(call, f"{decl.name} needs {len(decl.params)} argument(s), got {len(call.args)}")
+        self.check_arguments(call, decl.name, decl.params, call.args)
         codes, copy_backs = self.pass_arguments(list(zip(call.args, decl.param_symbols)), scope, fn)
         temp = fn.temp("f")
         fn.out.line(f"{temp} = {decl.py_function}(P, {', '.join(codes)})")
@@ -364,15 +355,8 @@ class CallsMixin:
         emitter = Emitter()
         emitter.origin = decl.loc
         fn = FunctionContext("function", emitter)
-        scope = Scope(self.model.global_scope)
-        decl.param_symbols = []
-        names = []
-        for param in decl.params:
-            type_ = self.model.resolve_type(param.type_ref)
-            param_symbol = Symbol("param", param.name, type_, direction=param.direction, decl=param)
-            scope.define(param.name, param_symbol)
-            decl.param_symbols.append(param_symbol)
-            names.append(self.py_name(param_symbol, fn))
+        scope = self.function_scope(decl)
+        names = [self.py_name(param, fn) for param in decl.param_symbols]
         fn.function_outs = [p.py for p in decl.param_symbols
                             if p.direction in ("out", "inout") and not isinstance(p.type, COMPOSITE)]
         fn.return_type = symbol.return_type
@@ -389,10 +373,6 @@ class CallsMixin:
     def subcontrol_call(self, symbol, call, scope, fn):
         """Emit ``c.apply(...)`` of a control instance: the sub-control's function, copy-out, exit."""
         sub = symbol.control
-        if call.func.member != "apply":
-            raise self.error(call, f"control instance {symbol.name} has no method {call.func.member}")
-        if len(call.args) != len(sub.params):
-            raise self.error(call, f"{symbol.name}.apply needs {len(sub.params)} argument(s), got {len(call.args)}")
         codes, copy_backs = self.pass_arguments(list(zip(call.args, sub.params)), scope, fn)
         out = fn.out
         scalars = [cb for cb in copy_backs if cb[2] == "scalar"]
@@ -425,16 +405,6 @@ class CallsMixin:
         inlined (P4_16 1.2.4, "Invoking a parser from another parser").
         """
         sub = symbol.parser
-        if call.func.member != "apply":
-            raise self.error(call, f"parser instance {symbol.name} has no method {call.func.member}")
-        if fn.kind != "parser":
-            raise self.error(call, "a parser can only be applied in a parser state")
-        if len(call.args) != len(sub.params):
-            raise self.error(call, f"{symbol.name}.apply needs {len(sub.params)} argument(s), got {len(call.args)}")
-        packet = call.args[0]
-        packet_type = self.model.type_of(packet, scope)
-        if not (isinstance(packet_type, T.ExternType) and packet_type.name == "packet_in"):
-            raise self.error(call, f"{symbol.name}.apply: the first argument must be the packet_in")
         codes, copy_backs = self.pass_arguments(list(zip(call.args[1:], sub.params[1:])), scope, fn)
         out = fn.out
         result = fn.temp("x")

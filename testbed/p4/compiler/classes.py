@@ -72,33 +72,10 @@ class ClassesMixin:
             self._fixed_extract_emit(header, leaves)
         else:
             self._varbit_extract_emit(header, leaves)
-        # copy / copy_from
-        out.line("def copy(self):")
-        out.indent()
-        out.line(f"o = {name}.__new__({name})")
-        out.line("o.valid = self.valid")
-        for f in fields:
-            if isinstance(f.type, T.StructType):
-                out.line(f"o.{attr(f.name)} = self.{attr(f.name)}.copy()")
-            else:
-                out.line(f"o.{attr(f.name)} = self.{attr(f.name)}")
+        members = [("valid", None)] + [(attr(f.name), f.type) for f in fields]
         if header.varbit is not None:
-            length = varbit_length_attr(header.varbit.name)
-            out.line(f"o.{length} = self.{length}")
-        out.line("return o")
-        out.dedent()
-        out.line("def copy_from(self, o):")
-        out.indent()
-        out.line("self.valid = o.valid")
-        for f in fields:
-            if isinstance(f.type, T.StructType):
-                out.line(f"self.{attr(f.name)}.copy_from(o.{attr(f.name)})")
-            else:
-                out.line(f"self.{attr(f.name)} = o.{attr(f.name)}")
-        if header.varbit is not None:
-            length = varbit_length_attr(header.varbit.name)
-            out.line(f"self.{length} = o.{length}")
-        out.dedent()
+            members.append((varbit_length_attr(header.varbit.name), None))
+        self._copy_methods(name, members)
         out.line("def fields(self):")
         out.indent()
         items = ", ".join(f"({self._to_unsigned(code, type_)}, {width})" for code, type_, width in leaves)
@@ -185,30 +162,7 @@ class ClassesMixin:
         for f in struct.fields:
             out.line(f"self.{attr(f.name)} = {self._initial_value(f.type)}")
         out.dedent()
-        out.line("def copy(self):")
-        out.indent()
-        out.line(f"o = {name}.__new__({name})")
-        for f in struct.fields:
-            if isinstance(f.type, (T.HeaderType, T.StructType, T.StackType)):
-                out.line(f"o.{attr(f.name)} = self.{attr(f.name)}.copy()")
-            else:
-                out.line(f"o.{attr(f.name)} = self.{attr(f.name)}")
-        out.line("return o")
-        out.dedent()
-        out.line("def copy_from(self, o):")
-        out.indent()
-        if not struct.fields:
-            out.line("pass")
-        for f in struct.fields:
-            if isinstance(f.type, (T.HeaderType, T.StructType)):
-                out.line(f"self.{attr(f.name)}.copy_from(o.{attr(f.name)})")
-            elif isinstance(f.type, T.StackType):
-                out.line(f"self.{attr(f.name)} = o.{attr(f.name)}.copy()")
-            elif isinstance(f.type, T.TupleType):
-                out.line(f"self.{attr(f.name)} = list(o.{attr(f.name)})")
-            else:
-                out.line(f"self.{attr(f.name)} = o.{attr(f.name)}")
-        out.dedent()
+        self._copy_methods(name, [(attr(f.name), f.type) for f in struct.fields])
         if isinstance(struct, T.UnionType):
             # a header_union is valid when one of its headers is; it is emitted as that header
             members = [f"self.{attr(f.name)}" for f in struct.fields]
@@ -224,6 +178,38 @@ class ClassesMixin:
             out.dedent()
         out.dedent()
         out.line("")
+
+    def _copy_methods(self, name, members):
+        """``copy()`` and ``copy_from(o)`` of a generated class.
+
+        ``members``: [(attribute, P4 type, or None for a scalar slot)].  Headers and structs in it are
+        copied member by member, stacks and tuples replaced by copies.
+        """
+        out = self.module
+        out.line("def copy(self):")
+        out.indent()
+        out.line(f"o = {name}.__new__({name})")
+        for member, type_ in members:
+            if isinstance(type_, (T.HeaderType, T.StructType, T.StackType)):
+                out.line(f"o.{member} = self.{member}.copy()")
+            else:
+                out.line(f"o.{member} = self.{member}")
+        out.line("return o")
+        out.dedent()
+        out.line("def copy_from(self, o):")
+        out.indent()
+        if not members:
+            out.line("pass")
+        for member, type_ in members:
+            if isinstance(type_, (T.HeaderType, T.StructType)):
+                out.line(f"self.{member}.copy_from(o.{member})")
+            elif isinstance(type_, T.StackType):
+                out.line(f"self.{member} = o.{member}.copy()")
+            elif isinstance(type_, T.TupleType):
+                out.line(f"self.{member} = list(o.{member})")
+            else:
+                out.line(f"self.{member} = o.{member}")
+        out.dedent()
 
     def _initial_value(self, type_):
         """Code of a fresh value of ``type_``: zeros, invalid headers (what BMv2 starts a packet with)."""

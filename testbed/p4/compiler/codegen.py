@@ -20,12 +20,11 @@ from testbed.p4.compiler.calls import CallsMixin
 from testbed.p4.compiler.classes import ClassesMixin
 from testbed.p4.compiler.expressions import ExpressionsMixin
 from testbed.p4.compiler.externs import ExternsMixin
-from testbed.p4.compiler.pycode import Emitter, Frame, FunctionContext, attr, literal, varbit_length_attr
+from testbed.p4.compiler.pycode import Emitter, Frame, FunctionContext, attr, varbit_length_attr
 from testbed.p4.compiler.statements import StatementsMixin
 from testbed.p4.compiler.tableapply import TableApplyMixin
+from testbed.p4.compiler.walk import Walk
 from testbed.p4.frontend import types as T
-from testbed.p4.frontend.checker import convert_int
-from testbed.p4.frontend.lexer import parse_integer
 from testbed.p4.v1model import runtime as RT
 
 
@@ -64,7 +63,7 @@ class CompiledPipeline:
         return namespace
 
 
-class CodeGenerator(ClassesMixin, StatementsMixin, CallsMixin, TableApplyMixin, ExternsMixin, ExpressionsMixin):
+class CodeGenerator(ClassesMixin, StatementsMixin, CallsMixin, TableApplyMixin, ExternsMixin, ExpressionsMixin, Walk):
     """Generates the pipeline module for a ProgramModel and its Pipeline."""
 
     def __init__(self, model, pipeline, info):
@@ -81,6 +80,10 @@ class CodeGenerator(ClassesMixin, StatementsMixin, CallsMixin, TableApplyMixin, 
     def error(self, node, message):
         """A P4LoadError located at ``node``."""
         return self.model.error(node, message)
+
+    def unsupported(self, node, construct):
+        """A P4LoadError at ``node``: the generator cannot compile ``construct``."""
+        return self.error(node, f"unsupported construct: {construct}")
 
     def check_variable_type(self, node, type_):
         """Refuse, at ``node``'s line, a loop variable of a type the generated code has no value for."""
@@ -194,7 +197,7 @@ class CodeGenerator(ClassesMixin, StatementsMixin, CallsMixin, TableApplyMixin, 
         # the field lists of @field_list annotations in user metadata
         self._collect_field_lists(meta_type, [])
         body = Emitter()
-        self._gen_parser(parser, body)
+        self.gen_parser(parser, body)
         names = {}
         for role in ("verify_checksum", "ingress", "egress", "compute_checksum", "deparser"):
             control = self.pipeline.controls[role]
@@ -213,37 +216,6 @@ class CodeGenerator(ClassesMixin, StatementsMixin, CallsMixin, TableApplyMixin, 
         module.line("")
         self._gen_preserve()
         return module.text()
-
-    def _collect_field_lists(self, struct, path):
-        for f in struct.fields:
-            for annotation in f.annotations or ():
-                if annotation.name == "field_list":
-                    for index in self._field_list_indexes(annotation, f.name):
-                        self.field_lists.setdefault(index, []).append(path + [f.name])
-            if isinstance(f.type, T.StructType):
-                self._collect_field_lists(f.type, path + [f.name])
-
-    def _field_list_indexes(self, annotation, field_name):
-        """The field list numbers of ``@field_list(a, b, ...)``: integers or names of constants (as p4c takes them)."""
-        where = annotation.tokens[0].line if annotation.tokens else None
-        indexes = []
-        for token in annotation.tokens:
-            if token.kind == ",":
-                continue
-            if token.kind == "INTEGER":
-                try:
-                    value = parse_integer(token.value)[0]
-                except ValueError:
-                    value = None
-            else:
-                symbol = self.model.global_scope.lookup(str(token.value))
-                value = symbol.value if symbol is not None and symbol.kind == "const" else None
-            if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 256:
-                raise self.error(where if where is not None else 0,
-                                 f"@field_list of field {field_name}: {token.value!r} is not a field list number "
-                                 f"(an integer 0..255 or the name of such a constant)")
-            indexes.append(value)
-        return indexes
 
     def _gen_preserve(self):
         out = self.module
@@ -290,24 +262,19 @@ class CodeGenerator(ClassesMixin, StatementsMixin, CallsMixin, TableApplyMixin, 
 
     # ------------------------------------------------------------------ parser
 
-    def _gen_parser(self, parser, out, sub=False):
-        """The parser's function: a loop over states.
+    def new_function(self, kind, out):
+        return FunctionContext(kind, out)
+
+    def parser_prologue(self, parser, fn, sub):
+        """The parser function's head.
 
         The main parser is ``parser_X(P, buf, hdr, meta, sm)`` returning the parser error.
         A sub-parser (a parser instance applied in a state) is
         ``parser_X(P, buf, off, n, params...)`` returning ``(reject error or None, offset,
         scalar outs...)``; its reject state rejects the parser that applied it too.
         """
-        fn = FunctionContext("parser", out)
-        fn.subparser = sub
+        out = fn.out
         params = parser.params
-        if not sub and len(params) != 4:
-            raise self.error(parser.decl, "a v1model parser has 4 parameters (packet_in, headers, metadata, "
-                                          "standard_metadata)")
-        if not params or not (isinstance(params[0].type, T.ExternType) and params[0].type.name == "packet_in"):
-            raise self.error(parser.decl, f"parser {parser.decl.name}: the first parameter must be a packet_in")
-        for subparser in parser.subparsers.values():
-            self._gen_parser(subparser, out, sub=True)
         packet_param = params[0]
         packet_param.py = "_packet"
         names = [self.py_name(p, fn) for p in params[1:]]
@@ -329,33 +296,32 @@ class CodeGenerator(ClassesMixin, StatementsMixin, CallsMixin, TableApplyMixin, 
             out.line("off = 0")
             out.line("n = len(buf)")
         out.line("err = 0")
-        for variable in parser.variables:
-            self._local_variable(variable, parser.scope, fn)
-        out.line("st = 0")
-        out.line("steps = 0")
-        out.line("while True:")
-        out.indent()
-        first = True
-        ordered = ["start"] + [s for s in parser.states if s != "start"]
-        self.state_ids = {name: index for index, name in enumerate(ordered)}
-        for name in ordered:
-            state = parser.states[name]
-            if name in ("accept", "reject"):
-                raise self.error(state, f"a state may not be named {name}")
-            out.line(f"{'if' if first else 'elif'} st == {self.state_ids[name]}:")
-            self.current_state_id = self.state_ids[name]
-            first = False
-            out.indent()
-            scope = parser.scope.child()
-            for statement in state.statements:
-                self.statement(statement, scope, fn)
-            self._transition(state, scope, fn)
-            out.dedent()
+        return function
+
+    @staticmethod
+    def parser_loop(fn):
+        fn.out.line("st = 0")
+        fn.out.line("steps = 0")
+        fn.out.line("while True:")
+        fn.out.indent()
+
+    @staticmethod
+    def parser_state(fn, state_id, first):
+        fn.out.line(f"{'if' if first else 'elif'} st == {state_id}:")
+        fn.out.indent()
+
+    @staticmethod
+    def parser_state_end(fn):
+        fn.out.dedent()
+
+    @staticmethod
+    def parser_epilogue(parser, fn, sub):
+        out = fn.out
         out.line("else:")
         out.line("    break")
         out.dedent()
         if sub:
-            outs = [p.py for p in params[1:] if p.direction in ("out", "inout")
+            outs = [p.py for p in parser.params[1:] if p.direction in ("out", "inout")
                     and not isinstance(p.type, (T.HeaderType, T.StructType, T.StackType))]
             out.line(f"return (err if rej or err else None, off{''.join(', ' + o for o in outs)})")
         else:
@@ -386,96 +352,49 @@ class CodeGenerator(ClassesMixin, StatementsMixin, CallsMixin, TableApplyMixin, 
             self._check_assignable(init, variable.type, init.type)
             out.line(f"{name} = {self.expr(init, scope, fn, want=variable.type)}")
 
-    def _goto(self, target, node, fn):
+    @staticmethod
+    def goto_end(fn, reject):
+        if reject and getattr(fn, "subparser", False):
+            fn.out.line("rej = True")
+        fn.out.line("break")
+
+    def goto_state(self, fn, state_id, backward):
         out = fn.out
-        if target == "accept":
-            out.line("break")
-        elif target == "reject":
-            if getattr(fn, "subparser", False):
-                out.line("rej = True")
-            out.line("break")
-        elif target in self.state_ids:
-            if self.state_ids[target] <= self.current_state_id:
-                # a transition backwards may loop: give up after many states like a parser timeout
-                out.line("steps += 1")
-                out.line("if steps > 4096:")
-                out.line(f"    err = {self.model.errors.get('ParserTimeout', 5)}")
-                out.line("    break")
-            out.line(f"st = {self.state_ids[target]}")
-            out.line("continue")
-        else:
-            raise self.error(node, f"transition to unknown state {target!r}")
+        if backward:
+            # a transition backwards may loop: give up after many states like a parser timeout
+            out.line("steps += 1")
+            out.line("if steps > 4096:")
+            out.line(f"    err = {self.model.errors.get('ParserTimeout', 5)}")
+            out.line("    break")
+        out.line(f"st = {state_id}")
+        out.line("continue")
 
-    def _transition(self, state, scope, fn):
-        transition = state.transition
-        out = fn.out
-        if transition is None:
-            out.line("break  # no transition: reject")
-            return
-        if transition.kind == "transition_direct":
-            self._goto(transition.target, transition, fn)
-            return
-        keys = []
-        for expr in transition.exprs:
-            key_type = self.model.type_of(expr, scope)
-            name = fn.temp("k")
-            out.line(f"{name} = {self.expr(expr, scope, fn)}")
-            keys.append((name, key_type))
-        first = True
-        has_default = False
-        for case in transition.cases:
-            keyset = case.keyset
-            items = keyset.items if keyset.kind == "tuple_keyset" else [keyset]
-            if len(items) == 1 and items[0].kind in ("default", "dontcare"):
-                conditions = []
-            else:
-                if len(items) != len(keys):
-                    raise self.error(case, f"select has {len(keys)} key(s), the case has {len(items)} value(s)")
-                conditions = [c for c in (self._keyset_condition(item, key, scope) for item, key in zip(items, keys))
-                              if c]
-            if not conditions:
-                if first:
-                    self._goto(case.target, case, fn)
-                else:
-                    out.line("else:")
-                    out.indent()
-                    self._goto(case.target, case, fn)
-                    out.dedent()
-                has_default = True
-                break
-            out.line(f"{'if' if first else 'elif'} {' and '.join(conditions)}:")
-            first = False
-            out.indent()
-            self._goto(case.target, case, fn)
-            out.dedent()
-        if not has_default:
-            out.line(f"err = {self.model.errors['NoMatch']}")
-            out.line("break")
+    @staticmethod
+    def no_transition(fn):
+        fn.out.line("break  # no transition: reject")
 
-    def _keyset_condition(self, item, key, scope):
-        name, key_type = key
-        if item.kind in ("default", "dontcare"):
-            return None
-        if item.kind == "mask":
-            value = self._const_for(item.value, scope, key_type)
-            mask = self._const_for(item.mask, scope, key_type)
-            return f"({name} & {mask}) == {value & mask}"
-        if item.kind == "range":
-            low = self._const_for(item.low, scope, key_type)
-            high = self._const_for(item.high, scope, key_type)
-            return f"{low} <= {name} <= {high}"
-        value = self._const_for(item, scope, key_type)
-        return f"{name} == {literal(value)}"
+    def select_key(self, expr, scope, fn):
+        name = fn.temp("k")
+        fn.out.line(f"{name} = {self.expr(expr, scope, fn)}")
+        return name
 
-    def _const_for(self, expr, scope, type_):
-        value = self.model.const_value(expr, scope)
-        if isinstance(value, bool):
-            return value
-        if isinstance(type_, (T.BitType, T.EnumType)):
-            value = convert_int(value, type_)
-        if isinstance(type_, T.BitType) and not type_.signed:
-            value &= type_.mask
-        return value
+    @staticmethod
+    def select_case(fn, first, conditions):
+        if conditions:
+            fn.out.line(f"{'if' if first else 'elif'} {' and '.join(conditions)}:")
+            fn.out.indent()
+        elif not first:
+            fn.out.line("else:")
+            fn.out.indent()
+
+    @staticmethod
+    def select_case_end(fn, first, conditions):
+        if conditions or not first:
+            fn.out.dedent()
+
+    def select_no_match(self, fn):
+        fn.out.line(f"err = {self.model.errors['NoMatch']}")
+        fn.out.line("break")
 
     # ------------------------------------------------------------------ controls
 

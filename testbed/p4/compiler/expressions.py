@@ -10,211 +10,150 @@ order": left to right, ``&&``/``||``/``?:`` short-circuit) an operand to the lef
 such a "complex" operand is saved into a temporary first, and the right operand of
 ``&&``/``||`` or the branches of ``?:`` become ``if`` statements when they are complex.
 """
-from testbed.p4.compiler.pycode import FOLDABLE, attr, is_literal, literal, varbit_length_attr, wrap
+from testbed.p4.compiler.pycode import attr, is_literal, literal, varbit_length_attr, wrap
 from testbed.p4.frontend import types as T
-from testbed.p4.frontend.checker import SIZE_METHODS, convert_int
+from testbed.p4.frontend.checker import convert_int
 
 
 class ExpressionsMixin:
     """Python expressions for P4 expressions: width-correct arithmetic, casts, slices, calls."""
 
-    def expr(self, node, scope, fn, want=None):
-        """Python expression code for ``node`` (already typed by ``type_of``)."""
-        if node.type is None:
-            self.model.type_of(node, scope)
-        type_ = node.type
-        if node.kind in FOLDABLE and isinstance(type_, (T.InfIntType, T.BitType, T.BoolType, T.EnumType,
-                                                         T.ErrorType)):
-            folded = self.model.try_const(node, scope)
-            if folded is not None:
-                value, folded_type = folded
-                target = want if isinstance(want, (T.BitType, T.EnumType)) else folded_type
-                if isinstance(value, bool):
-                    return literal(value)
-                if isinstance(target, (T.BitType, T.EnumType)):
-                    value = convert_int(value, target)
-                return literal(value)
+    #: the Python text of the walk's small forms (see :attr:`testbed.p4.compiler.walk.Walk.SYNTAX`)
+    SYNTAX = {
+        "true": "True",
+        "false": "False",
+        "not": "(not {code})",
+        "land": "({left} and {right})",
+        "lor": "({left} or {right})",
+        "choice": "({then} if {cond} else {otherwise})",
+        "jump": "{kind}",
+        "keyset_mask": "({name} & {mask}) == {value}",
+        "keyset_range": "{low} <= {name} <= {high}",
+        "keyset_equal": "{name} == {value}",
+        "bit_to_bool": "({code} != 0)",
+        "bool_to_bit": "(1 if {code} else 0)",
+    }
+
+    @staticmethod
+    def folded_constant(value, type_, node):
+        return literal(value)
+
+    @staticmethod
+    def int_literal(value):
+        return literal(value)
+
+    @staticmethod
+    def constant_name(node, value, want):
+        if isinstance(want, T.BitType) and not isinstance(value, bool):
+            value = convert_int(value, want)
+        return literal(value)
+
+    def variable_code(self, symbol, node, scope, fn):
+        return self.py_name(symbol, fn)
+
+    def index_expr(self, node, scope, fn):
+        base = self.expr(node.expr, scope, fn)
+        if isinstance(node.expr.type, T.TupleType):
+            return f"{base}[{self.model.const_value(node.index, scope)}]"
+        index = self._index_code(node, scope, fn)
+        # a run-time index out of range stops simple_switch (std::out_of_range from Stack::at,
+        # p4c issue #3423); _stk raises RT.TargetAbort, which halts the device the same way
+        return f"{base}.items[{index}]" if index.isdigit() else f"_stk({base}, {index})"
+
+    def unop(self, node, inner, type_):
+        if node.op == "~":
+            if type_.signed:
+                return f"(~{inner})"
+            return f"({inner} ^ {type_.mask})"
+        if node.op == "-":
+            if isinstance(type_, T.InfIntType):
+                return f"(-{inner})"
+            return wrap(f"(-{inner})", type_)
+        raise self.unsupported(node, f"operator {node.op} on {type_.name_text()}")
+
+    def other_expression(self, node, scope, fn, want):
+        """Generated code in a node (``pycode``), list and structure expressions, strings."""
         kind = node.kind
         if kind == "pycode":
             return node.code
-        if kind == "bool":
-            return literal(node.value)
-        if kind == "name":
-            symbol = scope.lookup(node.name)
-            if symbol is None:
-                raise self.error(node, f"unknown name {node.name!r}")
-            if symbol.kind == "const":
-                value = symbol.value
-                if isinstance(want, T.BitType) and not isinstance(value, bool):
-                    value = convert_int(value, want)
-                return literal(value)
-            if symbol.kind in ("var", "param"):
-                return self.py_name(symbol, fn)
-            raise self.error(node, f"{node.name} ({symbol.kind}) is not a value")
-        if kind == "type_member":
-            return literal(self.model.const_value(node, scope))
-        if kind == "error_member":
-            return literal(self.model.errors[node.member])
-        if kind == "member":
-            return self._member_expr(node, scope, fn)
-        if kind == "index":
-            base = self.expr(node.expr, scope, fn)
-            if isinstance(node.expr.type, T.TupleType):
-                return f"{base}[{self.model.const_value(node.index, scope)}]"
-            index = self._index_code(node, scope, fn)
-            # a run-time index out of range stops simple_switch (std::out_of_range from Stack::at,
-            # p4c issue #3423); _stk raises RT.TargetAbort, which halts the device the same way
-            return f"{base}.items[{index}]" if index.isdigit() else f"_stk({base}, {index})"
-        if kind == "slice":
-            base = self.expr(node.expr, scope, fn)
-            width = node.hi_value - node.lo_value + 1
-            shifted = f"({base} >> {node.lo_value})" if node.lo_value else base
-            return f"({shifted} & {(1 << width) - 1})"
-        if kind == "cast":
-            return self._cast(node, scope, fn)
-        if kind == "unop":
-            inner = self.expr(node.expr, scope, fn, want=type_)
-            if node.op == "!":
-                return f"(not {inner})"
-            if node.op == "~":
-                if type_.signed:
-                    return f"(~{inner})"
-                return f"({inner} ^ {type_.mask})"
-            if node.op == "-":
-                if isinstance(type_, T.InfIntType):
-                    return f"(-{inner})"
-                return wrap(f"(-{inner})", type_)
-        if kind == "binop":
-            return self._binop(node, scope, fn)
-        if kind == "conditional":
-            return self._conditional(node, scope, fn, type_)
-        if kind == "call":
-            return self._call_expr(node, scope, fn)
         if kind in ("list", "struct_expr", "invalid_header"):
             if isinstance(want, (T.HeaderType, T.StructType, T.StackType, T.TupleType)):
                 return self.composite_value(node, want, scope, fn)
-            if isinstance(type_, T.TupleType):
-                return self.composite_value(node, type_, scope, fn)
+            if isinstance(node.type, T.TupleType):
+                return self.composite_value(node, node.type, scope, fn)
             raise self.error(node, "a list or structure expression needs a known type here (assign it to a "
                                    "variable of a header, struct or tuple type first)")
         if kind == "string":
             return repr(node.value)
-        raise self.error(node, f"unsupported construct: expression {kind}")
+        raise self.unsupported(node, f"expression {kind}")
 
-    def _member_expr(self, node, scope, fn):
-        base_type = node.expr.type
-        if isinstance(base_type, T.TableResultType):
-            hit, action = self._table_apply(node.expr.func.expr, base_type.table.table, scope, fn)
-            if node.member == "hit":
-                return hit
-            if node.member == "miss":
-                return f"(not {hit})"
-            return action
+    def stack_member(self, node, base_type, scope, fn):
         base = self.expr(node.expr, scope, fn)
-        if isinstance(base_type, T.StackType):
-            member = node.member
-            if member == "last":
-                return f"_stk({base}, {base}.next_index - 1)"
-            if member == "next":
-                return f"_stk({base}, {base}.next_index)"
-            if member == "lastIndex":
-                return f"(({base}.next_index - 1) & 4294967295)"
-            if member == "nextIndex":
-                return f"{base}.next_index"
-            if member == "size":
-                return str(base_type.size)
-            raise self.error(node, f"unsupported construct: stack member {member}")
-        return f"{base}.{attr(node.member)}"
+        member = node.member
+        if member == "last":
+            return f"_stk({base}, {base}.next_index - 1)"
+        if member == "next":
+            return f"_stk({base}, {base}.next_index)"
+        if member == "lastIndex":
+            return f"(({base}.next_index - 1) & 4294967295)"
+        if member == "nextIndex":
+            return f"{base}.next_index"
+        if member == "size":
+            return str(base_type.size)
+        raise self.unsupported(node, f"stack member {member}")
 
-    def _cast(self, node, scope, fn):
-        target = node.type
-        source = node.expr.type
-        inner = self.expr(node.expr, scope, fn, want=target if isinstance(source, T.InfIntType) else None)
-        if isinstance(target, T.BoolType):
-            if isinstance(source, T.BoolType):
-                return inner
-            if isinstance(source, T.BitType) and source.width == 1:
-                return f"({inner} != 0)"
-            raise self.error(node, f"cannot cast {source.name_text()} to bool")
-        if isinstance(target, T.EnumType):
-            if target.underlying is None:
-                raise self.error(node, f"cannot cast to enum {target.name}")
-            target = target.underlying
-        if isinstance(target, T.BitType):
-            if isinstance(source, T.BoolType):
-                return f"(1 if {inner} else 0)"
-            if isinstance(source, T.EnumType):
-                if source.underlying is None:
-                    raise self.error(node, f"cannot cast enum {source.name} to {target.name_text()}")
-                source = source.underlying
-            if isinstance(source, T.InfIntType):
-                return f"{inner}"
-            if not isinstance(source, T.BitType):
-                raise self.error(node, f"cannot cast {source.name_text()} to {target.name_text()}")
-            if not target.signed:
-                if source.signed or source.width > target.width:
-                    return f"({inner} & {target.mask})"
-                return inner
-            # to int<W>
-            if not source.signed and source.width < target.width:
-                return inner
-            if source.signed and source.width <= target.width:
-                return inner
-            half = 1 << (target.width - 1)
-            return f"((({inner} & {target.mask}) ^ {half}) - {half})"
-        raise self.error(node, f"unsupported construct: cast to {target.name_text()}")
+    def field_expr(self, node, scope, fn):
+        return f"{self.expr(node.expr, scope, fn)}.{attr(node.member)}"
 
-    def _conditional(self, node, scope, fn, type_):
-        cond = self.expr(node.cond, scope, fn)
-        want = type_
-        if self.is_complex(node.then, scope) or self.is_complex(node.otherwise, scope):
-            out = fn.out
-            temp = fn.temp("q")
-            out.line(f"if {cond}:")
-            out.indent()
-            out.line(f"{temp} = {self.expr(node.then, scope, fn, want=want)}")
-            out.dedent()
-            out.line("else:")
-            out.indent()
-            out.line(f"{temp} = {self.expr(node.otherwise, scope, fn, want=want)}")
-            out.dedent()
-            return temp
-        then = self.expr(node.then, scope, fn, want=want)
-        other = self.expr(node.otherwise, scope, fn, want=want)
-        return f"({then} if {cond} else {other})"
+    @staticmethod
+    def cast_bits(inner, source, target):
+        """A bit<W>/int<W> value as another bit<W>/int<W>."""
+        if not target.signed:
+            if source.signed or source.width > target.width:
+                return f"({inner} & {target.mask})"
+            return inner
+        # to int<W>
+        if not source.signed and source.width < target.width:
+            return inner
+        if source.signed and source.width <= target.width:
+            return inner
+        half = 1 << (target.width - 1)
+        return f"((({inner} & {target.mask}) ^ {half}) - {half})"
 
-    def _operands(self, left_node, right_node, scope, fn, want=None):
-        """Codes of two operands, left evaluated first even when the right one has effects."""
-        left = self.expr(left_node, scope, fn, want=want)
-        if not is_literal(left) and self.is_complex(right_node, scope):
-            temp = fn.temp("l")
-            fn.out.line(f"{temp} = {left}")
-            left = temp
-        return left, self.expr(right_node, scope, fn, want=want)
+    # ------------------------------------------------------------------ statements inside expressions
+    @staticmethod
+    def declare_temp(fn, temp):
+        pass  # a Python variable needs no declaration
 
-    def _short_circuit(self, node, scope, fn):
-        op = node.op
-        left = self.expr(node.left, scope, fn)
-        if not self.is_complex(node.right, scope):
-            return f"({left} {'and' if op == 'land' else 'or'} {self.expr(node.right, scope, fn)})"
-        out = fn.out
-        temp = fn.temp("b")
-        out.line(f"{temp} = {left}")
-        out.line(f"if {temp}:" if op == "land" else f"if not {temp}:")
-        out.indent()
-        out.line(f"{temp} = {self.expr(node.right, scope, fn)}")
-        out.dedent()
-        return temp
+    @staticmethod
+    def set_temp(fn, temp, code, declare=False):
+        fn.out.line(f"{temp} = {code}")
 
-    def _binop(self, node, scope, fn):
+    @staticmethod
+    def begin_if(fn, cond, negate=False):
+        fn.out.line(f"if not {cond}:" if negate else f"if {cond}:")
+        fn.out.indent()
+
+    @staticmethod
+    def begin_else(fn):
+        fn.out.dedent()
+        fn.out.line("else:")
+        fn.out.indent()
+
+    @staticmethod
+    def end_if(fn):
+        fn.out.dedent()
+
+    @staticmethod
+    def is_literal(code):
+        return is_literal(code)
+
+    def arithmetic(self, node, scope, fn):
+        """The binary operators but ``&&``, ``||`` and equality of composites."""
         op = node.op
         type_ = node.type
         left_type = node.left.type
         right_type = node.right.type
-        if op in ("land", "lor"):
-            return self._short_circuit(node, scope, fn)
-        if op in ("eq", "ne") and (self.is_composite_type(left_type) or self.is_composite_type(right_type)):
-            return self._composite_equality(node, scope, fn)
         if op in ("eq", "ne") and isinstance(left_type, T.VarbitType):
             left = self.lvalue(node.left, scope, fn)
             right = self.lvalue(node.right, scope, fn)
@@ -238,11 +177,7 @@ class ExpressionsMixin:
                 code = f"(({code} ^ {half}) - {half})"
             return code
         if op in ("shl", "shr"):
-            left = self.expr(node.left, scope, fn, want=type_)
-            if not is_literal(left) and self.is_complex(node.right, scope):
-                temp = fn.temp("l")
-                fn.out.line(f"{temp} = {left}")
-                left = temp
+            left = self.saved(self.expr(node.left, scope, fn, want=type_), node.right, scope, fn)
             amount = self.model.try_const(node.right, scope)
             if op == "shr":
                 if amount is not None:
@@ -286,34 +221,16 @@ class ExpressionsMixin:
             return f"max({left} - {right}, 0)"
         raise self.error(node, f"unsupported construct: operator {op}")
 
-    def _call_expr(self, node, scope, fn):
-        func = node.func
-        if func.kind == "member":
-            base_type = func.expr.type
-            method = func.member
-            if isinstance(base_type, T.HeaderType) and method == "isValid":
-                return f"{self.expr(func.expr, scope, fn)}.valid"
-            if isinstance(base_type, T.UnionType) and method == "isValid":
-                union = self.expr(func.expr, scope, fn)
-                return "(" + " or ".join(f"{union}.{attr(f.name)}.valid" for f in base_type.fields) + ")"
-            if isinstance(base_type, (T.HeaderType, T.StructType)) and method in SIZE_METHODS:
-                width = T.flatten_width(base_type) if method.startswith("min") else T.max_width(base_type)
-                return str(width if method.endswith("Bits") else (width + 7) // 8)
-            if isinstance(base_type, T.ExternType) and base_type.name == "packet_in":
-                if fn.kind != "parser":
-                    raise self.error(node, "packet_in methods are only available in a parser")
-                if method == "lookahead":
-                    return self._lookahead(node, fn)
-                if method == "length":
-                    return "n"
-            symbol = getattr(func.expr, "symbol", None)
-            if symbol is not None and symbol.kind == "table":
-                raise self.error(node, "use t.apply().hit, .miss or .action_run")
-        if func.kind == "name":
-            symbol = scope.lookup(func.name)
-            if symbol is not None and symbol.kind == "function":
-                return self.function_call(symbol, node, scope, fn)
-        raise self.error(node, "unsupported construct: this call in an expression")
+    def header_valid_code(self, header, scope, fn):
+        return f"{self.expr(header, scope, fn)}.valid"
+
+    def union_valid_code(self, union_node, union_type, scope, fn):
+        union = self.expr(union_node, scope, fn)
+        return "(" + " or ".join(f"{union}.{attr(f.name)}.valid" for f in union_type.fields) + ")"
+
+    @staticmethod
+    def packet_length_code(node):
+        return "n"
 
     def _lookahead(self, node, fn):
         type_ = node.type
@@ -390,61 +307,6 @@ class ExpressionsMixin:
             return str(index)
         return self.expr(node.index, scope, fn)
 
-    # ------------------------------------------------------------------ effects and order
-    def is_complex(self, node, scope):
-        """True if the code of ``node`` needs statements (calls, table applies, lookahead).
-
-        Such expressions may have effects or stop the pipeline, so the operands around them
-        are ordered explicitly (see the module docstring).
-        """
-        cached = getattr(node, "_complex", None)
-        if cached is not None:
-            return cached
-        result = self._complex_uncached(node, scope)
-        node._complex = result
-        return result
-
-    def _complex_uncached(self, node, scope):
-        kind = node.kind
-        if kind in ("list", "struct_expr", "invalid_header"):
-            return True  # builds an object with statements
-        if kind == "call":
-            func = node.func
-            if func.kind == "member":
-                if func.member in ("isValid", "minSizeInBits", "minSizeInBytes", "maxSizeInBits",
-                                   "maxSizeInBytes", "length"):
-                    return self.is_complex(func.expr, scope)
-                return True
-            return True
-        if kind == "member" and node.expr.kind == "call":
-            return True
-        for child in self._expression_children(node):
-            if self.is_complex(child, scope):
-                return True
-        return False
-
-    @staticmethod
-    def _expression_children(node):
-        kind = node.kind
-        if kind == "binop":
-            return (node.left, node.right)
-        if kind in ("unop", "cast", "member", "slice"):
-            return (node.expr,)
-        if kind == "index":
-            return (node.expr, node.index)
-        if kind == "conditional":
-            return (node.cond, node.then, node.otherwise)
-        if kind == "list":
-            return tuple(node.items)
-        if kind == "struct_expr":
-            return tuple(value for _, value in node.fields)
-        return ()
-
-    @staticmethod
-    def is_composite_type(type_):
-        """Headers, structs (unions), stacks and tuples: compared and assigned member by member."""
-        return isinstance(type_, (T.HeaderType, T.StructType, T.StackType, T.TupleType))
-
     # ------------------------------------------------------------------ composite values
     def composite_value(self, node, type_, scope, fn):
         """Code of a header/struct/stack/tuple value of ``type_``.
@@ -484,23 +346,7 @@ class ExpressionsMixin:
             return temp
         if not isinstance(type_, (T.HeaderType, T.StructType)):
             raise self.error(node, f"a list or structure expression cannot be a {type_.name_text()}")
-        fields = type_.fields
-        if kind == "list":
-            if len(node.items) != len(fields):
-                raise self.error(node, f"{type_.name}: {len(fields)} field(s), {len(node.items)} value(s)")
-            pairs = list(zip(node.items, fields))
-        else:
-            by_name = {}
-            for name, value in node.fields:
-                if name not in type_.field_map:
-                    raise self.error(value, f"{type_.name} has no field {name!r}")
-                if name in by_name:
-                    raise self.error(value, f"field {name!r} given twice")
-                by_name[name] = value
-            missing = [f.name for f in fields if f.name not in by_name]
-            if missing and not getattr(node, "dots", False):
-                raise self.error(node, f"{type_.name}: no value for field(s) {', '.join(missing)}")
-            pairs = [(by_name[f.name], f) for f in fields if f.name in by_name]
+        pairs = self.field_values(node, type_)
         codes = self.ordered_values([(value, field.type) for value, field in pairs], scope, fn)
         temp = fn.temp("v")
         out.line(f"{temp} = {self._initial_value(type_)}")
@@ -538,28 +384,14 @@ class ExpressionsMixin:
             codes.append(code)
         return codes
 
-    def _composite_equality(self, node, scope, fn):
-        """``==``/``!=`` on headers, structs, stacks and tuples (P4_16 1.2.4, "Operations on ...").
+    def composite_operand(self, node, type_, scope, fn):
+        return self.composite_value(node, type_, scope, fn)
 
-        Two headers are equal when both are invalid, or both are valid with equal fields;
-        structs, stacks and tuples are equal member by member.
-        """
-        left_type = node.left.type
-        right_type = node.right.type
-        named = [t for t in (left_type, right_type) if self.is_composite_type(t) and not isinstance(t, T.TupleType)]
-        if len(named) == 2 and not self.same_type(*named):
-            raise self.error(node, f"cannot compare {left_type.name_text()} with {right_type.name_text()}")
-        type_ = named[0] if named else left_type
-        if not self.is_composite_type(type_) or (not named and not isinstance(right_type, T.TupleType)):
-            raise self.error(node, f"cannot compare {left_type.name_text()} with {right_type.name_text()}")
-        left = self.composite_value(node.left, type_, scope, fn)
-        if self.is_complex(node.right, scope):
-            temp = fn.temp("l")
-            fn.out.line(f"{temp} = {left}.copy()" if not isinstance(type_, T.TupleType) else f"{temp} = {left}")
-            left = temp
-        right = self.composite_value(node.right, type_, scope, fn)
-        code = self._equal_code(left, right, type_)
-        return code if node.op == "eq" else f"(not {code})"
+    @staticmethod
+    def save_composite(fn, code, type_, node):
+        temp = fn.temp("l")
+        fn.out.line(f"{temp} = {code}.copy()" if not isinstance(type_, T.TupleType) else f"{temp} = {code}")
+        return temp
 
     def _equal_code(self, left, right, type_):
         if isinstance(type_, T.HeaderType):

@@ -3,7 +3,6 @@
 A mixin of :class:`testbed.p4.compiler.codegen.CodeGenerator`; it uses the generator's
 ``model`` (checker), ``info`` (ProgramInfo) and helper methods.
 """
-from testbed.errors import P4LoadError
 from testbed.p4.compiler.pycode import attr, varbit_length_attr
 from testbed.p4.compiler.target_externs import TARGET_EXTERNS, emit_target_extern
 from testbed.p4.frontend import types as T
@@ -196,7 +195,7 @@ class ExternsMixin:
         self._clone_type(args[0])
         session = self.expr(args[1], scope, fn, want=T.BitType(32))
         fn.out.line(f"P.clone_session = {session}")
-        fn.out.line(f"P.clone_field_list = {self._synthetic_field_list(args[2], scope, fn)}")
+        fn.out.line(f"P.clone_field_list = {self._synthetic_field_list(args[2], scope)}")
 
     def _call_preserving_field_list(self, name, call, scope, fn):
         """resubmit_preserving_field_list / recirculate_preserving_field_list."""
@@ -209,7 +208,7 @@ class ExternsMixin:
         """The deprecated resubmit / recirculate with a data argument."""
         self._need_args(name, call, 1)
         attribute = "resubmit_field_list" if name == "resubmit" else "recirculate_field_list"
-        fn.out.line(f"P.{attribute} = {self._synthetic_field_list(call.args[0], scope, fn)}")
+        fn.out.line(f"P.{attribute} = {self._synthetic_field_list(call.args[0], scope)}")
 
     def _call_truncate(self, name, call, scope, fn):
         self._need_args(name, call, 1)
@@ -289,36 +288,6 @@ class ExternsMixin:
             emit_target_extern(self, name, call, scope, fn)  # the embedded target's own externs (DSF)
         else:
             raise self.error(call, f"unsupported construct: extern function {name}")
-
-    def _synthetic_field_list(self, data, scope, fn):
-        """Register the user-metadata fields named by a deprecated ``clone3``/``resubmit``/``recirculate``
-        data argument as a field list; return its index."""
-        items = data.items if data.kind == "list" else [data]
-        paths = []
-        for item in items:
-            type_ = self.model.type_of(item, scope)
-            path = []
-            node = item
-            while node.kind == "member":
-                path.insert(0, node.member)
-                node = node.expr
-            symbol = scope.lookup(node.name) if node.kind == "name" else None
-            if symbol is None or symbol.type is not self.meta_type:
-                raise self.error(item, "unsupported construct: only fields of the user metadata can be preserved")
-            paths.extend(self._leaf_paths(path, type_))
-        index = 1000 + len([i for i in self.field_lists if i >= 1000])
-        self.field_lists[index] = paths
-        return index
-
-    def _leaf_paths(self, path, type_):
-        if isinstance(type_, (T.HeaderType, T.StackType)):
-            raise P4LoadError("unsupported construct: preserving a header of the metadata")
-        if isinstance(type_, T.StructType):
-            result = []
-            for field in type_.fields:
-                result.extend(self._leaf_paths(path + [field.name], field.type))
-            return result
-        return [path]
 
     def _role_of(self, fn):
         control = getattr(fn, "control", None)

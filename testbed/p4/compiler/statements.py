@@ -1,17 +1,17 @@
-"""Code for P4 statements: assignments (also compound), if/switch/for, return/exit, call statements.
+"""Python code for P4 statements: assignments (also compound), if/switch/for, return/exit, call statements.
 
 A mixin of :class:`testbed.p4.compiler.codegen.CodeGenerator`; it uses the generator's
-``model`` (checker), ``info`` (ProgramInfo) and helper methods.
+``model`` (checker), ``info`` (ProgramInfo) and helper methods.  Which statement a node is,
+and the checks on it, are :class:`testbed.p4.compiler.walk.Walk`'s; this emits the Python.
 
 Order of evaluation (P4_16 1.2.4, "Expression evaluation order" and "Assignment"): the
 left-hand side of an assignment is evaluated to an l-value before the right-hand side, so
 when the right-hand side can have effects (calls), the run-time parts of the target
 (stack indexes) are fixed into temporaries first.
 """
-from testbed.p4.compiler.pycode import Frame, attr, literal
+from testbed.p4.compiler.pycode import attr, literal
 from testbed.p4.frontend import types as T
 from testbed.p4.frontend.ast import Node
-from testbed.p4.frontend.checker import Symbol
 
 COMPOUND_OPERATORS = {
     "+=": "add", "-=": "sub", "*=": "mul", "/=": "div", "%=": "mod", "<<=": "shl", ">>=": "shr",
@@ -40,7 +40,7 @@ class LValue:
 
 
 class StatementsMixin:
-    """Code for P4 statements: assignments, if/switch/for, return/exit, calls."""
+    """Python code for P4 statements: assignments, if/switch/for, return/exit, calls."""
 
     def block(self, block, scope, fn):
         """Emit a block statement in a nested scope."""
@@ -63,53 +63,12 @@ class StatementsMixin:
             fn.out.line("pass")
         fn.out.dedent()
 
-    def statement(self, node, scope, fn):
-        """Emit one statement."""
-        kind = node.kind
-        out = fn.out
-        out.origin = node.loc
-        self.model.current = node.loc
-        if kind == "block":
-            self.block(node, scope, fn)
-        elif kind == "variable":
-            self.variable(node, scope, fn)
-        elif kind == "const":
-            self.model._declare_const(node, scope)
-        elif kind == "assign":
-            self.assignment(node, scope, fn)
-        elif kind == "compound_assign":
-            self.compound_assignment(node, scope, fn)
-        elif kind == "call_statement":
-            self.call_statement(node.call, scope, fn)
-        elif kind == "if":
-            self.if_statement(node, scope, fn)
-        elif kind == "switch":
-            self.switch(node, scope, fn)
-        elif kind == "exit":
-            if fn.kind == "parser":
-                raise self.error(node, "exit is not allowed in a parser")
-            if fn.kind == "function":
-                raise self.error(node, "exit is not allowed in a function (P4_16: only in actions and controls)")
-            self.emit_exit(fn)
-        elif kind == "return":
-            self.return_statement(node, scope, fn)
-        elif kind == "for":
-            self.for_statement(node, scope, fn)
-        elif kind == "for_in":
-            self.for_in_statement(node, scope, fn)
-        elif kind in ("break", "continue"):
-            self.loop_jump(node, fn)
-        else:
-            raise self.error(node, f"unsupported construct: statement {kind}")
-
     def if_statement(self, node, scope, fn):
         """``if``/``else``; an ``else if`` chain becomes ``elif`` (flat) when its conditions need no statements."""
         out = fn.out
         keyword = "if"
         while True:
-            cond_type = self.model.type_of(node.cond, scope)
-            if not isinstance(cond_type, T.BoolType):
-                raise self.error(node, "if condition must be bool")
+            self.condition(node, node.cond, scope, "if")
             out.line(f"{keyword} {self.expr(node.cond, scope, fn)}:")
             self.body(node.then, scope, fn)
             following = node.otherwise
@@ -125,10 +84,9 @@ class StatementsMixin:
             return
 
     # ------------------------------------------------------------------ declarations
-    def variable(self, node, scope, fn):
+    def variable_declaration(self, symbol, node, scope, fn):
         """A local variable, with or without initializer."""
-        type_ = self.model.resolve_type(node.type_ref)
-        symbol = Symbol("var", node.name, type_, decl=node)
+        type_ = symbol.type
         name = self.py_name(symbol, fn)
         out = fn.out
         if isinstance(type_, T.VarbitType):
@@ -148,55 +106,37 @@ class StatementsMixin:
                 out.line(f"{name} = {self.expr(node.init, scope, fn, want=type_)}")
         else:
             out.line(f"{name} = {self._initial_value(type_)}")
-        scope.define(node.name, symbol)
 
     # ------------------------------------------------------------------ return / exit / loops
-    def return_statement(self, node, scope, fn):
-        """Emit ``return`` (function result, end of an inlined action, or end of a control)."""
+    def emit_function_return(self, node, scope, fn):
+        """``return`` in a function: its result and its scalar out/inout values."""
         out = fn.out
-        if fn.kind == "function":
-            outs = fn.function_outs
-            if node.expr is not None:
-                if node.expr.kind not in ("list", "struct_expr", "invalid_header"):
-                    self.model.type_of(node.expr, scope)
-                    self._check_assignable(node, fn.return_type, node.expr.type)
-                if isinstance(fn.return_type, (T.HeaderType, T.StructType, T.StackType, T.TupleType)):
-                    value = self.composite_value(node.expr, fn.return_type, scope, fn)
-                    if node.expr.kind not in ("list", "struct_expr", "invalid_header"):
-                        value = f"{value}.copy()"
-                else:
-                    value = self.expr(node.expr, scope, fn, want=fn.return_type)
-                out.line(f"return ({value},{''.join(' ' + o + ',' for o in outs)})")
-            else:
-                out.line(f"return (None,{''.join(' ' + o + ',' for o in outs)})")
-            return
+        outs = fn.function_outs
         if node.expr is not None:
-            raise self.error(node, "return with a value outside a function")
-        if fn.kind == "parser":
-            raise self.error(node, "return is not allowed in a parser")
-        if fn.innermost("action") >= 0:
-            self.emit_action_return(fn, node)
+            if node.expr.kind not in ("list", "struct_expr", "invalid_header"):
+                self.model.type_of(node.expr, scope)
+                self._check_assignable(node, fn.return_type, node.expr.type)
+            if isinstance(fn.return_type, (T.HeaderType, T.StructType, T.StackType, T.TupleType)):
+                value = self.composite_value(node.expr, fn.return_type, scope, fn)
+                if node.expr.kind not in ("list", "struct_expr", "invalid_header"):
+                    value = f"{value}.copy()"
+            else:
+                value = self.expr(node.expr, scope, fn, want=fn.return_type)
+            out.line(f"return ({value},{''.join(' ' + o + ',' for o in outs)})")
         else:
-            out.line(fn.return_code)
+            out.line(f"return (None,{''.join(' ' + o + ',' for o in outs)})")
 
     def for_statement(self, node, scope, fn):
         """``for (init; condition; updates) body`` (P4_16 1.2.4) as a Python ``while True`` loop."""
-        if fn.kind == "parser":
-            raise self.error(node, "unsupported construct: for loop in a parser")
         out = fn.out
         inner = scope.child()
         for statement in node.init:
             self.statement(statement, inner, fn)
-        frame = Frame("loop")
-        frame.updates = node.updates
-        frame.scope = inner
-        fn.frames.append(frame)
+        frame = self.loop_frame(fn, node.updates, inner)
         out.line("while True:")
         out.indent()
         if node.cond is not None:
-            cond_type = self.model.type_of(node.cond, inner)
-            if not isinstance(cond_type, T.BoolType):
-                raise self.error(node, "for condition must be bool")
+            self.condition(node, node.cond, inner, "for")
             out.line(f"if not {self.expr(node.cond, inner, fn)}:")
             out.line("    break")
         if node.body.kind == "block":
@@ -207,59 +147,31 @@ class StatementsMixin:
             self.statement(statement, inner, fn)
         out.dedent()
         fn.frames.pop()
-        self._after_loop(frame, fn)
+        self.end_loop(frame, fn)
 
-    def for_in_statement(self, node, scope, fn):
-        """``for (T x in lo .. hi)`` and ``for (T x in stack)`` (P4_16 1.2.4)."""
-        if fn.kind == "parser":
-            raise self.error(node, "unsupported construct: for loop in a parser")
-        out = fn.out
-        inner = scope.child()
-        type_ = self.model.resolve_type(node.type_ref)
-        self.check_variable_type(node, type_)
-        symbol = Symbol("var", node.name, type_, decl=node)
-        name = self.py_name(symbol, fn)
-        inner.define(node.name, symbol)
-        collection = node.collection
-        if collection.kind == "range":
-            low = self.expr(collection.low, scope, fn, want=type_)
-            high = self.expr(collection.high, scope, fn, want=type_)
-            if not isinstance(type_, T.BitType):
-                raise self.error(node, "the variable of a for loop over a range must be bit<W> or int<W>")
-            out.line(f"for {name} in range({low}, ({high}) + 1):")
-        else:
-            collection_type = self.model.type_of(collection, scope)
-            if isinstance(collection_type, T.StackType):
-                if collection_type.element.name != getattr(type_, "name", None):
-                    raise self.error(node, f"for loop variable of type {type_.name_text()} over a stack of "
-                                           f"{collection_type.element.name_text()}")
-                out.line(f"for {name} in {self.expr(collection, scope, fn)}.items:")
-            elif isinstance(collection_type, T.TupleType) and collection.kind == "list":
-                values = [self.expr(item, scope, fn, want=type_) for item in collection.items]
-                out.line(f"for {name} in ({''.join(v + ', ' for v in values)}):")
-            else:
-                raise self.error(node, f"unsupported construct: for loop over a {collection_type.name_text()}")
-        frame = Frame("loop")
-        fn.frames.append(frame)
-        self.body(node.body, inner, fn)
-        fn.frames.pop()
-        self._after_loop(frame, fn)
+    def loop_variable(self, symbol, node, fn):
+        """The variable of a ``for (T x in ...)`` loop: its Python name."""
+        self.check_variable_type(node, symbol.type)
+        return self.py_name(symbol, fn)
+
+    def loop_over_range(self, name, symbol, collection, scope, fn):
+        low = self.expr(collection.low, scope, fn, want=symbol.type)
+        high = self.expr(collection.high, scope, fn, want=symbol.type)
+        fn.out.line(f"for {name} in range({low}, ({high}) + 1):")
+
+    def loop_over_stack(self, name, symbol, collection, stack_type, scope, fn):
+        fn.out.line(f"for {name} in {self.expr(collection, scope, fn)}.items:")
+
+    def loop_over_values(self, name, symbol, items, scope, fn):
+        values = [self.expr(item, scope, fn, want=symbol.type) for item in items]
+        fn.out.line(f"for {name} in ({''.join(v + ', ' for v in values)}):")
 
     @staticmethod
-    def _after_loop(frame, fn):
+    def end_loop(frame, fn):
+        """After a loop: leave the enclosing loops too when a flag passing through it is set."""
         for flag in frame.passing:
             fn.out.line(f"if {flag}:")
             fn.out.line("    break")
-
-    def loop_jump(self, node, fn):
-        """``break`` / ``continue`` of the innermost P4 loop."""
-        if not fn.frames or fn.frames[-1].kind != "loop":
-            raise self.error(node, f"{node.kind} outside a loop")
-        frame = fn.frames[-1]
-        if node.kind == "continue" and frame.updates:
-            for statement in frame.updates:
-                self.statement(statement, frame.scope, fn)
-        fn.out.line(node.kind)
 
     # ------------------------------------------------------------------ assignments
     def _check_assignable(self, node, target, source):
@@ -272,13 +184,6 @@ class StatementsMixin:
         if isinstance(target, (T.HeaderType, T.StructType, T.StackType)) and source is not None and \
                 not isinstance(source, (T.TupleType, T.DontCareType)) and not self.same_type(target, source):
             raise self.error(node, f"cannot assign {source.name_text()} to {target.name_text()}")
-
-    @staticmethod
-    def same_type(first, second):
-        """True if two header/struct/stack types are the same type."""
-        if isinstance(first, T.StackType) and isinstance(second, T.StackType):
-            return first.size == second.size and StatementsMixin.same_type(first.element, second.element)
-        return type(first) is type(second) and getattr(first, "name", None) == getattr(second, "name", None)
 
     def assignment(self, node, scope, fn):
         """Emit an assignment: the target is fixed first when the value can have effects."""
@@ -304,13 +209,9 @@ class StatementsMixin:
             return
         self.write_lvalue(lv, self.expr(value, scope, fn, want=target_type), fn)
 
-    def compound_assignment(self, node, scope, fn):
+    def compound_assignment(self, node, target_type, scope, fn):
         """``a op= b`` is ``a = a op b`` with ``a`` evaluated once (P4_16 1.2.4)."""
-        target = node.target
-        target_type = self.model.type_of(target, scope)
-        if not isinstance(target_type, T.BitType):
-            raise self.error(node, f"{node.op} needs a bit<W> or int<W> target, got {target_type.name_text()}")
-        lv = self.resolve_lvalue(target, scope, fn, freeze=True)
+        lv = self.resolve_lvalue(node.target, scope, fn, freeze=True)
         current = Node("pycode", node.loc, code=self.read_lvalue(lv))
         current.type = target_type
         operation = Node("binop", node.loc, op=COMPOUND_OPERATORS[node.op], left=current, right=node.value)
@@ -429,118 +330,47 @@ class StatementsMixin:
         for field in siblings:
             fn.out.line(f"    {union_code}.{attr(field.name)}.valid = False")
 
-    def _invalidate_union_siblings(self, header_node, scope, fn):
-        """A header of a header_union becomes valid: the union's other members become invalid."""
-        if header_node.kind != "member":
-            return
-        parent_type = header_node.expr.type or self.model.type_of(header_node.expr, scope)
-        if not isinstance(parent_type, T.UnionType):
-            return
-        parent = self.expr(header_node.expr, scope, fn)
-        for field in parent_type.fields:
-            if field.name != header_node.member:
-                fn.out.line(f"{parent}.{attr(field.name)}.valid = False")
+    def union_code(self, node, scope, fn):
+        return self.expr(node, scope, fn)
+
+    @staticmethod
+    def invalidate_member(fn, union, member):
+        fn.out.line(f"{union}.{attr(member)}.valid = False")
 
     # ------------------------------------------------------------------ switch
-    def switch(self, node, scope, fn):
-        """Emit a switch on ``t.apply().action_run`` or on a bit/enum value."""
-        out = fn.out
-        switch_type = self.model.type_of(node.expr, scope)
-        if isinstance(switch_type, T.ActionEnumType):
-            table = switch_type.table.table
-            action_var = self._table_apply(node.expr.expr.func.expr, table, scope, fn)[1]
-            labels = {ref.symbol.name: ref.symbol.qualified for ref in table.action_refs}
-            pending = []
-            first = True
-            for case in node.cases:
-                if not case.is_default and (case.label is None or case.label not in labels):
-                    raise self.error(case, f"switch label is not an action of table {table.name}")
-                pending.append(case)
-                if case.body is None:
-                    continue
-                if any(c.is_default for c in pending):
-                    out.line("else:" if not first else "if True:")
-                else:
-                    names = ", ".join(repr(labels[c.label]) for c in pending)
-                    out.line(f"{'if' if first else 'elif'} {action_var} in ({names},):")
-                first = False
-                self.body(case.body, scope, fn)
-                pending = []
-            return
-        if not isinstance(switch_type, (T.BitType, T.EnumType, T.ErrorType)):
-            raise self.error(node, "unsupported construct: switch on this expression type")
+    def switch_value(self, expr, scope, fn):
         value = fn.temp("sw")
-        out.line(f"{value} = {self.expr(node.expr, scope, fn)}")
-        pending = []
-        first = True
-        for case in node.cases:
-            pending.append(case)
-            if case.body is None:
-                continue
-            if any(c.is_default for c in pending):
-                out.line("else:" if not first else "if True:")
-            else:
-                values = ", ".join(literal(self._const_for(c.value, scope, switch_type)) for c in pending)
-                out.line(f"{'if' if first else 'elif'} {value} in ({values},):")
-            first = False
-            self.body(case.body, scope, fn)
-            pending = []
+        fn.out.line(f"{value} = {self.expr(expr, scope, fn)}")
+        return value
+
+    @staticmethod
+    def switch_action_label(qualified):
+        return repr(qualified)
+
+    @staticmethod
+    def switch_constant(value):
+        return literal(value)
+
+    @staticmethod
+    def switch_case(fn, first, value, values):
+        if values is None:
+            fn.out.line("else:" if not first else "if True:")
+        else:
+            fn.out.line(f"{'if' if first else 'elif'} {value} in ({', '.join(values)},):")
 
     # ------------------------------------------------------------------ call statements
-    def call_statement(self, call, scope, fn):
-        """Emit a call statement: action, function, extern, method, table or sub-control apply."""
-        func = call.func
-        model = self.model
-        if func.kind == "name":
-            symbol = scope.lookup(func.name)
-            if symbol is None:
-                raise self.error(func, f"unknown function or action {func.name!r}")
-            if symbol.kind == "action":
-                self.inline_action(symbol, call.args, scope, fn, call)
-                return
-            if symbol.kind == "extern_function":
-                self.extern_function(func.name, call, scope, fn)
-                return
-            if symbol.kind == "function":
-                self.function_call(symbol, call, scope, fn)
-                return
-            raise self.error(call, f"{func.name} is not callable")
-        if func.kind == "member":
-            base = func.expr
-            base_type = model.type_of(base, scope)
-            method = func.member
-            symbol = getattr(base, "symbol", None)
-            if symbol is not None and symbol.kind == "table":
-                if method != "apply":
-                    raise self.error(call, f"table {symbol.name} has no method {method}")
-                self._table_apply(base, symbol.table, scope, fn)
-                return
-            if symbol is not None and symbol.kind == "instance" and isinstance(symbol.type, T.BlockType):
-                if symbol.type.block_kind == "parser":
-                    self.subparser_call(symbol, call, scope, fn)
-                else:
-                    self.subcontrol_call(symbol, call, scope, fn)
-                return
-            if isinstance(base_type, T.HeaderType):
-                target = self.lvalue(base, scope, fn) if method != "isValid" else self.expr(base, scope, fn)
-                if method == "setValid":
-                    self._invalidate_union_siblings(base, scope, fn)
-                    fn.out.line(f"{target}.valid = True")
-                elif method == "setInvalid":
-                    fn.out.line(f"{target}.valid = False")
-                elif method == "isValid":
-                    fn.out.line(f"{target}.valid")
-                else:
-                    raise self.error(call, f"unsupported construct: header method {method}")
-                return
-            if isinstance(base_type, T.StackType) and method in ("push_front", "pop_front"):
-                count = model.const_value(call.args[0], scope)
-                if isinstance(count, bool) or not isinstance(count, int) or count < 0:
-                    raise self.error(call, f"{method} needs a non-negative constant count")
-                element = self.stack_element_factory(base_type)
-                fn.out.line(f"{self.lvalue(base, scope, fn)}.{method}({count}, {element})")
-                return
-            if isinstance(base_type, T.ExternType):
-                self.extern_method(base, base_type, method, call, scope, fn)
-                return
-        raise self.error(call, "unsupported construct: this call")
+    def header_validity(self, base, method, scope, fn):
+        """``h.setValid()``, ``h.setInvalid()`` or ``h.isValid()`` as a statement."""
+        target = self.lvalue(base, scope, fn) if method != "isValid" else self.expr(base, scope, fn)
+        if method == "setValid":
+            self._invalidate_union_siblings(base, scope, fn)
+            fn.out.line(f"{target}.valid = True")
+        elif method == "setInvalid":
+            fn.out.line(f"{target}.valid = False")
+        else:
+            fn.out.line(f"{target}.valid")
+
+    def stack_shift(self, base, base_type, method, count, scope, fn):
+        """``s.push_front(count)`` / ``s.pop_front(count)``."""
+        element = self.stack_element_factory(base_type)
+        fn.out.line(f"{self.lvalue(base, scope, fn)}.{method}({count}, {element})")

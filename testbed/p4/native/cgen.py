@@ -1,8 +1,9 @@
 """Generate C for a checked v1model program: the native backend's code generator.
 
 It reads the same checked program (``LoadedProgram.model`` / ``.pipeline`` / ``.info``) the
-Python code generator (:mod:`testbed.p4.compiler.codegen`) compiles, and follows the Python
-target's semantics, which are BMv2's: the generated C implements the ABI of
+Python code generator (:mod:`testbed.p4.compiler.codegen`) compiles, walks it with the same
+:class:`testbed.p4.compiler.walk.Walk` (this module supplies the C text of what the walk visits), and
+follows the Python target's semantics, which are BMv2's: the generated C implements the ABI of
 ``include/tb_pipeline.h`` with the runtime of ``include/tb_runtime.h``.
 
 Representation: ``bit<W>`` (W <= 64), ``bool``, errors and enums are ``uint64_t`` values
@@ -16,12 +17,13 @@ the construct and its file:line (see :data:`UNSUPPORTED` for the list).
 """
 from testbed.errors import NativeBackendError, P4LoadError
 from testbed.p4.compiler.calls import lvalue_path, paths_overlap
-from testbed.p4.compiler.pycode import FOLDABLE, Emitter
+from testbed.p4.compiler.pycode import Emitter, Frame, FunctionContext
 from testbed.p4.compiler.statements import COMPOUND_OPERATORS
-from testbed.p4.frontend import types as T
 from testbed.p4.compiler.target_externs import EMBEDDED_ONLY, TARGET_EXTERNS
+from testbed.p4.compiler.walk import BUILT, Walk
+from testbed.p4.frontend import types as T
 from testbed.p4.frontend.ast import Node, has_annotation
-from testbed.p4.frontend.checker import SIZE_METHODS, Scope, Symbol, convert_int
+from testbed.p4.frontend.checker import convert_int
 from testbed.p4.v1model import hashes
 
 #: Constructs the C backend refuses (the Python backend runs them).
@@ -46,26 +48,37 @@ def cnum(value):
     return f"UINT64_C({value})" if value > 0xFFFFFFFF else str(value)
 
 
-class _Fn:
-    """Per generated C function: emitter, temporaries, exit label, action frames."""
+class _Fn(FunctionContext):
+    """Per generated C function: a control returns 1 on ``exit``, 0 at its end (negative: the packet stops).
+
+    An inlined action's frame has its end ``label`` (``return`` jumps there) and, when it copies
+    values back, the ``exit_flag`` an ``exit`` sets before jumping there.
+    """
 
     def __init__(self, kind, out):
-        self.kind = kind
-        self.out = out
-        self.counter = 0
+        super().__init__(kind, out)
         self.exit_code = "return 1;"
         self.return_code = "return 0;"
-        self.action_labels = []
-        self.loops = []  # (updates, scope) of the loops the code is in, innermost last
-        self.control = None
-
-    def temp(self, prefix="t"):
-        self.counter += 1
-        return f"_{prefix}{self.counter}"
 
 
-class CGenerator:
+class CGenerator(Walk):
     """Generates the C source and the state layout of one program."""
+
+    #: the C text of the walk's small forms (see :attr:`testbed.p4.compiler.walk.Walk.SYNTAX`)
+    SYNTAX = {
+        "true": "1",
+        "false": "0",
+        "not": "(!{code})",
+        "land": "({left} && {right})",
+        "lor": "({left} || {right})",
+        "choice": "({cond} ? {then} : {otherwise})",
+        "jump": "{kind};",
+        "keyset_mask": "(({name} & {mask}) == {value})",
+        "keyset_range": "({low} <= {name} && {name} <= {high})",
+        "keyset_equal": "({name} == {value})",
+        "bit_to_bool": "({code} != 0)",
+        "bool_to_bit": "({code} ? 1 : 0)",
+    }
 
     def __init__(self, program):
         self.program = program
@@ -93,10 +106,18 @@ class CGenerator:
         self.field_lists = {}
 
     # ------------------------------------------------------------------ errors and names
-    def error(self, node, construct):
-        """A NativeBackendError at ``node`` naming the construct."""
-        where = self.model.error(node, construct)
-        return NativeBackendError(f"native backend: unsupported construct: {construct}", where.filename, where.line)
+    def unsupported(self, node, construct):
+        """A NativeBackendError at ``node`` naming the construct the C backend cannot compile."""
+        return self.error(node, f"unsupported construct: {construct}")
+
+    def error(self, node, message):
+        """A NativeBackendError at ``node`` (None: the program as a whole)."""
+        where = self.model.error(node if node is not None else 0, message)
+        return NativeBackendError(f"native backend: {message}", where.filename, where.line)
+
+    @staticmethod
+    def new_function(kind, out):
+        return _Fn(kind, out)
 
     def fresh(self, prefix):
         self.counter += 1
@@ -114,7 +135,7 @@ class CGenerator:
                 not isinstance(type_.element, T.UnionType):
             return self._stack_type(type_, node)
         if isinstance(type_, (T.StackType, T.VarbitType, T.TupleType)):
-            raise self.error(node if node is not None else 0, f"{type_.name_text()} ({type(type_).__name__})")
+            raise self.unsupported(node, f"{type_.name_text()} ({type(type_).__name__})")
         if isinstance(type_, T.StructType) and type_.name == STD_TYPE:
             return "tb_std_meta_t"
         if isinstance(type_, COMPOSITE):
@@ -125,14 +146,14 @@ class CGenerator:
     def check_scalar(self, type_, node):
         if isinstance(type_, T.BitType):
             if type_.width > 64:
-                raise self.error(node if node is not None else 0, f"{type_.name_text()} value (wider than 64 bits)")
+                raise self.unsupported(node, f"{type_.name_text()} value (wider than 64 bits)")
             return
         if isinstance(type_, T.EnumType) and type_.underlying is not None:
             self.check_scalar(type_.underlying, node)
             return
         if isinstance(type_, (T.BoolType, T.ErrorType, T.EnumType, T.InfIntType)):
             return
-        raise self.error(node if node is not None else 0, f"value of type {type_.name_text()}")
+        raise self.unsupported(node, f"value of type {type_.name_text()}")
 
     def _stack_type(self, type_, node):
         element = self.ctype(type_.element, node)
@@ -152,10 +173,10 @@ class CGenerator:
         members = []
         if isinstance(type_, T.HeaderType):
             if type_.varbit is not None and (type_.varbit.offset % 8 or type_.varbit.type.max_width % 8):
-                raise self.error(node if node is not None else 0, f"varbit field of header {type_.name} not on "
+                raise self.unsupported(node, f"varbit field of header {type_.name} not on "
                                                                   f"whole bytes")
             if type_.width % 8:
-                raise self.error(node if node is not None else 0, f"header {type_.name} not a whole number of bytes")
+                raise self.unsupported(node, f"header {type_.name} not a whole number of bytes")
             members.append("uint8_t valid;")
         for f in type_.fields:
             ft = f.type
@@ -164,12 +185,11 @@ class CGenerator:
                 continue
             if isinstance(type_, T.HeaderType) and isinstance(ft, T.BitType) and ft.width > 64:
                 if ft.width % 8 or f.offset % 8:
-                    raise self.error(node if node is not None else 0,
-                                     f"field {type_.name}.{f.name} wider than 64 bits and not byte aligned")
+                    raise self.unsupported(node, f"field {type_.name}.{f.name} wider than 64 bits and not byte aligned")
                 members.append(f"uint8_t f_{f.name}[{ft.width // 8}];")
             elif isinstance(type_, T.HeaderType) and isinstance(ft, T.StructType) and \
                     any(self.is_wide(leaf) for _, leaf, _ in self._header_leaves("", ft, 0)):
-                raise self.error(node if node is not None else 0, f"a wide field in a struct in header {type_.name}")
+                raise self.unsupported(node, f"a wide field in a struct in header {type_.name}")
             else:
                 members.append(f"{self.ctype(ft, node)} f_{f.name};")
         if not members:
@@ -215,7 +235,7 @@ class CGenerator:
             self.meter_index[name] = len(self.meters)
             self.meters.append((name, meter.size, meter.unit))
         body = Emitter()
-        parser_fn = self._gen_parser(parser, body)
+        parser_fn = self.gen_parser(parser, body)
         names = {}
         for role in ("verify_checksum", "ingress", "egress", "compute_checksum", "deparser"):
             names[role] = self._gen_control(self.pipeline.controls[role], body, role == "deparser")
@@ -241,18 +261,6 @@ class CGenerator:
         out.extend(body)
         self._gen_entry_points(out, parser_fn, names)
         return out.text()
-
-    def _collect_field_lists(self, struct, path):
-        from testbed.p4.compiler.codegen import CodeGenerator
-        helper = CodeGenerator.__new__(CodeGenerator)
-        helper.model = self.model
-        for f in struct.fields:
-            for annotation in f.annotations or ():
-                if annotation.name == "field_list":
-                    for index in CodeGenerator._field_list_indexes(helper, annotation, f.name):
-                        self.field_lists.setdefault(index, []).append(path + [f.name])
-            if isinstance(f.type, T.StructType):
-                self._collect_field_lists(f.type, path + [f.name])
 
     def _gen_entry_points(self, out, parser_fn, names):
         nt = len(self.tables)
@@ -361,37 +369,17 @@ class CGenerator:
         return self.actions[qualified]
 
     # ------------------------------------------------------------------ parser
-    def _gen_parser(self, parser, out, sub=False):
-        """The parser's C function: a loop over its states.
+    def parser_prologue(self, parser, fn, sub):
+        """The parser's C function head.
 
         The main parser is ``parser_X(pl, pkt, buf, n, hdr, meta, sm)``; a sub-parser (a parser instance
         applied in a state) is ``subparser_X(pl, pkt, buf, n, &off, &err, params...)`` returning 1 when it
         rejected (explicitly or with an error), which rejects the parser that applied it too.
         """
-        fn = _Fn("parser", out)
-        fn.subparser = sub
+        out = fn.out
         params = parser.params
-        if not sub and len(params) != 4:
-            raise self.error(parser.decl, "parser without the 4 v1model parameters")
-        if not params or not (isinstance(params[0].type, T.ExternType) and params[0].type.name == "packet_in"):
-            raise self.error(parser.decl, "parser whose first parameter is not a packet_in")
-        for subparser in parser.subparsers.values():
-            self._gen_parser(subparser, out, sub=True)
         params[0].c_code = None
-        names = []
-        for p in params[1:]:
-            name = self.fresh("p_" + p.name)
-            if isinstance(p.type, COMPOSITE) or (isinstance(p.type, T.StructType) and p.type.name == STD_TYPE):
-                p.c_code = f"(*{name})"
-                names.append(f"{self.ctype(p.type, parser.decl)} *{name}")
-            elif p.direction in ("out", "inout"):
-                self.check_scalar(p.type, parser.decl)
-                p.c_code = f"(*{name})"
-                names.append(f"uint64_t *{name}")
-            else:
-                self.check_scalar(p.type, parser.decl)
-                p.c_code = name
-                names.append(f"uint64_t {name}")
+        names = [self.c_parameter(p, parser.decl) for p in params[1:]]
         if sub:
             function = self.fresh("subparser_" + parser.name.replace(".", "__"))
             out.line(f"static int {function}(tb_pipeline_t *pl, P_t *pkt, const uint8_t *buf, uint32_t n, "
@@ -408,25 +396,26 @@ class CGenerator:
         for p in params[1:]:
             if p.direction == "out" and not isinstance(p.type, COMPOSITE) and sub:
                 out.line(f"{p.c_code} = 0;")
-        for variable in parser.variables:
-            self._local_variable(variable, parser.scope, fn)
-        ordered = ["start"] + [s for s in parser.states if s != "start"]
-        self.state_ids = {name: index for index, name in enumerate(ordered)}
-        out.line("for (;;) {")
-        out.line("switch (st) {")
-        for name in ordered:
-            state = parser.states[name]
-            if name in ("accept", "reject"):
-                raise self.error(state, f"a state named {name}")
-            self.current_state_id = self.state_ids[name]
-            out.line(f"case {self.state_ids[name]}: {{")
-            out.indent()
-            scope = parser.scope.child()
-            for statement in state.statements:
-                self.statement(statement, scope, fn)
-            self._transition(state, scope, fn)
-            out.dedent()
-            out.line("}")
+        return function
+
+    @staticmethod
+    def parser_loop(fn):
+        fn.out.line("for (;;) {")
+        fn.out.line("switch (st) {")
+
+    @staticmethod
+    def parser_state(fn, state_id, first):
+        fn.out.line(f"case {state_id}: {{")
+        fn.out.indent()
+
+    @staticmethod
+    def parser_state_end(fn):
+        fn.out.dedent()
+        fn.out.line("}")
+
+    @staticmethod
+    def parser_epilogue(parser, fn, sub):
+        out = fn.out
         out.line("default: goto P_done;")
         out.line("}")
         out.line("}")
@@ -436,36 +425,24 @@ class CGenerator:
             out.line("return (rej || err) ? 1 : 0;")
         else:
             out.line("pkt->payload_off = off;")
-            out.line(f"{params[3].c_code}.parser_error = (uint32_t)err;")
+            out.line(f"{parser.params[3].c_code}.parser_error = (uint32_t)err;")
             out.line("return TB_OK;")
         out.dedent()
         out.line("}")
-        return function
 
     def subparser_call(self, symbol, call, scope, fn):
         """``p.apply(packet, ...)`` in a parser state: the sub-parser continues at the current offset."""
         sub = symbol.parser
-        if call.func.member != "apply" or fn.kind != "parser":
-            raise self.error(call, f"parser instance method {call.func.member} outside a parser state")
-        if len(call.args) != len(sub.params):
-            raise self.error(call, f"{symbol.name}.apply with the wrong number of arguments")
         out = fn.out
         codes, copy_backs = [], []
         for arg, p in zip(call.args[1:], sub.params[1:]):
             if arg.kind not in ("list", "struct_expr", "invalid_header", "dontcare"):
                 self.model.type_of(arg, scope)
             if isinstance(p.type, COMPOSITE):
-                target = self.lvalue(arg, scope, fn)
-                if p.direction == "out":
-                    temp = fn.temp("o")
-                    out.line(f"{self.ctype(p.type, arg)} {temp}; memset(&{temp}, 0, sizeof {temp});")
-                    codes.append(f"&{temp}")
-                    copy_backs.append(f"{target} = {temp};")
-                else:
-                    codes.append(f"&{target}")
+                self._composite_argument(arg, p, scope, fn, codes, copy_backs)
             elif p.direction in ("out", "inout"):
                 if self.has_index(arg) or arg.kind == "slice":
-                    raise self.error(arg, "an indexed or sliced out argument of a parser")
+                    raise self.unsupported(arg, "an indexed or sliced out argument of a parser")
                 temp = fn.temp("a")
                 out.line(f"uint64_t {temp} = {self.expr(arg, scope, fn) if p.direction == 'inout' else '0'};")
                 codes.append(f"&{temp}")
@@ -482,79 +459,70 @@ class CGenerator:
         out.line(f"if ({flag}) {{ err = {sub_err}; {'rej = 1; ' if getattr(fn, 'subparser', False) else ''}"
                  f"goto P_done; }}")
 
-    def _goto(self, target, node, fn):
-        out = fn.out
-        if target == "reject" and getattr(fn, "subparser", False):
-            out.line("rej = 1; goto P_done;")
-        elif target in ("accept", "reject"):
-            out.line("goto P_done;")
-        elif target in self.state_ids:
-            if self.state_ids[target] <= self.current_state_id:
-                out.line(f"if (++steps > 4096) {{ err = {self.model.errors.get('ParserTimeout', 5)}; goto P_done; }}")
-            out.line(f"st = {self.state_ids[target]}; continue;")
+    def _composite_argument(self, arg, param, scope, fn, codes, copy_backs):
+        """A header/struct argument of a sub-parser or sub-control: passed by reference; an ``out`` one
+        through a fresh (zeroed) temporary copied back after the call."""
+        target = self.lvalue(arg, scope, fn)
+        if param.direction == "out":
+            temp = fn.temp("o")
+            fn.out.line(f"{self.ctype(param.type, arg)} {temp}; memset(&{temp}, 0, sizeof {temp});")
+            codes.append(f"&{temp}")
+            copy_backs.append(f"{target} = {temp};")
         else:
-            raise self.error(node, f"transition to unknown state {target!r}")
+            codes.append(f"&{target}")
 
-    def _transition(self, state, scope, fn):
-        transition = state.transition
-        out = fn.out
-        if transition is None:
-            out.line("goto P_done;")
-            return
-        if transition.kind == "transition_direct":
-            self._goto(transition.target, transition, fn)
-            return
-        keys = []
-        for expr in transition.exprs:
-            key_type = self.model.type_of(expr, scope)
-            name = fn.temp("k")
-            out.line(f"uint64_t {name} = {self.expr(expr, scope, fn)};")
-            keys.append((name, key_type))
-        for case in transition.cases:
-            keyset = case.keyset
-            items = keyset.items if keyset.kind == "tuple_keyset" else [keyset]
-            if len(items) == 1 and items[0].kind in ("default", "dontcare"):
-                self._goto(case.target, case, fn)
-                return
-            if len(items) != len(keys):
-                raise self.error(case, "select case with the wrong number of values")
-            conditions = [c for c in (self._keyset_condition(item, key, scope) for item, key in zip(items, keys)) if c]
-            out.line(f"if ({' && '.join(conditions) or '1'}) {{")
-            out.indent()
-            self._goto(case.target, case, fn)
-            out.dedent()
-            out.line("}")
-        out.line(f"err = {self.model.errors['NoMatch']}; goto P_done;")
+    @staticmethod
+    def goto_end(fn, reject):
+        if reject and getattr(fn, "subparser", False):
+            fn.out.line("rej = 1; goto P_done;")
+        else:
+            fn.out.line("goto P_done;")
+
+    def goto_state(self, fn, state_id, backward):
+        if backward:
+            fn.out.line(f"if (++steps > 4096) {{ err = {self.model.errors.get('ParserTimeout', 5)}; goto P_done; }}")
+        fn.out.line(f"st = {state_id}; continue;")
+
+    @staticmethod
+    def no_transition(fn):
+        fn.out.line("goto P_done;")
+
+    def select_key(self, expr, scope, fn):
+        name = fn.temp("k")
+        fn.out.line(f"uint64_t {name} = {self.expr(expr, scope, fn)};")
+        return name
+
+    @staticmethod
+    def select_case(fn, first, conditions):
+        if conditions:
+            fn.out.line(f"if ({' && '.join(conditions)}) {{")
+            fn.out.indent()
+
+    @staticmethod
+    def select_case_end(fn, first, conditions):
+        if conditions:
+            fn.out.dedent()
+            fn.out.line("}")
+
+    def select_no_match(self, fn):
+        fn.out.line(f"err = {self.model.errors['NoMatch']}; goto P_done;")
 
     def _keyset_condition(self, item, key, scope):
-        name, key_type = key
-        if item.kind in ("default", "dontcare"):
-            return None
-        if item.kind == "mask":
-            value = self._const_for(item.value, scope, key_type)
-            mask = self._const_for(item.mask, scope, key_type)
-            return f"(({name} & {cnum(int(mask))}) == {cnum(int(value) & int(mask))})"
-        if item.kind == "range":
-            low = self._const_for(item.low, scope, key_type)
-            high = self._const_for(item.high, scope, key_type)
-            return f"({cnum(int(low))} <= {name} && {name} <= {cnum(int(high))})"
-        if getattr(item, "kind", None) == "name":
+        if item.kind == "name":
             symbol = scope.lookup(item.name)
             if symbol is not None and symbol.kind == "instance":
-                raise self.error(item, "parser value set")
-        value = self._const_for(item, scope, key_type)
-        return f"({name} == {cnum(int(value))})"
+                raise self.unsupported(item, "parser value set")
+        return super()._keyset_condition(item, key, scope)
 
     def _const_for(self, expr, scope, type_):
-        value = self.model.const_value(expr, scope)
+        """A constant as a C value: int<W> as its two's complement bit pattern."""
+        value = super()._const_for(expr, scope, type_)
         if isinstance(value, bool):
             return int(value)
-        if isinstance(type_, (T.BitType, T.EnumType)):
-            value = convert_int(value, type_)
         if isinstance(type_, T.BitType):
             value &= type_.mask
         if value < 0:
-            raise self.error(expr, "negative constant")
+            raise self.unsupported(expr, "negative constant")
         return value
 
     # ------------------------------------------------------------------ controls
@@ -569,24 +537,13 @@ class CGenerator:
             type_ = param.type
             if isinstance(type_, T.ExternType):
                 if type_.name != "packet_out" or not is_deparser:
-                    raise self.error(control.decl, f"control parameter of extern type {type_.name}")
+                    raise self.unsupported(control.decl, f"control parameter of extern type {type_.name}")
                 param.c_code = None
                 params.append("uint8_t *obuf, uint32_t ocap, uint32_t *p_off")
                 continue
-            name = self.fresh("p_" + param.name)
-            if isinstance(type_, COMPOSITE):
-                param.c_code = f"(*{name})"
-                params.append(f"{self.ctype(type_, control.decl)} *{name}")
-            elif param.direction in ("out", "inout"):
-                self.check_scalar(type_, control.decl)
-                param.c_code = f"(*{name})"
-                params.append(f"uint64_t *{name}")
-                if param.direction == "out":
-                    copies.append(f"{param.c_code} = 0;")
-            else:
-                self.check_scalar(type_, control.decl)
-                param.c_code = name
-                params.append(f"uint64_t {name}")
+            params.append(self.c_parameter(param, control.decl))
+            if param.direction == "out" and not isinstance(type_, COMPOSITE):
+                copies.append(f"{param.c_code} = 0;")
         function = self.fresh("ctl_" + control.name.replace(".", "__"))
         control.c_function = function
         out.line(f"static int {function}(tb_pipeline_t *pl, P_t *pkt, {', '.join(params)}) {{")
@@ -605,6 +562,20 @@ class CGenerator:
         out.dedent()
         out.line("}")
         return function
+
+    def c_parameter(self, param, node):
+        """The C parameter of a P4 parameter (sets its ``c_code``): composites and out/inout scalars by
+        pointer, in scalars by value."""
+        name = self.fresh("p_" + param.name)
+        if isinstance(param.type, COMPOSITE):
+            param.c_code = f"(*{name})"
+            return f"{self.ctype(param.type, node)} *{name}"
+        self.check_scalar(param.type, node)
+        if param.direction in ("out", "inout"):
+            param.c_code = f"(*{name})"
+            return f"uint64_t *{name}"
+        param.c_code = name
+        return f"uint64_t {name}"
 
     def _local_variable(self, variable, scope, fn):
         decl = variable.decl
@@ -644,88 +615,48 @@ class CGenerator:
             fn.out.dedent()
             fn.out.line("}")
 
-    def statement(self, node, scope, fn):
-        kind = node.kind
-        self.model.current = node.loc
-        if kind == "block":
-            self.block(node, scope, fn)
-        elif kind == "variable":
-            type_ = self.model.resolve_type(node.type_ref)
-            symbol = Symbol("var", node.name, type_, decl=node)
-            if node.init is not None and node.init.kind not in ("list", "struct_expr", "invalid_header"):
-                self.model.type_of(node.init, scope)
-            self._declare(symbol, type_, node.init, scope, fn, node)
-            scope.define(node.name, symbol)
-        elif kind == "const":
-            self.model._declare_const(node, scope)
-        elif kind == "assign":
-            self.assignment(node, scope, fn)
-        elif kind == "compound_assign":
-            target_type = self.model.type_of(node.target, scope)
-            if not isinstance(target_type, T.BitType) or self.has_index(node.target):
-                raise self.error(node, f"{node.op} on this target")
-            operation = Node("binop", node.loc, op=COMPOUND_OPERATORS[node.op], left=node.target, right=node.value)
-            self.model.type_of(operation, scope)
-            self.store(node.target, self.expr(operation, scope, fn, want=target_type), scope, fn)
-        elif kind == "call_statement":
-            self.call_statement(node.call, scope, fn)
-        elif kind == "if":
-            cond_type = self.model.type_of(node.cond, scope)
-            if not isinstance(cond_type, T.BoolType):
-                raise self.error(node, "if condition that is not bool")
-            fn.out.line(f"if ({self.expr(node.cond, scope, fn)})")
-            self.body(node.then, scope, fn)
-            if node.otherwise is not None:
-                fn.out.line("else")
-                self.body(node.otherwise, scope, fn)
-        elif kind == "switch":
-            self.switch(node, scope, fn)
-        elif kind == "for":
-            self.for_statement(node, scope, fn)
-        elif kind == "for_in":
-            self.for_in_statement(node, scope, fn)
-        elif kind in ("break", "continue"):
-            if not fn.loops:
-                raise self.error(node, f"{kind} outside a loop")
-            if kind == "continue":
-                updates, loop_scope = fn.loops[-1]
-                for statement in updates:
-                    self.statement(statement, loop_scope, fn)
-            fn.out.line(f"{kind};")
-        elif kind == "exit":
-            if fn.kind not in ("control",):
-                raise self.error(node, f"exit in a {fn.kind}")
-            self.emit_exit(fn)
-        elif kind == "return":
-            if fn.kind == "function" and not fn.action_labels:
-                if node.expr is None:
-                    fn.out.line("return 0;")
-                else:
-                    self.model.type_of(node.expr, scope)
-                    fn.out.line(f"return {self.expr(node.expr, scope, fn, want=fn.return_type)};")
-                return
-            if node.expr is not None:
-                raise self.error(node, "return with a value")
-            if fn.action_labels:
-                fn.out.line(f"goto {fn.action_labels[-1]['label']};")
-            elif fn.kind == "parser":
-                raise self.error(node, "return in a parser")
-            else:
-                fn.out.line(fn.return_code)
-        else:
-            raise self.error(node, f"statement {kind}")
+    def variable_declaration(self, symbol, node, scope, fn):
+        if node.init is not None and node.init.kind not in BUILT:
+            self.model.type_of(node.init, scope)
+        self._declare(symbol, symbol.type, node.init, scope, fn, node)
 
-    def _invalidate_union_siblings(self, header_node, scope, fn):
-        """A header of a header_union becomes valid: the union's other members become invalid."""
-        if header_node.kind != "member":
-            return
-        parent_type = header_node.expr.type or self.model.type_of(header_node.expr, scope)
-        if not isinstance(parent_type, T.UnionType):
-            return
-        parent = self.lvalue(header_node.expr, scope, fn)
-        for f in parent_type.fields:
-            if f.name != header_node.member:
-                fn.out.line(f"{parent}.f_{f.name}.valid = 0;")
+    def compound_assignment(self, node, target_type, scope, fn):
+        if self.has_index(node.target):
+            raise self.unsupported(node, f"{node.op} on this target")
+        operation = Node("binop", node.loc, op=COMPOUND_OPERATORS[node.op], left=node.target, right=node.value)
+        self.model.type_of(operation, scope)
+        self.store(node.target, self.expr(operation, scope, fn, want=target_type), scope, fn)
+
+    def if_statement(self, node, scope, fn):
+        self.condition(node, node.cond, scope, "if")
+        fn.out.line(f"if ({self.expr(node.cond, scope, fn)})")
+        self.body(node.then, scope, fn)
+        if node.otherwise is not None:
+            fn.out.line("else")
+            self.body(node.otherwise, scope, fn)
+
+    def exit_statement(self, node, fn):
+        if fn.kind != "control":
+            raise self.unsupported(node, f"exit in a {fn.kind}")
+        self.emit_exit(fn)
+
+    def emit_function_return(self, node, scope, fn):
+        if node.expr is None:
+            fn.out.line("return 0;")
+        else:
+            self.model.type_of(node.expr, scope)
+            fn.out.line(f"return {self.expr(node.expr, scope, fn, want=fn.return_type)};")
+
+    @staticmethod
+    def emit_action_return(fn, node):
+        fn.out.line(f"goto {fn.frames[fn.innermost('action')].label};")
+
+    def union_code(self, node, scope, fn):
+        return self.lvalue(node, scope, fn)
+
+    @staticmethod
+    def invalidate_member(fn, union, member):
+        fn.out.line(f"{union}.f_{member}.valid = 0;")
 
     @staticmethod
     def has_index(node):
@@ -738,107 +669,81 @@ class CGenerator:
 
     def for_statement(self, node, scope, fn):
         """``for (init; condition; updates) body``; ``continue`` runs the updates first."""
-        if fn.kind == "parser":
-            raise self.error(node, "for loop in a parser")
         out = fn.out
         inner = scope.child()
         out.line("{")
         for statement in node.init:
             self.statement(statement, inner, fn)
+        frame = self.loop_frame(fn, node.updates, inner)
         out.line("for (;;) {")
         if node.cond is not None:
-            if not isinstance(self.model.type_of(node.cond, inner), T.BoolType):
-                raise self.error(node, "for condition that is not bool")
+            self.condition(node, node.cond, inner, "for")
             out.line(f"if (!({self.expr(node.cond, inner, fn)})) break;")
-        fn.loops.append((node.updates, inner))
         self.body(node.body, inner, fn)
-        fn.loops.pop()
         for statement in node.updates:
             self.statement(statement, inner, fn)
-        out.line("}")
-        out.line("}")
+        fn.frames.pop()
+        self.end_loop(frame, fn)
 
-    def for_in_statement(self, node, scope, fn):
-        """``for (T x in lo .. hi)``, ``for (T x in stack)`` and over a list of values."""
-        if fn.kind == "parser":
-            raise self.error(node, "for loop in a parser")
-        out = fn.out
-        inner = scope.child()
-        type_ = self.model.resolve_type(node.type_ref)
-        symbol = Symbol("var", node.name, type_, decl=node)
-        inner.define(node.name, symbol)
-        collection = node.collection
+    @staticmethod
+    def loop_variable(symbol, node, fn):
+        """A ``for (T x in ...)`` loop opens a C block; its counter."""
         counter = fn.temp("it")
-        out.line("{")
-        if collection.kind == "range":
-            if not isinstance(type_, T.BitType):
-                raise self.error(node, "a range loop variable that is not bit<W> or int<W>")
-            self.check_scalar(type_, node)
-            if type_.signed:
-                raise self.error(node, "a range loop over int<W>")
-            low = self.expr(collection.low, scope, fn, want=type_)
-            high = self.expr(collection.high, scope, fn, want=type_)
-            out.line(f"for (unsigned __int128 {counter} = {low}; {counter} <= (unsigned __int128)({high}); "
-                     f"{counter}++) {{")
-            symbol.c_code = self.fresh("v_" + node.name)
-            out.line(f"uint64_t {symbol.c_code} = (uint64_t){counter};")
-        else:
-            collection_type = self.model.type_of(collection, scope)
-            if isinstance(collection_type, T.StackType):
-                if collection_type.element.name != getattr(type_, "name", None):
-                    raise self.error(node, "a loop variable of another type than the stack's elements")
-                stack = self.lvalue(collection, scope, fn)
-                pointer = self.fresh("p_" + node.name)
-                out.line(f"for (int {counter} = 0; {counter} < {collection_type.size}; {counter}++) {{")
-                out.line(f"{self.ctype(type_, node)} *{pointer} = &{stack}.items[{counter}];")
-                symbol.c_code = f"(*{pointer})"
-            elif isinstance(collection_type, T.TupleType) and collection.kind == "list":
-                self.check_scalar(type_, node)
-                values = [self.expr(item, scope, fn, want=type_) for item in collection.items]
-                array = fn.temp("vals")
-                out.line(f"uint64_t {array}[{max(len(values), 1)}] = {{{', '.join(values) or '0'}}};")
-                out.line(f"for (int {counter} = 0; {counter} < {len(values)}; {counter}++) {{")
-                symbol.c_code = self.fresh("v_" + node.name)
-                out.line(f"uint64_t {symbol.c_code} = {array}[{counter}];")
-            else:
-                raise self.error(node, f"a for loop over a {collection_type.name_text()}")
-        fn.loops.append(((), inner))
-        self.body(node.body, inner, fn)
-        fn.loops.pop()
-        out.line("}")
-        out.line("}")
+        fn.out.line("{")
+        return counter
 
-    def switch(self, node, scope, fn):
-        out = fn.out
-        switch_type = self.model.type_of(node.expr, scope)
-        if isinstance(switch_type, T.ActionEnumType):
-            table = switch_type.table.table
-            action_var = self._table_apply(node.expr.expr.func.expr, table, scope, fn)[1]
-            labels = {ref.symbol.name: ref.symbol.qualified for ref in table.action_refs}
-            values = lambda cases: [str(self.action_id(labels[c.label])) for c in cases]  # noqa: E731
-        elif isinstance(switch_type, (T.BitType, T.EnumType, T.ErrorType)):
-            action_var = fn.temp("sw")
-            out.line(f"uint64_t {action_var} = {self.expr(node.expr, scope, fn)};")
-            values = lambda cases: [cnum(int(self._const_for(c.value, scope, switch_type)))  # noqa: E731
-                                    for c in cases]
+    def loop_over_range(self, counter, symbol, collection, scope, fn):
+        type_ = symbol.type
+        self.check_scalar(type_, symbol.decl)
+        if type_.signed:
+            raise self.unsupported(symbol.decl, "a range loop over int<W>")
+        low = self.expr(collection.low, scope, fn, want=type_)
+        high = self.expr(collection.high, scope, fn, want=type_)
+        fn.out.line(f"for (unsigned __int128 {counter} = {low}; {counter} <= (unsigned __int128)({high}); "
+                    f"{counter}++) {{")
+        symbol.c_code = self.fresh("v_" + symbol.name)
+        fn.out.line(f"uint64_t {symbol.c_code} = (uint64_t){counter};")
+
+    def loop_over_stack(self, counter, symbol, collection, stack_type, scope, fn):
+        stack = self.lvalue(collection, scope, fn)
+        pointer = self.fresh("p_" + symbol.name)
+        fn.out.line(f"for (int {counter} = 0; {counter} < {stack_type.size}; {counter}++) {{")
+        fn.out.line(f"{self.ctype(symbol.type, symbol.decl)} *{pointer} = &{stack}.items[{counter}];")
+        symbol.c_code = f"(*{pointer})"
+
+    def loop_over_values(self, counter, symbol, items, scope, fn):
+        self.check_scalar(symbol.type, symbol.decl)
+        values = [self.expr(item, scope, fn, want=symbol.type) for item in items]
+        array = fn.temp("vals")
+        fn.out.line(f"uint64_t {array}[{max(len(values), 1)}] = {{{', '.join(values) or '0'}}};")
+        fn.out.line(f"for (int {counter} = 0; {counter} < {len(values)}; {counter}++) {{")
+        symbol.c_code = self.fresh("v_" + symbol.name)
+        fn.out.line(f"uint64_t {symbol.c_code} = {array}[{counter}];")
+
+    @staticmethod
+    def end_loop(frame, fn):
+        fn.out.line("}")
+        fn.out.line("}")
+
+    def switch_value(self, expr, scope, fn):
+        value = fn.temp("sw")
+        fn.out.line(f"uint64_t {value} = {self.expr(expr, scope, fn)};")
+        return value
+
+    def switch_action_label(self, qualified):
+        return str(self.action_id(qualified))
+
+    @staticmethod
+    def switch_constant(value):
+        return cnum(int(value))
+
+    @staticmethod
+    def switch_case(fn, first, value, values):
+        if values is None:
+            fn.out.line("else" if not first else "if (1)")
         else:
-            raise self.error(node, "switch on this expression type")
-        pending = []
-        first = True
-        for case in node.cases:
-            if isinstance(switch_type, T.ActionEnumType) and not case.is_default and case.label not in labels:
-                raise self.error(case, "switch label that is not an action of the table")
-            pending.append(case)
-            if case.body is None:
-                continue
-            if any(c.is_default for c in pending):
-                out.line("else" if not first else "if (1)")
-            else:
-                cond = " || ".join(f"{action_var} == {v}" for v in values(pending))
-                out.line(f"{'if' if first else 'else if'} ({cond})")
-            first = False
-            self.body(case.body, scope, fn)
-            pending = []
+            cond = " || ".join(f"{value} == {v}" for v in values)
+            fn.out.line(f"{'if' if first else 'else if'} ({cond})")
 
     # ------------------------------------------------------------------ assignment
     def assignment(self, node, scope, fn):
@@ -888,7 +793,7 @@ class CGenerator:
             base = base.expr
         base_type = base.type or self.model.type_of(base, scope)
         if not isinstance(base_type, T.BitType) or base_type.width > 64:
-            raise self.error(target, "slice of this type")
+            raise self.unsupported(target, "slice of this type")
         code = self.lvalue(base, scope, fn)
         if callable(value_code):
             value_code = value_code()
@@ -903,16 +808,9 @@ class CGenerator:
             out.line(f"memset(&{dest}, 0, sizeof {dest});")
             return
         if kind in ("list", "struct_expr"):
-            fields = type_.fields
-            if kind == "list":
-                if len(value.items) != len(fields):
-                    raise self.error(value, f"{type_.name}: wrong number of values")
-                pairs = list(zip(value.items, fields))
-            else:
-                by_name = dict(value.fields)
-                pairs = [(by_name[f.name], f) for f in fields if f.name in by_name]
-                if len(pairs) != len(fields) and not getattr(value, "dots", False):
-                    raise self.error(value, f"{type_.name}: missing field values")
+            if not isinstance(type_, (T.HeaderType, T.StructType)):
+                raise self.unsupported(value, f"a list or structure expression of {type_.name_text()}")
+            pairs = self.field_values(value, type_)
             temp = fn.temp("c")
             out.line(f"{self.ctype(type_, value)} {temp}; memset(&{temp}, 0, sizeof {temp});")
             for item, f in pairs:
@@ -931,7 +829,7 @@ class CGenerator:
             return
         source = self.lvalue(value, scope, fn) if kind in ("name", "member") else None
         if source is None:
-            raise self.error(value, f"composite value of kind {kind}")
+            raise self.unsupported(value, f"composite value of kind {kind}")
         out.line(f"{dest} = {source};")
 
     # ------------------------------------------------------------------ l-values
@@ -941,11 +839,11 @@ class CGenerator:
         if kind == "name":
             symbol = scope.lookup(node.name)
             if symbol is None or symbol.kind not in ("var", "param"):
-                raise self.error(node, f"use of {node.name} as a variable")
+                raise self.unsupported(node, f"use of {node.name} as a variable")
             code = getattr(symbol, "c_code", None)
             if code is None:
                 if symbol.kind == "param" and getattr(symbol, "action_param", False):
-                    raise self.error(node, f"action parameter {node.name} outside its action")
+                    raise self.unsupported(node, f"action parameter {node.name} outside its action")
                 return self.c_name(symbol)
             return code
         if kind == "member":
@@ -956,9 +854,9 @@ class CGenerator:
                     return self._stack_item(base, f"{base}.next_index", base_type, fn)
                 if node.member == "last":
                     return self._stack_item(base, f"({base}.next_index - 1)", base_type, fn)
-                raise self.error(node, f"stack member {node.member} as an l-value")
+                raise self.unsupported(node, f"stack member {node.member} as an l-value")
             if not isinstance(base_type, COMPOSITE):
-                raise self.error(node, f"member of {base_type.name_text()}")
+                raise self.unsupported(node, f"member of {base_type.name_text()}")
             return self.field(self.lvalue(node.expr, scope, fn), base_type, node.member)
         if kind == "call" and node.func.kind == "member" and node.func.member == "lookahead" and \
                 isinstance(node.type or self.model.type_of(node, scope), T.HeaderType):
@@ -966,17 +864,17 @@ class CGenerator:
         if kind == "index":
             base_type = node.expr.type or self.model.type_of(node.expr, scope)
             if not isinstance(base_type, T.StackType):
-                raise self.error(node, f"index of {base_type.name_text()}")
+                raise self.unsupported(node, f"index of {base_type.name_text()}")
             base = self.lvalue(node.expr, scope, fn)
             folded = self.model.try_const(node.index, scope)
             if folded is not None:
                 index = int(folded[0])
                 if not 0 <= index < base_type.size:
-                    raise self.error(node, f"header stack index {index} out of bounds (size {base_type.size})")
+                    raise self.unsupported(node, f"header stack index {index} out of bounds (size {base_type.size})")
                 return f"{base}.items[{index}]"
             self.model.type_of(node.index, scope)
             return self._stack_item(base, self.expr(node.index, scope, fn), base_type, fn)
-        raise self.error(node, f"l-value of kind {kind}")
+        raise self.unsupported(node, f"l-value of kind {kind}")
 
     def _stack_item(self, base, index_code, stack_type, fn):
         """A stack element at a run-time index: out of range stops the switch, as simple_switch does."""
@@ -989,138 +887,97 @@ class CGenerator:
     def wide_code(self, node, scope, fn):
         """Byte array code of a field wider than 64 bits (only header fields and paths to them)."""
         if node.kind not in ("name", "member"):
-            raise self.error(node, "value wider than 64 bits that is not a field")
+            raise self.unsupported(node, "value wider than 64 bits that is not a field")
         return self.lvalue(node, scope, fn)
 
     # ------------------------------------------------------------------ expressions
-    def expr(self, node, scope, fn, want=None):
-        """C code (a uint64_t value) of a scalar expression."""
-        if node.type is None:
-            self.model.type_of(node, scope)
-        type_ = node.type
-        if node.kind in FOLDABLE and isinstance(type_, (T.InfIntType, T.BitType, T.BoolType, T.EnumType,
-                                                         T.ErrorType)):
-            folded = self.model.try_const(node, scope)
-            if folded is not None:
-                value, folded_type = folded
-                target = want if isinstance(want, (T.BitType, T.EnumType)) else folded_type
-                if isinstance(value, bool):
-                    return "1" if value else "0"
-                if isinstance(target, (T.BitType, T.EnumType)):
-                    value = convert_int(value, target)
-                if isinstance(target, T.BitType) and target.width <= 64:
-                    value &= target.mask  # int<W>: the two's complement pattern
-                if value < 0 or value >> 64:
-                    raise self.error(node, "constant outside 0..2**64-1")
-                return cnum(value)
-        kind = node.kind
-        if kind not in ("call", "member", "binop") or not isinstance(type_, T.TableApplyType):
-            if isinstance(type_, T.BitType):
-                self.check_scalar(type_, node)
-        if kind == "bool":
-            return "1" if node.value else "0"
-        if kind == "name":
-            symbol = scope.lookup(node.name)
-            if symbol is None:
-                raise self.error(node, f"unknown name {node.name}")
-            if symbol.kind == "const":
-                value = symbol.value
-                if isinstance(value, bool):
-                    return "1" if value else "0"
-                if isinstance(want, T.BitType):
-                    value = convert_int(value, want) & want.mask
-                if not isinstance(value, int) or value < 0 or value >> 64:
-                    raise self.error(node, f"constant {node.name} of this value")
-                return cnum(value)
-            return self.lvalue(node, scope, fn)
-        if kind == "type_member":
-            return cnum(int(self.model.const_value(node, scope)))
-        if kind == "error_member":
-            return str(self.model.errors[node.member])
-        if kind == "member":
-            base_type = node.expr.type
-            if isinstance(base_type, T.TableResultType):
-                hit, action = self._table_apply(node.expr.func.expr, base_type.table.table, scope, fn)
-                if node.member == "hit":
-                    return hit
-                if node.member == "miss":
-                    return f"(!{hit})"
-                return action
-            if isinstance(base_type, T.StackType):
-                base = self.lvalue(node.expr, scope, fn)
-                if node.member == "lastIndex":
-                    return f"((uint64_t)({base}.next_index - 1) & 4294967295u)"
-                if node.member == "nextIndex":
-                    return f"((uint64_t){base}.next_index)"
-                if node.member == "size":
-                    return str(base_type.size)
-            return self.lvalue(node, scope, fn)
-        if kind == "index":
-            return self.lvalue(node, scope, fn)
-        if kind == "slice":
-            base = self.expr(node.expr, scope, fn)
-            width = node.hi_value - node.lo_value + 1
-            shifted = f"({base} >> {node.lo_value})" if node.lo_value else base
-            return f"({shifted} & {cnum((1 << width) - 1)})"
-        if kind == "cast":
-            return self._cast(node, scope, fn)
-        if kind == "unop":
-            inner = self.expr(node.expr, scope, fn, want=type_)
-            if node.op == "!":
-                return f"(!{inner})"
-            if node.op == "~" and isinstance(type_, T.BitType):
-                return f"({inner} ^ {cnum(type_.mask)})"
-            if node.op == "-" and isinstance(type_, T.BitType):
-                return f"((0 - {inner}) & {cnum(type_.mask)})"
-            raise self.error(node, f"operator {node.op} on {type_.name_text()}")
-        if kind == "binop":
-            return self._binop(node, scope, fn)
-        if kind == "conditional":
-            cond = self.expr(node.cond, scope, fn)
-            if self.is_complex(node.then) or self.is_complex(node.otherwise):
-                temp = fn.temp("q")
-                fn.out.line(f"uint64_t {temp};")
-                fn.out.line(f"if ({cond}) {{")
-                fn.out.line(f"{temp} = {self.expr(node.then, scope, fn, want=type_)};")
-                fn.out.line("} else {")
-                fn.out.line(f"{temp} = {self.expr(node.otherwise, scope, fn, want=type_)};")
-                fn.out.line("}")
-                return temp
-            return f"({cond} ? {self.expr(node.then, scope, fn, want=type_)} : " \
-                   f"{self.expr(node.otherwise, scope, fn, want=type_)})"
-        if kind == "call":
-            func = node.func
-            if func.kind == "member" and func.member == "isValid" and isinstance(func.expr.type, T.HeaderType):
-                return f"((uint64_t){self.lvalue(func.expr, scope, fn)}.valid)"
-            if func.kind == "member" and func.member in SIZE_METHODS and \
-                    isinstance(func.expr.type, (T.HeaderType, T.StructType)):
-                base_type = func.expr.type
-                width = T.flatten_width(base_type) if func.member.startswith("min") else T.max_width(base_type)
-                return str(width if func.member.endswith("Bits") else (width + 7) // 8)
-            if func.kind == "member" and func.member == "isValid" and isinstance(func.expr.type, T.UnionType):
-                union = self.lvalue(func.expr, scope, fn)
-                return "((uint64_t)(" + " || ".join(f"{union}.f_{f.name}.valid" for f in func.expr.type.fields) + "))"
-            if func.kind == "member" and isinstance(func.expr.type, T.ExternType) and \
-                    func.expr.type.name == "packet_in" and func.member == "lookahead":
-                return self._lookahead(node, fn)
-            if func.kind == "name":
-                symbol = scope.lookup(func.name)
-                if symbol is not None and symbol.kind == "function":
-                    return self.function_call(symbol, node, scope, fn)
-            raise self.error(node, "this call in an expression")
-        raise self.error(node, f"expression {kind}")
+    def folded_constant(self, value, type_, node):
+        if isinstance(type_, T.BitType) and type_.width <= 64:
+            value &= type_.mask  # int<W>: the two's complement pattern
+        if value < 0 or value >> 64:
+            raise self.unsupported(node, "constant outside 0..2**64-1")
+        return cnum(value)
 
-    def is_complex(self, node):
-        """True if the code of ``node`` needs statements (table applies)."""
-        kind = node.kind
-        if kind == "call":
-            func = node.func
-            return not (func.kind == "member" and func.member in ("isValid",) + tuple(SIZE_METHODS))
-        if kind == "member" and node.expr.kind == "call":
-            return True
-        children = {"binop": ("left", "right"), "unop": ("expr",), "cast": ("expr",), "member": ("expr",),
-                    "slice": ("expr",), "conditional": ("cond", "then", "otherwise")}.get(kind, ())
-        return any(self.is_complex(getattr(node, c)) for c in children)
+    def expression(self, node, scope, fn, want=None):
+        """C code (a uint64_t value) of a scalar expression (typed, not a constant :meth:`Walk.expr` folded)."""
+        if node.kind not in ("call", "member", "binop") or not isinstance(node.type, T.TableApplyType):
+            if isinstance(node.type, T.BitType):
+                self.check_scalar(node.type, node)
+        return super().expression(node, scope, fn, want)
+
+    @staticmethod
+    def int_literal(value):
+        return cnum(int(value))
+
+    def constant_name(self, node, value, want):
+        if isinstance(value, bool):
+            return "1" if value else "0"
+        if isinstance(want, T.BitType):
+            value = convert_int(value, want) & want.mask
+        if not isinstance(value, int) or value < 0 or value >> 64:
+            raise self.unsupported(node, f"constant {node.name} of this value")
+        return cnum(value)
+
+    def variable_code(self, symbol, node, scope, fn):
+        return self.lvalue(node, scope, fn)
+
+    def index_expr(self, node, scope, fn):
+        return self.lvalue(node, scope, fn)
+
+    def unop(self, node, inner, type_):
+        if node.op == "~" and isinstance(type_, T.BitType):
+            return f"({inner} ^ {cnum(type_.mask)})"
+        if node.op == "-" and isinstance(type_, T.BitType):
+            return f"((0 - {inner}) & {cnum(type_.mask)})"
+        raise self.unsupported(node, f"operator {node.op} on {type_.name_text()}")
+
+    def stack_member(self, node, base_type, scope, fn):
+        base = self.lvalue(node.expr, scope, fn)
+        if node.member == "lastIndex":
+            return f"((uint64_t)({base}.next_index - 1) & 4294967295u)"
+        if node.member == "nextIndex":
+            return f"((uint64_t){base}.next_index)"
+        if node.member == "size":
+            return str(base_type.size)
+        return self.lvalue(node, scope, fn)
+
+    def field_expr(self, node, scope, fn):
+        return self.lvalue(node, scope, fn)
+
+    def header_valid_code(self, header, scope, fn):
+        return f"((uint64_t){self.lvalue(header, scope, fn)}.valid)"
+
+    def union_valid_code(self, union_node, union_type, scope, fn):
+        union = self.lvalue(union_node, scope, fn)
+        return "((uint64_t)(" + " || ".join(f"{union}.f_{f.name}.valid" for f in union_type.fields) + "))"
+
+    def packet_length_code(self, node):
+        raise self.unsupported(node, "packet_in.length()")
+
+    # ------------------------------------------------------------------ statements inside expressions
+    @staticmethod
+    def declare_temp(fn, temp):
+        fn.out.line(f"uint64_t {temp};")
+
+    @staticmethod
+    def set_temp(fn, temp, code, declare=False):
+        fn.out.line(f"uint64_t {temp} = {code};" if declare else f"{temp} = {code};")
+
+    @staticmethod
+    def begin_if(fn, cond, negate=False):
+        fn.out.line(f"if (!{cond}) {{" if negate else f"if ({cond}) {{")
+
+    @staticmethod
+    def begin_else(fn):
+        fn.out.line("} else {")
+
+    @staticmethod
+    def end_if(fn):
+        fn.out.line("}")
+
+    @staticmethod
+    def is_literal(code):
+        return code.isdigit()
 
     def _lookahead(self, node, fn):
         type_ = node.type
@@ -1131,7 +988,7 @@ class CGenerator:
             self._extract_fields(temp, type_, fn.out)
             return temp
         if fn.kind != "parser" or not isinstance(type_, T.BitType) or type_.width > 64:
-            raise self.error(node, f"lookahead<{type_.name_text()}>")
+            raise self.unsupported(node, f"lookahead<{type_.name_text()}>")
         nbytes = (type_.width + 7) // 8
         temp = fn.temp("la")
         fn.out.line(f"if (off + {nbytes} > n) {{ err = TB_PACKET_TOO_SHORT; goto P_done; }}")
@@ -1139,41 +996,31 @@ class CGenerator:
         return temp
 
     def _cast(self, node, scope, fn):
-        target = node.type
-        source = node.expr.type
-        inner = self.expr(node.expr, scope, fn, want=target if isinstance(source, T.InfIntType) else None)
-        if isinstance(target, T.BoolType):
-            if isinstance(source, T.BoolType):
-                return inner
-            return f"({inner} != 0)"
-        if isinstance(target, T.EnumType):
-            if target.underlying is None:
-                raise self.error(node, "cast to an enum without a type")
-            target = target.underlying
+        target = node.type.underlying if isinstance(node.type, T.EnumType) else node.type
         if isinstance(target, T.BitType):
             self.check_scalar(target, node)
-            if isinstance(source, T.BoolType):
-                return f"({inner} ? 1 : 0)"
-            if isinstance(source, T.EnumType):
-                source = source.underlying
-            if isinstance(source, T.InfIntType):
-                return inner
-            if not isinstance(source, T.BitType):
-                raise self.error(node, f"cast from {source.name_text()}")
-            if source.signed and source.width < target.width:
-                return f"((uint64_t)tb_sext({inner}, {source.width}) & {cnum(target.mask)})"
-            if source.width > target.width:
-                return f"({inner} & {cnum(target.mask)})"
-            return inner
-        raise self.error(node, f"cast to {target.name_text()}")
+        return super()._cast(node, scope, fn)
 
-    def _composite_operand(self, node, type_, scope, fn):
+    @staticmethod
+    def cast_bits(inner, source, target):
+        if source.signed and source.width < target.width:
+            return f"((uint64_t)tb_sext({inner}, {source.width}) & {cnum(target.mask)})"
+        if source.width > target.width:
+            return f"({inner} & {cnum(target.mask)})"
+        return inner
+
+    def composite_operand(self, node, type_, scope, fn):
         """C code of a header/struct/stack operand (list and structure expressions are built in a temporary)."""
         if node.kind in ("name", "member", "index"):
             return self.lvalue(node, scope, fn)
         temp = fn.temp("c")
         fn.out.line(f"{self.ctype(type_, node)} {temp}; memset(&{temp}, 0, sizeof {temp});")
         self.assign_composite(temp, type_, node, scope, fn)
+        return temp
+
+    def save_composite(self, fn, code, type_, node):
+        temp = fn.temp("l")
+        fn.out.line(f"{self.ctype(type_, node)} {temp} = {code};")
         return temp
 
     def _equal_code(self, left, right, type_):
@@ -1199,38 +1046,12 @@ class CGenerator:
             return f"({left}.valid == {right}.valid && (!{left}.valid || ({fields})))"
         return f"({fields})"
 
-    def _operands(self, left_node, right_node, scope, fn, want=None):
-        left = self.expr(left_node, scope, fn, want=want)
-        if self.is_complex(right_node):
-            temp = fn.temp("l")
-            fn.out.line(f"uint64_t {temp} = {left};")
-            left = temp
-        return left, self.expr(right_node, scope, fn, want=want)
-
-    def _binop(self, node, scope, fn):
+    def arithmetic(self, node, scope, fn):
+        """The binary operators but ``&&``, ``||`` and equality of composites."""
         op = node.op
         type_ = node.type
         left_type = node.left.type
         right_type = node.right.type
-        if op in ("land", "lor"):
-            left = self.expr(node.left, scope, fn)
-            if not self.is_complex(node.right):
-                return f"({left} {'&&' if op == 'land' else '||'} {self.expr(node.right, scope, fn)})"
-            temp = fn.temp("b")
-            fn.out.line(f"uint64_t {temp} = {left};")
-            fn.out.line(f"if ({temp if op == 'land' else '!' + temp}) {{")
-            fn.out.line(f"{temp} = {self.expr(node.right, scope, fn)};")
-            fn.out.line("}")
-            return temp
-        if op in ("eq", "ne") and (isinstance(left_type, COMPOSITE) or isinstance(right_type, COMPOSITE)):
-            named = [t for t in (left_type, right_type) if isinstance(t, COMPOSITE)]
-            type_ = named[0]
-            if len(named) == 2 and self.ctype(named[0], node) != self.ctype(named[1], node):
-                raise self.error(node, "comparison of different header or struct types")
-            left = self._composite_operand(node.left, type_, scope, fn)
-            right = self._composite_operand(node.right, type_, scope, fn)
-            code = self._equal_code(left, right, type_)
-            return code if op == "eq" else f"(!{code})"
         if op in ("eq", "ne") and (self.is_wide(left_type) or self.is_wide(right_type)):
             left = self.wide_code(node.left, scope, fn)
             right = self.wide_code(node.right, scope, fn)
@@ -1244,17 +1065,13 @@ class CGenerator:
                 return f"(tb_sext({left}, {width}) {symbol} tb_sext({right}, {width}))"
             return f"({left} {symbol} {right})"
         if isinstance(type_, T.InfIntType):
-            raise self.error(node, "arithmetic on width-less integers at run time")
+            raise self.unsupported(node, "arithmetic on width-less integers at run time")
         self.check_scalar(type_, node)
         if op == "concat":
             left, right = self._operands(node.left, node.right, scope, fn)
             return f"(({left} << {right_type.width}) | {right})"
         if op in ("shl", "shr"):
-            left = self.expr(node.left, scope, fn, want=type_)
-            if self.is_complex(node.right):
-                temp = fn.temp("l")
-                fn.out.line(f"uint64_t {temp} = {left};")
-                left = temp
+            left = self.saved(self.expr(node.left, scope, fn, want=type_), node.right, scope, fn)
             amount = self.model.try_const(node.right, scope)
             if op == "shr" and type_.signed:
                 count = cnum(int(amount[0])) if amount is not None else self.expr(node.right, scope, fn)
@@ -1279,7 +1096,7 @@ class CGenerator:
             return f"(({left} {symbol} {right}) & {mask})"
         signed = isinstance(type_, T.BitType) and type_.signed
         if op in ("div", "mod") and signed:
-            raise self.error(node, f"{op} of {type_.name_text()} values")
+            raise self.unsupported(node, f"{op} of {type_.name_text()} values")
         if op == "div":
             return f"tb_udiv({left}, {right})"
         if op == "mod":
@@ -1292,74 +1109,33 @@ class CGenerator:
             return f"tb_sadd({left}, {right}, {mask})"
         if op == "ssub":
             return f"tb_ssub({left}, {right})"
-        raise self.error(node, f"operator {op}")
+        raise self.unsupported(node, f"operator {op}")
 
     # ------------------------------------------------------------------ calls
-    def call_statement(self, call, scope, fn):
-        func = call.func
-        model = self.model
-        if func.kind == "name":
-            symbol = scope.lookup(func.name)
-            if symbol is None:
-                raise self.error(func, f"unknown function {func.name}")
-            if symbol.kind == "action":
-                self.inline_action(symbol, call.args, scope, fn, call)
-                return
-            if symbol.kind == "extern_function":
-                self.extern_function(func.name, call, scope, fn)
-                return
-            if symbol.kind == "function":
-                self.function_call(symbol, call, scope, fn)
-                return
-            raise self.error(call, f"call of {func.name} ({symbol.kind})")
-        if func.kind == "member":
-            base = func.expr
-            base_type = model.type_of(base, scope)
-            method = func.member
-            symbol = getattr(base, "symbol", None)
-            if symbol is not None and symbol.kind == "table":
-                self._table_apply(base, symbol.table, scope, fn)
-                return
-            if symbol is not None and symbol.kind == "instance" and isinstance(symbol.type, T.BlockType):
-                if symbol.type.block_kind == "parser":
-                    self.subparser_call(symbol, call, scope, fn)
-                else:
-                    self.subcontrol_call(symbol, call, scope, fn)
-                return
-            if isinstance(base_type, T.HeaderType):
-                target = self.lvalue(base, scope, fn)
-                if method == "setValid":
-                    self._invalidate_union_siblings(base, scope, fn)
-                    fn.out.line(f"{target}.valid = 1;")
-                elif method == "setInvalid":
-                    fn.out.line(f"{target}.valid = 0;")
-                elif method != "isValid":
-                    raise self.error(call, f"header method {method}")
-                return
-            if isinstance(base_type, T.StackType) and method in ("push_front", "pop_front"):
-                count = model.const_value(call.args[0], scope)
-                if isinstance(count, bool) or not isinstance(count, int) or count < 0:
-                    raise self.error(call, f"{method} without a non-negative constant count")
-                stack = self.lvalue(base, scope, fn)
-                size = base_type.size
-                count = min(count, size)
-                if count:
-                    items = f"{stack}.items"
-                    if method == "push_front":
-                        fn.out.line(f"memmove(&{items}[{count}], &{items}[0], {size - count} * sizeof {items}[0]);")
-                        fn.out.line(f"memset(&{items}[0], 0, {count} * sizeof {items}[0]);")
-                        fn.out.line(f"{stack}.next_index = {stack}.next_index + {count} < {size} ? "
-                                    f"{stack}.next_index + {count} : {size};")
-                    else:
-                        fn.out.line(f"memmove(&{items}[0], &{items}[{count}], {size - count} * sizeof {items}[0]);")
-                        fn.out.line(f"memset(&{items}[{size - count}], 0, {count} * sizeof {items}[0]);")
-                        fn.out.line(f"{stack}.next_index = {stack}.next_index > {count} ? "
-                                    f"{stack}.next_index - {count} : 0;")
-                return
-            if isinstance(base_type, T.ExternType):
-                self.extern_method(base, base_type, method, call, scope, fn)
-                return
-        raise self.error(call, "this call")
+    def header_validity(self, base, method, scope, fn):
+        target = self.lvalue(base, scope, fn)
+        if method == "setValid":
+            self._invalidate_union_siblings(base, scope, fn)
+            fn.out.line(f"{target}.valid = 1;")
+        elif method == "setInvalid":
+            fn.out.line(f"{target}.valid = 0;")
+
+    def stack_shift(self, base, base_type, method, count, scope, fn):
+        stack = self.lvalue(base, scope, fn)
+        size = base_type.size
+        count = min(count, size)
+        if count:
+            items = f"{stack}.items"
+            if method == "push_front":
+                fn.out.line(f"memmove(&{items}[{count}], &{items}[0], {size - count} * sizeof {items}[0]);")
+                fn.out.line(f"memset(&{items}[0], 0, {count} * sizeof {items}[0]);")
+                fn.out.line(f"{stack}.next_index = {stack}.next_index + {count} < {size} ? "
+                            f"{stack}.next_index + {count} : {size};")
+            else:
+                fn.out.line(f"memmove(&{items}[0], &{items}[{count}], {size - count} * sizeof {items}[0]);")
+                fn.out.line(f"memset(&{items}[{size - count}], 0, {count} * sizeof {items}[0]);")
+                fn.out.line(f"{stack}.next_index = {stack}.next_index > {count} ? "
+                            f"{stack}.next_index - {count} : 0;")
 
     def inline_action(self, symbol, args, scope, fn, node, from_table=None, bound=()):
         """An action's body in place: parameters as C locals, scalar out/inout copied back at its end
@@ -1370,15 +1146,7 @@ class CGenerator:
         label = self.fresh("A_end")
         out.line("{")
         out.indent()
-        if from_table is None:
-            if len(args) != len(params):
-                raise self.error(node, f"action {symbol.name}: wrong number of arguments")
-            pairs = list(zip(args, params))
-        else:
-            directional = [p for p in params if p.direction]
-            if len(bound) != len(directional):
-                raise self.error(node, f"action {symbol.name}: directional parameters not bound in the table")
-            pairs = list(zip(bound, directional))
+        pairs = self.action_pairs(symbol, args, node, bound)
         copy_backs = []
         codes = []
         for arg, p in pairs:
@@ -1390,7 +1158,7 @@ class CGenerator:
                     codes.append("0")
                     continue
                 if self.has_index(arg) or arg.kind == "slice":
-                    raise self.error(arg, "an indexed or sliced out argument of an action")
+                    raise self.unsupported(arg, "an indexed or sliced out argument of an action")
                 codes.append(self.expr(arg, scope, fn) if p.direction == "inout" else "0")
                 copy_backs.append((arg, p))
             else:
@@ -1406,18 +1174,19 @@ class CGenerator:
                 if isinstance(p.type, T.BoolType):
                     value = f"({value} != 0)"
                 out.line(f"uint64_t {p.c_code} = {value};")
-        frame = {"label": label, "exit_flag": None}
+        frame = Frame("action")
+        frame.label = label
         if copy_backs:
-            frame["exit_flag"] = fn.temp("ex")
-            out.line(f"int {frame['exit_flag']} = 0;")
-        fn.action_labels.append(frame)
+            frame.exit_flag = fn.temp("ex")
+            out.line(f"int {frame.exit_flag} = 0;")
+        fn.frames.append(frame)
         self.block(decl.body, symbol.scope, fn)
-        fn.action_labels.pop()
+        fn.frames.pop()
         out.line(f"{label}: ;")
         for arg, p in copy_backs:
             out.line(f"{self.lvalue(arg, scope, fn)} = {p.c_code};")
-        if frame["exit_flag"] is not None:
-            out.line(f"if ({frame['exit_flag']}) {{")
+        if frame.exit_flag is not None:
+            out.line(f"if ({frame.exit_flag}) {{")
             self.emit_exit(fn)
             out.line("}")
         out.dedent()
@@ -1432,9 +1201,9 @@ class CGenerator:
 
     def emit_exit(self, fn):
         """``exit``: leave the control, through the copy-backs of the actions it is in."""
-        for frame in reversed(fn.action_labels):
-            if frame["exit_flag"] is not None:
-                fn.out.line(f"{frame['exit_flag']} = 1; goto {frame['label']};")
+        for frame in reversed(fn.frames):
+            if frame.kind == "action" and frame.exit_flag is not None:
+                fn.out.line(f"{frame.exit_flag} = 1; goto {frame.label};")
                 return
         fn.out.line(fn.exit_code)
 
@@ -1444,19 +1213,18 @@ class CGenerator:
         if not hasattr(decl, "c_function"):
             self._gen_function(symbol, call)
         params = decl.param_symbols
-        if len(call.args) != len(params):
-            raise self.error(call, f"{decl.name} with the wrong number of arguments")
+        self.check_arguments(call, decl.name, params, call.args)
         codes, copy_backs = [], []
         for arg, p in zip(call.args, params):
             if arg.kind not in ("list", "struct_expr", "invalid_header", "dontcare"):
                 self.model.type_of(arg, scope)
             if isinstance(p.type, COMPOSITE):
                 if p.direction == "out":
-                    raise self.error(arg, "an out header or struct argument of a function")
+                    raise self.unsupported(arg, "an out header or struct argument of a function")
                 codes.append(f"&{self.lvalue(arg, scope, fn)}")
             elif p.direction in ("out", "inout"):
                 if self.has_index(arg) or arg.kind == "slice":
-                    raise self.error(arg, "an indexed or sliced out argument of a function")
+                    raise self.unsupported(arg, "an indexed or sliced out argument of a function")
                 temp = fn.temp("a")
                 fn.out.line(f"uint64_t {temp} = {self.expr(arg, scope, fn) if p.direction == 'inout' else '0'};")
                 codes.append(f"&{temp}")
@@ -1476,26 +1244,8 @@ class CGenerator:
             self.check_scalar(symbol.return_type, node)
         emitter = Emitter()
         fn = _Fn("function", emitter)
-        scope = Scope(self.model.global_scope)
-        decl.param_symbols = []
-        names = []
-        for param in decl.params:
-            type_ = self.model.resolve_type(param.type_ref)
-            param_symbol = Symbol("param", param.name, type_, direction=param.direction, decl=param)
-            scope.define(param.name, param_symbol)
-            decl.param_symbols.append(param_symbol)
-            name = self.fresh("p_" + param.name)
-            if isinstance(type_, COMPOSITE):
-                param_symbol.c_code = f"(*{name})"
-                names.append(f"{self.ctype(type_, node)} *{name}")
-            elif param.direction in ("out", "inout"):
-                self.check_scalar(type_, node)
-                param_symbol.c_code = f"(*{name})"
-                names.append(f"uint64_t *{name}")
-            else:
-                self.check_scalar(type_, node)
-                param_symbol.c_code = name
-                names.append(f"uint64_t {name}")
+        scope = self.function_scope(decl)
+        names = [self.c_parameter(param, node) for param in decl.param_symbols]
         decl.c_function = self.fresh("fn_" + decl.name)
         fn.exit_code = None
         fn.return_code = "return 0;"
@@ -1513,10 +1263,6 @@ class CGenerator:
 
     def subcontrol_call(self, symbol, call, scope, fn):
         sub = symbol.control
-        if call.func.member != "apply":
-            raise self.error(call, f"control instance method {call.func.member}")
-        if len(call.args) != len(sub.params):
-            raise self.error(call, f"{symbol.name}.apply with the wrong number of arguments")
         out = fn.out
         codes = []
         copy_backs = []
@@ -1524,23 +1270,16 @@ class CGenerator:
         for arg, param in zip(call.args, sub.params):
             type_ = param.type
             if arg.kind == "dontcare":
-                raise self.error(call, "_ as a control argument")
+                raise self.unsupported(call, "_ as a control argument")
             if arg.kind not in ("list", "struct_expr", "invalid_header"):
                 self.model.type_of(arg, scope)
             if isinstance(type_, COMPOSITE):
                 root, path = lvalue_path(arg)
                 if root is None:
-                    raise self.error(arg, "a control argument that is not a variable or member")
+                    raise self.unsupported(arg, "a control argument that is not a variable or member")
                 found = scope.lookup(root.name)
                 written.append((id(found), path, param.direction in ("out", "inout")))
-                target = self.lvalue(arg, scope, fn)
-                if param.direction == "out":
-                    temp = fn.temp("o")
-                    out.line(f"{self.ctype(type_, arg)} {temp}; memset(&{temp}, 0, sizeof {temp});")
-                    codes.append(f"&{temp}")
-                    copy_backs.append(f"{target} = {temp};")
-                else:
-                    codes.append(f"&{target}")
+                self._composite_argument(arg, param, scope, fn, codes, copy_backs)
                 continue
             if param.direction in ("out", "inout"):
                 temp = fn.temp("a")
@@ -1548,14 +1287,14 @@ class CGenerator:
                 out.line(f"uint64_t {temp} = {initial};")
                 codes.append(f"&{temp}")
                 if arg.kind == "slice":
-                    raise self.error(arg, "a slice as an out argument of a control")
+                    raise self.unsupported(arg, "a slice as an out argument of a control")
                 copy_backs.append(f"{self.lvalue(arg, scope, fn)} = {temp};")
             else:
                 codes.append(self.expr(arg, scope, fn, want=type_))
         for i, first in enumerate(written):
             for second in written[i + 1:]:
                 if first[0] == second[0] and (first[2] or second[2]) and paths_overlap(first[1], second[1]):
-                    raise self.error(call, "overlapping composite arguments of a control")
+                    raise self.unsupported(call, "overlapping composite arguments of a control")
         flag = fn.temp("x")
         out.line(f"int {flag} = {sub.c_function}(pl, pkt, {', '.join(codes)});")
         for line in copy_backs:
@@ -1567,7 +1306,7 @@ class CGenerator:
     def _table_apply(self, node, table, scope, fn):
         """Emit the lookup and the action dispatch; return (hit code, action id code)."""
         if fn.kind != "control":
-            raise self.error(node, "table applied outside a control")
+            raise self.unsupported(node, "table applied outside a control")
         out = fn.out
         model = self.model
         index = self.table_index[table.name]
@@ -1575,7 +1314,7 @@ class CGenerator:
         for key in table.match_keys:
             key_type = model.type_of(key.expr, table.control.scope)
             if self.is_wide(key_type):
-                raise self.error(key.expr, "table key wider than 64 bits")
+                raise self.unsupported(key.expr, "table key wider than 64 bits")
             keys.append(self.expr(key.expr, table.control.scope, fn))
         karr = fn.temp("k")
         out.line(f"uint64_t {karr}[{max(len(keys), 1)}] = {{{', '.join(keys) or '0'}}};")
@@ -1583,7 +1322,7 @@ class CGenerator:
         if table.selector_keys:
             profile = self.info.action_profiles[table.implementation.qualified]
             if profile.algorithm == "random":
-                raise self.error(node, "selector with hash algorithm random")
+                raise self.unsupported(node, "selector with hash algorithm random")
             fields = []
             for key in table.selector_keys:
                 key_type = model.type_of(key.expr, table.control.scope)
@@ -1619,11 +1358,11 @@ class CGenerator:
             return ("w", self.wide_code(node, scope, fn), type_.width)
         if isinstance(type_, T.VarbitType):
             if node.kind != "member":
-                raise self.error(node, "a varbit value that is not a header field")
+                raise self.unsupported(node, "a varbit value that is not a header field")
             return ("vb", self.lvalue(node, scope, fn), f"{self.lvalue(node.expr, scope, fn)}.l_{node.member}")
         width = T.scalar_width(type_) if width is None else width
         if width is None:
-            raise self.error(node, f"{type_.name_text()} in a field list")
+            raise self.unsupported(node, f"{type_.name_text()} in a field list")
         return ("v", self.expr(node, scope, fn), width)
 
     def _field_list(self, node, scope, fn):
@@ -1642,7 +1381,7 @@ class CGenerator:
         for f in type_.fields:
             code = self.field(base, type_, f.name)
             if isinstance(f.type, T.StackType):
-                raise self.error(node, "a header stack in a field list")
+                raise self.unsupported(node, "a header stack in a field list")
             if isinstance(f.type, COMPOSITE):
                 items.extend(self._composite_items(code, f.type, node))
             elif isinstance(f.type, T.VarbitType):
@@ -1652,7 +1391,7 @@ class CGenerator:
             else:
                 width = T.scalar_width(f.type)
                 if width is None:
-                    raise self.error(node, f"{f.type.name_text()} in a field list")
+                    raise self.unsupported(node, f"{f.type.name_text()} in a field list")
                 items.append(("v", code, width))
         return items
 
@@ -1702,9 +1441,9 @@ class CGenerator:
     # ------------------------------------------------------------------ externs
     def _algorithm(self, node):
         if node.kind != "type_member" or node.type_name != "HashAlgorithm" or node.member not in ALGORITHM_IDS:
-            raise self.error(node, "hash algorithm that is not HashAlgorithm.<name>")
+            raise self.unsupported(node, "hash algorithm that is not HashAlgorithm.<name>")
         if node.member == "random":
-            raise self.error(node, "hash algorithm random")
+            raise self.unsupported(node, "hash algorithm random")
         return ALGORITHM_IDS[node.member]
 
     def extern_function(self, name, call, scope, fn):
@@ -1721,7 +1460,7 @@ class CGenerator:
             algorithm = self._algorithm(args[3])
             target_type = self.model.type_of(args[2], scope)
             if not isinstance(target_type, T.BitType) or target_type.width > 64:
-                raise self.error(args[2], "checksum field that is not bit<W <= 64>")
+                raise self.unsupported(args[2], "checksum field that is not bit<W <= 64>")
             cond = self.expr(args[0], scope, fn)
             out.line(f"if ({cond}) {{")
             buf, nbytes = self._pack(self._field_list(args[1], scope, fn), fn)
@@ -1740,7 +1479,7 @@ class CGenerator:
         elif name == "hash":
             result_type = self.model.type_of(args[0], scope)
             if not isinstance(result_type, T.BitType) or result_type.width > 64:
-                raise self.error(args[0], "hash result that is not bit<W <= 64>")
+                raise self.unsupported(args[0], "hash result that is not bit<W <= 64>")
             algorithm = self._algorithm(args[1])
             base = self.expr(args[2], scope, fn, want=result_type)
             maximum = self.expr(args[4], scope, fn, want=T.BitType(64))
@@ -1750,19 +1489,19 @@ class CGenerator:
         elif name == "random":
             result_type = self.model.type_of(args[0], scope)
             if not isinstance(result_type, T.BitType) or result_type.signed or result_type.width > 64:
-                raise self.error(args[0], "random of a type other than bit<W <= 64>")
+                raise self.unsupported(args[0], "random of a type other than bit<W <= 64>")
             low = self.expr(args[1], scope, fn, want=result_type)
             high = self.expr(args[2], scope, fn, want=result_type)
             self.store(args[0], f"tb_rng_randint(&pl->rng, {low}, {high})", scope, fn)
         elif name in ("clone", "clone_preserving_field_list"):
             if args[0].kind != "type_member" or args[0].type_name != "CloneType":
-                raise self.error(args[0], "clone type that is not CloneType.I2E or E2E")
+                raise self.unsupported(args[0], "clone type that is not CloneType.I2E or E2E")
             session = self.expr(args[1], scope, fn, want=T.BitType(32))
             field_list = str(self.model.const_value(args[2], scope)) if name != "clone" else "-1"
             out.line(f"pkt->req.clone_session = (int32_t){session}; pkt->req.clone_field_list = {field_list};")
         elif name == "clone3":
             if args[0].kind != "type_member" or args[0].type_name != "CloneType":
-                raise self.error(args[0], "clone type that is not CloneType.I2E or E2E")
+                raise self.unsupported(args[0], "clone type that is not CloneType.I2E or E2E")
             session = self.expr(args[1], scope, fn, want=T.BitType(32))
             index = self._synthetic_field_list(args[2], scope)
             out.line(f"pkt->req.clone_session = (int32_t){session}; pkt->req.clone_field_list = {index};")
@@ -1783,11 +1522,11 @@ class CGenerator:
         elif name == "digest":
             digest_type = getattr(call, "digest_type", None)
             if digest_type is None:
-                raise self.error(call, "digest of data without a named struct type")
+                raise self.unsupported(call, "digest of data without a named struct type")
             data = args[1]
             if data.kind == "list":
                 if len(data.items) != len(digest_type.fields):
-                    raise self.error(data, f"digest {digest_type.name} with the wrong number of values")
+                    raise self.unsupported(data, f"digest {digest_type.name} with the wrong number of values")
                 values = [self.expr(item, scope, fn, want=f.type) for item, f in zip(data.items, digest_type.fields)]
             else:
                 base = self.lvalue(data, scope, fn)
@@ -1797,7 +1536,7 @@ class CGenerator:
             self._event(call, {"kind": "digest", "name": digest_type.name, "count": len(values)}, values, fn)
         elif name == "log_msg":
             if not args or args[0].kind != "string":
-                raise self.error(call, "log_msg without a string literal first")
+                raise self.unsupported(call, "log_msg without a string literal first")
             items = []
             if len(args) > 1:
                 items = args[1].items if args[1].kind == "list" else [args[1]]
@@ -1816,42 +1555,16 @@ class CGenerator:
             self._target_extern(name, call, scope, fn)
         elif name == "verify":
             if fn.kind != "parser":
-                raise self.error(call, "verify outside a parser")
+                raise self.unsupported(call, "verify outside a parser")
             out.line(f"if (!{self.expr(args[0], scope, fn)}) {{ err = {self.expr(args[1], scope, fn)}; "
                      f"goto P_done; }}")
         else:
-            raise self.error(call, f"extern function {name}")
-
-    def _synthetic_field_list(self, data, scope):
-        """The user-metadata fields a deprecated clone3 / resubmit / recirculate names, as a field list index."""
-        items = data.items if data.kind == "list" else [data]
-        paths = []
-        for item in items:
-            type_ = self.model.type_of(item, scope)
-            path = []
-            node = item
-            while node.kind == "member":
-                path.insert(0, node.member)
-                node = node.expr
-            symbol = scope.lookup(node.name) if node.kind == "name" else None
-            if symbol is None or symbol.type is not self.meta_type:
-                raise self.error(item, "preserving what is not a field of the user metadata")
-            paths.extend(self._leaf_paths(path, type_, item))
-        index = 1000 + len([i for i in self.field_lists if i >= 1000])
-        self.field_lists[index] = paths
-        return index
-
-    def _leaf_paths(self, path, type_, node):
-        if isinstance(type_, (T.HeaderType, T.StackType)):
-            raise self.error(node, "preserving a header of the metadata")
-        if isinstance(type_, T.StructType):
-            return [leaf for f in type_.fields for leaf in self._leaf_paths(path + [f.name], f.type, node)]
-        return [path]
+            raise self.unsupported(call, f"extern function {name}")
 
     def _event(self, call, site, values, fn):
         """Record a digest or log_msg call in the packet (the device delivers it after the stage)."""
         if len(values) > 16:
-            raise self.error(call, f"{site['kind']} with more than 16 values")
+            raise self.unsupported(call, f"{site['kind']} with more than 16 values")
         ident = len(self.events)
         self.events.append(site)
         out = fn.out
@@ -1868,11 +1581,11 @@ class CGenerator:
         decl = symbol.decl
         expected = TARGET_EXTERNS[name]
         if not has_annotation(decl.annotations, EMBEDDED_ONLY):
-            raise self.error(call, f"extern {name} not declared @{EMBEDDED_ONLY}")
+            raise self.unsupported(call, f"extern {name} not declared @{EMBEDDED_ONLY}")
         if tuple(param.name for param in decl.params) != expected or len(call.args) != len(expected):
-            raise self.error(call, f"extern {name} with parameters other than the target's")
+            raise self.unsupported(call, f"extern {name} with parameters other than the target's")
         if not self._inside_ingress(fn.control):
-            raise self.error(call, f"{name} outside the ingress control")
+            raise self.unsupported(call, f"{name} outside the ingress control")
         values = []
         for arg, param in zip(call.args, decl.params):
             param_type = self.model.resolve_type(param.type_ref)
@@ -1907,7 +1620,7 @@ class CGenerator:
             if method == "extract" and len(args) in (1, 2) and args[0].kind != "dontcare":
                 type_ = self.model.type_of(args[0], scope)
                 if not isinstance(type_, T.HeaderType):
-                    raise self.error(call, "extract of a non-header")
+                    raise self.unsupported(call, "extract of a non-header")
                 target_node = args[0]
                 stack = None
                 if target_node.kind == "member" and target_node.member == "next" and \
@@ -1922,12 +1635,12 @@ class CGenerator:
                 vbits = None
                 if type_.varbit is None:
                     if len(args) == 2:
-                        raise self.error(call, f"extract with a size of header {type_.name} (it has no varbit)")
+                        raise self.unsupported(call, f"extract with a size of header {type_.name} (it has no varbit)")
                     size = type_.byte_size
                     out.line(f"if (off + {size} > n) {{ err = TB_PACKET_TOO_SHORT; goto P_done; }}")
                 else:
                     if len(args) != 2:
-                        raise self.error(call, f"extract of header {type_.name} (varbit) without a size")
+                        raise self.unsupported(call, f"extract of header {type_.name} (varbit) without a size")
                     self.model.type_of(args[1], scope)
                     vbits = fn.temp("vb")
                     size = fn.temp("nb")
@@ -1947,17 +1660,17 @@ class CGenerator:
                 return
             if method == "extract" and len(args) == 1 and args[0].kind == "dontcare":
                 if len(call.type_args) != 1:
-                    raise self.error(call, "extract(_) without the header type")
+                    raise self.unsupported(call, "extract(_) without the header type")
                 type_ = self.model.resolve_type(call.type_args[0])
                 if not isinstance(type_, T.HeaderType) or type_.varbit is not None:
-                    raise self.error(call, f"extract<{type_.name_text()}>(_)")
+                    raise self.unsupported(call, f"extract<{type_.name_text()}>(_)")
                 out.line(f"if (off + {type_.byte_size} > n) {{ err = TB_PACKET_TOO_SHORT; goto P_done; }}")
                 out.line(f"off += {type_.byte_size};")
                 return
             if method == "advance":
                 amount = self.model.try_const(args[0], scope)
                 if amount is None or int(amount[0]) % 8:
-                    raise self.error(call, "advance by a run-time or non-byte amount")
+                    raise self.unsupported(call, "advance by a run-time or non-byte amount")
                 nbytes = int(amount[0]) // 8
                 out.line(f"if (off + {nbytes} > n) {{ err = TB_PACKET_TOO_SHORT; goto P_done; }}")
                 out.line(f"off += {nbytes};")
@@ -1966,16 +1679,16 @@ class CGenerator:
                 call.type = self.model.type_of(call, scope)
                 self._lookahead(call, fn)
                 return
-            raise self.error(call, f"packet_in.{method} in this form")
+            raise self.unsupported(call, f"packet_in.{method} in this form")
         if extern == "packet_out":
             if method != "emit" or fn.kind != "deparser":
-                raise self.error(call, f"packet_out.{method}")
+                raise self.unsupported(call, f"packet_out.{method}")
             arg = args[0]
             self._emit(self.lvalue(arg, scope, fn), arg.type, fn, arg)
             return
         symbol = getattr(base, "symbol", None)
         if symbol is None or symbol.kind != "instance":
-            raise self.error(call, f"method {method} of {extern}")
+            raise self.unsupported(call, f"method {method} of {extern}")
         if extern == "counter" and method == "count":
             index = self.counter_index[symbol.qualified]
             size = self.counters[index][1]
@@ -1987,7 +1700,7 @@ class CGenerator:
             index = self.register_index[symbol.qualified]
             _, size, width = self.registers[index]
             if width > 64:
-                raise self.error(call, "register wider than 64 bits")
+                raise self.unsupported(call, "register wider than 64 bits")
             element = base_type.type_args[0] if base_type.type_args else T.BitType(32)
             self.check_scalar(element, call)
             temp = fn.temp("i")
@@ -2015,7 +1728,7 @@ class CGenerator:
         elif extern == "direct_counter" and method == "count":
             pass  # counted on the table's hit
         else:
-            raise self.error(call, f"{extern}.{method}")
+            raise self.unsupported(call, f"{extern}.{method}")
 
     def _header_leaves(self, base, type_, offset):
         """(code, type, bit offset) of each bit-string leaf of a header in wire order (structs in it flattened).
@@ -2079,7 +1792,7 @@ class CGenerator:
             for index in range(type_.size):
                 self._emit(f"{code}.items[{index}]", type_.element, fn, node)
         else:
-            raise self.error(node, f"emit of {type_.name_text()}")
+            raise self.unsupported(node, f"emit of {type_.name_text()}")
 
 
 _PROCESS = Emitter()
