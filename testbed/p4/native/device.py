@@ -13,6 +13,7 @@ from collections import deque
 from testbed.errors import NativeBackendError
 from testbed.p4.compiler.target_externs import TARGET_EXTERNS
 from testbed.p4.native.build import build
+from testbed.p4.native.dsf import NativeDSFTrafficManager
 from testbed.p4.native.state import NativeState
 from testbed.p4.v1model import runtime as RT
 from testbed.p4.v1model.device import MAX_PASSES, Device, _EgressJob
@@ -82,6 +83,9 @@ class NativeDevice(Device):
     """
 
     backend = "native"
+    #: where the DSF traffic manager runs: ``native`` (csrc/tb_dsf.c) or ``python`` (the reference);
+    #: read when the program first calls a DSF extern
+    dsf_engine = "native"
 
     def __init__(self, program, state, **kwargs):
         self.library = build(program)
@@ -315,7 +319,20 @@ class NativeDevice(Device):
                 raise RuntimeError(f"deparser failed ({-n})")
             return self._ffi.buffer(self._out, n)[:]
         payload = pkt.frame[self._lib.tb_packet_payload_offset(pkt.ptr):]
-        return self._dsf_manager().handle(requests, packet_bytes, payload, now)
+        manager = self._dsf_manager()
+        if isinstance(manager, NativeDSFTrafficManager):
+            count = self._lib.tb_packet_extern_requests(pkt.ptr, self._request_ids, self._request_args,
+                                                        _MAX_REQUESTS)
+            return manager.handle_native(count, self._request_ids, self._request_args, packet_bytes, payload, now)
+        return manager.handle(requests, packet_bytes, payload, now)
+
+    def _dsf_manager(self):
+        """The DSF traffic manager (:attr:`dsf_engine` says which), made at the first DSF extern call."""
+        if self.dsf is None and self.dsf_engine == "native":
+            self.dsf = NativeDSFTrafficManager(self.library, self.state, self.on_log)
+            if self._dsf_history is not None:
+                self.dsf.record_history(*self._dsf_history)
+        return super()._dsf_manager()
 
     def _native_i2e_clones(self, pkt, req, frame, port, passes):
         session = self.state.clone_sessions.get(req.clone_session)
