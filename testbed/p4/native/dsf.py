@@ -6,9 +6,13 @@
 reassembly, counting and the counter history.  It counts into the switch's counters of dsf.p4 in
 native memory (the cells the P4Runtime server reads).  The Python manager stays the reference
 (tests/native/test_native_dsf.py compares the two on the same requests and clock).
+
+The native packet loop uses the same C object (``tbio_set_dsf``) while it forwards, under the
+pipeline's lock: the history's methods, which the control thread calls meanwhile, take that lock.
 """
 import json
 from collections import deque
+from contextlib import contextmanager
 
 from testbed.p4.native.state import NativeArray
 from testbed.p4.v1model.dsf.constants import COUNTERS, EXTERNS
@@ -63,17 +67,20 @@ class NativeCounterHistory:
     @property
     def overflows(self):
         """Notes dropped because the reader did not drain them in time."""
-        return self._lib.tb_dsf_history_overflows(self._manager.dsf)
+        with self._manager.locked():
+            return self._lib.tb_dsf_history_overflows(self._manager.dsf)
 
     @property
     def notes(self):
         """The notes not read yet (``deque`` of ``(time_ns, {name: {index: [packets, bytes]}})``)."""
-        self._pull()
+        with self._manager.locked():
+            self._pull()
         return self._notes
 
     def before(self, now_ns):
         """An event at ``now_ns``: note what changed before the last grid point."""
-        self._lib.tb_dsf_history_before(self._manager.dsf, now_ns)
+        with self._manager.locked():
+            self._lib.tb_dsf_history_before(self._manager.dsf, now_ns)
 
     def _pull(self):
         ffi = self._manager.ffi
@@ -104,7 +111,8 @@ class NativeCounterHistory:
                 if drained and size > max_bytes:
                     break
             drained.append(notes.popleft())
-        self._lib.tb_dsf_history_held(self._manager.dsf, len(notes))
+        with self._manager.locked():
+            self._lib.tb_dsf_history_held(self._manager.dsf, len(notes))
         return drained
 
 
@@ -115,13 +123,16 @@ class NativeDSFTrafficManager:
         library: a :class:`~testbed.p4.native.build.NativeLibrary` (any program's: all carry tb_dsf.c).
         state: the switch's SwitchState (its dsf.p4 counters are counted into, in native memory).
         log: ``log(text)`` for parameter problems, or None.
+        pipeline: the switch's ``tb_pipeline_t *`` whose lock guards the manager while a native loop
+            runs it, or None.
 
     Raises:
         MemoryError: no native memory.
     """
 
-    def __init__(self, library, state, log=None):
+    def __init__(self, library, state, log=None, pipeline=None):
         self.lib, self.ffi = lib, ffi = library.lib, library.ffi
+        self._pipeline = pipeline
         self.dsf = ffi.gc(lib.tb_dsf_new(), lib.tb_dsf_free)
         if self.dsf == ffi.NULL:
             raise MemoryError("native DSF traffic manager")
@@ -141,6 +152,18 @@ class NativeDSFTrafficManager:
         self._line = ffi.new("char[]", 512)
         self.history = None
 
+    @contextmanager
+    def locked(self):
+        """Hold the pipeline's lock (no native loop runs the manager meanwhile)."""
+        if self._pipeline is None:
+            yield
+            return
+        self.lib.tb_pipeline_lock(self._pipeline)
+        try:
+            yield
+        finally:
+            self.lib.tb_pipeline_unlock(self._pipeline)
+
     def record_history(self, names, start_ns, period_ns, capacity):
         """As :meth:`DSFTrafficManager.record_history <testbed.p4.v1model.dsf.engine.DSFTrafficManager.record_history>`.
 
@@ -151,9 +174,11 @@ class NativeDSFTrafficManager:
         mask = 0
         for name in kept:
             mask |= 1 << COUNTERS.index(name)
-        if period_ns <= 0 or capacity <= 0 or \
-                self.lib.tb_dsf_history_start(self.dsf, mask, start_ns, period_ns, capacity) != 0:
+        if period_ns <= 0 or capacity <= 0:
             raise ValueError("period_ns and capacity must be positive")
+        with self.locked():
+            if self.lib.tb_dsf_history_start(self.dsf, mask, start_ns, period_ns, capacity) != 0:
+                raise MemoryError("native DSF traffic manager: out of memory")
         self.history = NativeCounterHistory(self, kept)
 
     def handle(self, requests, packet_bytes, payload, now_ns):
