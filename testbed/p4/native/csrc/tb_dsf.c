@@ -31,6 +31,7 @@
 #define DROP_REASSEMBLY_TIMEOUT 1
 #define DROP_LATE_CELL 2
 #define DROP_BAD_PARAMETER 3
+#define MAX_LOG_LINES 64
 
 /* ---------------------------------------------------------------- a map: uint64 key -> index */
 typedef struct map {
@@ -193,6 +194,7 @@ struct tb_dsf {
     map_t ctx_map;
     history_t history;
     logline_t *lhead, *ltail;
+    uint32_t nlines; /* at most MAX_LOG_LINES wait (a native loop reads none): older ones are dropped */
     int failed; /* out of memory since the last call */
 };
 
@@ -273,8 +275,16 @@ static void logf_(tb_dsf_t *d, const char *field, uint64_t value, const char *al
     char text[256];
     int n = snprintf(text, sizeof text, "dsf: %s=%llu is not allowed (%s); packet dropped", field,
                      (unsigned long long)value, allowed);
+    if (d->nlines >= MAX_LOG_LINES) {
+        logline_t *old = d->lhead;
+        d->lhead = old->next;
+        if (!d->lhead) d->ltail = NULL;
+        free(old);
+        d->nlines--;
+    }
     logline_t *l = malloc(sizeof *l + (size_t)n + 1);
     if (!l) return;
+    d->nlines++;
     l->next = NULL;
     memcpy(l->text, text, (size_t)n + 1);
     if (d->ltail) d->ltail->next = l;
@@ -708,7 +718,6 @@ static void history_note(history_t *h, tb_dsf_t *d, int64_t at_ns, int all)
     for (int c = 0; c < TB_DSF_COUNTERS; c++) {
         if (!(h->mask >> c & 1)) continue;
         const counter_t *ct = &d->counters[c];
-        uint32_t from = k;
         if (all) {
             for (uint64_t i = 0; i < ct->size; i++)
                 if (ct->packets[i]) note->cells[k++] = (cell_note_t){(uint32_t)c, i, ct->packets[i], ct->bytes[i]};
@@ -723,7 +732,6 @@ static void history_note(history_t *h, tb_dsf_t *d, int64_t at_ns, int all)
                         note->cells[k++] = (cell_note_t){(uint32_t)c, i, ct->packets[i], ct->bytes[i]};
             }
         }
-        (void)from;
     }
     if (h->tail) h->tail->next = note;
     else h->head = note;
@@ -894,5 +902,6 @@ int tb_dsf_take_log(tb_dsf_t *d, char *out, uint32_t cap)
     d->lhead = l->next;
     if (!d->lhead) d->ltail = NULL;
     free(l);
+    d->nlines--;
     return 1;
 }
