@@ -386,7 +386,9 @@ class Fabric:
         return self._running().describe()
 
     def check_switches(self):
-        """Raise EmulationError naming the first switch whose process died (crashed ones excepted)."""
+        """Raise EmulationError naming a server that became unreachable, else the first switch whose process
+        died (crashed ones excepted)."""
+        self._running().check_reachable()
         for switch in self._running().switches:
             if switch.name not in self.crashed and hasattr(switch, "check_alive"):
                 switch.check_alive()

@@ -115,6 +115,12 @@ def simulated_server():
         listing = server.run(f"{__import__('sys').executable} -m testbed.cli cleanup --server-marks {server.name}")
         assert listing.returncode == 0 and listing.stdout.strip() in ("", "{}"), \
             f"left behind on {server.name}: {listing.stdout} {listing.stderr}"
+        # unmarked processes too: nothing but the server's own sshd may run in its namespace
+        from testbed.testing import wait_until
+
+        sshd = simserver.load(entry["name"])["sshd_pid"]  # a test may have restarted the server
+        wait_until(lambda: simserver.processes(entry["name"]) == [sshd], timeout_s=10,
+                   what=f"only sshd ({sshd}) running in {entry['name']}")
     finally:
         simserver.down(SIMULATED_SERVER_INDEX)
 

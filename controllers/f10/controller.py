@@ -87,6 +87,10 @@ class F10Controller(StaticController):
         #: {switch: the latest its trigger went out after its due time, us} (embedded target, at stop):
         #: a detector decides on the trigger, so its decisions are late by as much on a busy machine
         self.trigger_late_max_us = {}
+        #: {switch: trigger periods the generator skipped, and triggers it generated} (embedded target, at stop):
+        #: a skipped period is one in which the detector neither probed nor decided
+        self.trigger_skipped = {}
+        self.trigger_generated = {}
 
     def start(self, network, pipeline, mode_params, required_params=(), **options):
         """Program everything, start the listeners and the triggers.
@@ -148,8 +152,8 @@ class F10Controller(StaticController):
         """The rows of F10's part of results.json's ``controller`` section (times relative to ``t0_ns``).
 
         ``detections``, ``transitions`` (``at_s``: the report's arrival; ``switch_at_s``: the transition on
-        the switch's clock, or None), ``pushbacks``, ``reschedules`` and ``trigger_late_max_us``
-        (schema: :mod:`testbed.mechanisms.f10.run`).
+        the switch's clock, or None), ``pushbacks``, ``reschedules``, ``trigger_late_max_us``,
+        ``trigger_skipped`` and ``trigger_generated`` (schema: :mod:`testbed.mechanisms.f10.run`).
         """
         def since_t0(ns):
             return (ns - t0_ns) / 1e9 if t0_ns else None
@@ -168,7 +172,8 @@ class F10Controller(StaticController):
                                    at_s=since_t0(row["at_ns"])) for row in self.pushbacks],
                 "reschedules": [dict({key: value for key, value in row.items() if key != "time_ns"},
                                      at_s=since_t0(row["time_ns"])) for row in self.reschedules],
-                "trigger_late_max_us": dict(self.trigger_late_max_us)}
+                "trigger_late_max_us": dict(self.trigger_late_max_us),
+                "trigger_skipped": dict(self.trigger_skipped), "trigger_generated": dict(self.trigger_generated)}
 
     def _listen(self, switch, client):
         """Keep the detector reports a switch sends (a thread per switch)."""
@@ -231,7 +236,8 @@ class F10Controller(StaticController):
                 return
 
     def stop(self):
-        """Keep the triggers' lateness, stop the rescheduler and the listeners, then the sessions (safe twice)."""
+        """Keep the triggers' lateness and counts, stop the rescheduler and the listeners, then the sessions (safe
+        twice)."""
         if self.rescheduler is not None:
             self.rescheduler.stop()
         for switch in self._switches:
@@ -241,6 +247,8 @@ class F10Controller(StaticController):
                 continue  # BMv2 (an injector, no such status) or a switch that is gone
             if status is not None:
                 self.trigger_late_max_us[switch.name] = status["late_max_us"]
+                self.trigger_skipped[switch.name] = status["skipped"]
+                self.trigger_generated[switch.name] = status["generated"]
         self._switches = []
         self._stop.set()
         for thread in self._listeners:

@@ -7,6 +7,7 @@ mode runs N times (seeds derived from the spec's), and every metric is shown
 as mean with a 95% confidence interval and min/max, flagged where the modes
 cannot be told apart at N runs.
 """
+from testbed.commands.net import add_server_arguments
 from testbed.emulation.progress import print_line
 from testbed.modes import MODES
 
@@ -32,6 +33,7 @@ def register(subparsers):
     parser.add_argument("--out", default=None, metavar="DIR",
                         help="output folder (default: the spec's out_dir + '-compare')")
     parser.add_argument("-q", "--quiet", action="store_true", help="no per-run progress output")
+    add_server_arguments(parser, default_link=None)
     parser.set_defaults(func=run)
 
 
@@ -39,7 +41,7 @@ def run(args):
     """Check the modes, run them, print the table; returns the exit status."""
     from testbed.errors import ParameterError
     from testbed.experiment.compare import compare_modes
-    from testbed.experiment.spec import MAX_REPEAT, load_spec
+    from testbed.experiment.spec import MAX_REPEAT, load_spec, on_servers
     from testbed.modes import PARAMETERS
 
     modes = [mode.strip() for mode in args.modes.split(",") if mode.strip()]
@@ -49,6 +51,8 @@ def run(args):
         raise ParameterError("--modes", args.modes, "each mode once")
     # with --target the machine check waits for run_experiment, against the target actually used
     spec = load_spec(args.spec, check_machine=args.target is None)
+    if args.servers:
+        spec = on_servers(spec, args.servers, args.cross_link)
     sweep = None
     if args.sweep is not None:
         param, sep, text = args.sweep.partition("=")

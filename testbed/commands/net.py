@@ -9,7 +9,7 @@ import time
 from testbed.emulation.progress import print_line
 from testbed.emulation.signals import termination_as_interrupt
 from testbed.emulation.state import DEFAULT_STATE_FILE, read_state
-from testbed.errors import ParameterError
+from testbed.errors import EmulationError, ParameterError
 from testbed.mechanisms import controller_kinds
 from testbed.modes import MODES
 from testbed.p4.native import BACKENDS
@@ -47,13 +47,9 @@ def register(subparsers):
     up.add_argument("--pcap", action="store_true", help="per-port pcaps next to the switch logs")
     up.add_argument("--packet-log", action="store_true", help="BMv2's per-packet log (slow; off by default)")
     up.add_argument("--log-dir", default=None, help="switch logs (default: a temporary folder removed at exit)")
-    up.add_argument("--servers", default=None, metavar="S1,S2",
-                    help="run the fabric over these servers and this one (Mininet's cluster edition; embedded "
-                    "target): user@host, host, or a simulated server's name (`testbed server sim up`)")
+    add_server_arguments(up)
     up.add_argument("--placement", default=None, metavar="NODE=SERVER,...",
                     help="with --servers: fix where nodes run (the rest by the fabric's structure)")
-    up.add_argument("--cross-link", choices=("vxlan", "ssh"), default="vxlan",
-                    help="with --servers: links between servers as VXLAN (default) or SSH tunnels")
     up.add_argument("--test", choices=("pingall", "none"), default="none", help="run a test once up")
     up.add_argument("--no-cli", action="store_true", help="do not open the Mininet CLI")
     up.add_argument("--hold", type=float, default=None, metavar="SECONDS",
@@ -102,6 +98,7 @@ def run_up(args):
                     log_level="info" if args.verbose else "warning", **cluster_options(args),
                     **parse_key_values(args.params))
     status = 0
+    failure = None
     with termination_as_interrupt():
         try:
             fabric.start()
@@ -119,17 +116,53 @@ def run_up(args):
             if not args.no_cli:
                 CLI(fabric.net)
             elif args.hold is not None:
-                time.sleep(args.hold)
+                hold(fabric, args.hold)
             elif args.test == "none":
                 print_line("holding; Ctrl-C to stop")
-                while True:
-                    time.sleep(3600)
+                hold(fabric)
         except KeyboardInterrupt as interrupt:
             print_line(f"interrupted ({interrupt.args[0] if interrupt.args else 'SIGINT'}): "
                            "tearing the network down")
+        except EmulationError as error:
+            failure = error  # raised once the network is down (a teardown error must not hide it)
         finally:
-            fabric.stop()
+            try:
+                fabric.stop()
+            except EmulationError as error:
+                if failure is None:
+                    raise
+                print(f"testbed: {error}", file=sys.stderr)
+    if failure is not None:
+        raise failure
     return status
+
+
+#: how often a held network's servers and switches are checked
+HOLD_CHECK_S = 0.5
+
+
+def hold(fabric, seconds=None):
+    """Keep ``fabric`` up for ``seconds`` (None: until a signal), checking its servers and switches.
+
+    Raises:
+        EmulationError: a server became unreachable or a switch died (named).
+    """
+    deadline = None if seconds is None else time.monotonic() + seconds
+    while True:
+        fabric.check_switches()
+        left = HOLD_CHECK_S if deadline is None else deadline - time.monotonic()
+        if left <= 0:
+            return
+        time.sleep(min(HOLD_CHECK_S, left))
+
+
+def add_server_arguments(parser, default_link="vxlan"):
+    """``--servers`` and ``--cross-link`` (``net up``; ``run`` and ``compare``, where they replace the spec's)."""
+    parser.add_argument("--servers", default=None, metavar="S1,S2",
+                        help="run the fabric over these servers and this one (Mininet's cluster edition; embedded "
+                        "target): user@host, host, or a simulated server's name (`testbed server sim up`)")
+    parser.add_argument("--cross-link", choices=("vxlan", "ssh"), default=default_link,
+                        help="with --servers: links between servers as VXLAN (default) or SSH tunnels")
 
 
 def cluster_options(args):

@@ -10,6 +10,7 @@ WARNING lines and results.json's ``warnings`` say why), 130 when interrupted.
 """
 import sys
 
+from testbed.commands.net import add_server_arguments
 from testbed.emulation.progress import print_line
 
 
@@ -22,6 +23,7 @@ def register(subparsers):
                         help="P4 target (default: the spec's target)")
     parser.add_argument("--out", default=None, metavar="DIR", help="output folder (default: the spec's out_dir)")
     parser.add_argument("--check", action="store_true", help="only validate the spec and print it")
+    add_server_arguments(parser, default_link=None)
     parser.add_argument("-q", "--quiet", action="store_true", help="no progress output")
     parser.set_defaults(func=run)
 
@@ -79,10 +81,12 @@ def run(args):
     import json
 
     from testbed.experiment.runner import ExperimentFailed, run_experiment
-    from testbed.experiment.spec import load_spec
+    from testbed.experiment.spec import load_spec, on_servers
 
     # with --target the machine check waits for run_experiment, against the target actually used
     spec = load_spec(args.spec, check_machine=args.target is None)
+    if args.servers:
+        spec = on_servers(spec, args.servers, args.cross_link)
     if args.check:
         print(json.dumps(spec.to_dict(), indent=1))
         return 0

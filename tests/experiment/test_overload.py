@@ -5,11 +5,16 @@ from testbed.experiment import overload
 from testbed.packet_sockets import LAG_BUCKETS_MS, ReceiveLag
 
 
-def _record(emulator=0, waits=0, late_us=None):
+def _record(emulator=0, waits=0, late_us=None, skipped=None):
+    controller = {}
+    if late_us is not None:
+        controller["trigger_late_max_us"] = {"s1": late_us}
+    if skipped is not None:  # of 1,000 trigger periods on each of two switches
+        controller.update(trigger_skipped={"s1": skipped, "s2": 0}, trigger_generated={"s1": 1000 - skipped, "s2": 1000})
     return {"dataplane": {"drops": {"emulator": emulator},
                           "switch_receive_lag": {"samples": 100, "at_least_ms": {"50": waits}}},
             "summary": {"latency": {"p50_ms": 1.0, "p99_ms": 400.0, "max_ms": 500.0}},
-            "controller": {"trigger_late_max_us": {"s1": late_us}} if late_us is not None else {}}
+            "controller": controller}
 
 
 def _assess(record, reports):
@@ -40,10 +45,16 @@ def test_each_sign_of_an_emulator_falling_behind_marks_the_run_and_says_why():
              "waited 50 ms": (_record(waits=2), [_stream()]),
              "receiver sockets dropped 5": (_record(), [_stream(socket_drops=5)]),
              "behind its schedule": (_record(), [_stream(lag_ms=250.0)]),
-             "trigger was 80 ms late": (_record(late_us=80_000), [_stream()])}
+             "trigger was 80 ms late": (_record(late_us=80_000), [_stream()]),
+             "skipped 125 of 2000 periods (6.2%": (_record(skipped=125), [_stream()])}
     for words, (record, reports) in cases.items():
         result = _assess(record, reports)
         assert result["overloaded"] is True and any(words in reason for reason in result["reasons"]), words
+
+
+def test_a_few_skipped_trigger_periods_stay_under_the_limit():
+    result = _assess(_record(skipped=10), [_stream()])  # 10 of 2,000 periods: 0.5%
+    assert result["overloaded"] is False and result["trigger_skipped_share"] == pytest.approx(0.005)
 
 
 def test_the_switch_wait_limit_is_one_of_the_buckets_the_switches_count():

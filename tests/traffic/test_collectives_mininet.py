@@ -105,8 +105,9 @@ def fail_link_during(fabric, run, down_after=0.4, down_for=0.3):
             fabric.configLinkStatus(left, right, "down")
 
         def up():
-            fabric.configLinkStatus(left, right, "up")
+            # taken as the command starts, as "down" is: frames may flow before configLinkStatus returns
             times["up"] = time.time_ns()
+            fabric.configLinkStatus(left, right, "up")
 
         delay = (start_ns - time.time_ns()) / 1e9
         timers.extend([threading.Timer(delay + down_after, down), threading.Timer(delay + down_after + down_for, up)])

@@ -1,6 +1,6 @@
 """The embedded switch's packet loop in native code: AF_XDP ports, the v1model traffic manager, batched send.
 
-The C library (``tbio.c``, ``tbio.h``, ``xsk.h`` beside this file) is built with the system C
+The C library (``tbio.c``, ``pktgen.c``, ``tbio.h``, ``xsk.h`` beside this file) is built with the system C
 compiler at first use and cached by the content hash of its sources (:func:`build`), then loaded
 through cffi.  A frame never passes through Python on its way through the switch: the loop
 receives on every port's AF_XDP socket, runs the compiled pipeline (the functions of
@@ -19,6 +19,11 @@ control included (that module's PFC contract); :attr:`NativeLoop.tm` is the loop
 and counters.  With PFC on, the loop consumes the PAUSE frames arriving on its ports and sends the
 ones its traffic manager asks for, ahead of the departures (:class:`~testbed.p4.v1model.device.Device`'s
 queued mode); the frames are :func:`testbed.p4.v1model.pfc.build_pause`'s, given to the loop per port.
+
+:class:`NativePacketGenerator` is the packet generator's timers in C (``pktgen.c``), with
+:class:`testbed.p4.v1model.packet_generator.PacketGenerator`'s semantics (tests compare the two);
+:attr:`NativeLoop.packet_generator` is the loop's own, which the switch attaches its
+``PacketGenerator`` to: the loop injects the frames on its own timer, without Python.
 """
 import hashlib
 import json
@@ -32,11 +37,12 @@ from testbed.errors import ParameterError, TestbedError
 from testbed.p4.native.build import COMPILER_ENV, SANITIZE_ENV, SANITIZE_FLAGS
 from testbed.p4.v1model.pfc import DEFAULT_QUANTUM_NS, PRIORITIES
 
-__all__ = ["build", "ports_with_qdisc", "NativeLoop", "NativeTrafficManager", "NativeDeparture", "STOPPED", "WOKEN",
+__all__ = ["build", "ports_with_qdisc", "NativeLoop", "NativeTrafficManager", "NativeDeparture",
+           "NativePacketGenerator", "STOPPED", "WOKEN",
            "PUNTED", "HALTED", "UNSUPPORTED"]
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-SOURCES = ("tbio.c", "tbio.h", "tbio_dsf.h", "xsk.h")
+SOURCES = ("tbio.c", "pktgen.c", "tbio.h", "tbio_dsf.h", "xsk.h")
 #: tb_pipeline.h, the C ABI of the native backend's compiled programs (testbed/p4/native)
 PIPELINE_HEADER = os.path.join(os.path.dirname(os.path.dirname(HERE)), "p4", "native", "include", "tb_pipeline.h")
 
@@ -102,6 +108,7 @@ def build(extra_flags=()):
     fd, partial = tempfile.mkstemp(dir=directory, suffix=".so.tmp")
     os.close(fd)
     command = [compiler(), *flags, f'-DTB_PIPELINE_HEADER="{header}"', "-o", partial, os.path.join(HERE, "tbio.c"),
+               os.path.join(HERE, "pktgen.c"),
                "-ldl", "-lpthread"]
     try:
         result = subprocess.run(command, capture_output=True, text=True)
@@ -394,6 +401,75 @@ class NativeTrafficManager(_TrafficManagerView):
         return when[0] if self._lib.tbio_tm_next_pause(self._tm, when) else None
 
 
+class NativePacketGenerator:
+    """The packet generator's timers in C: what :meth:`PacketGenerator.attach
+    <testbed.p4.v1model.packet_generator.PacketGenerator.attach>` hands the applications to.
+
+    Args:
+        loop: the :class:`NativeLoop` whose generator this is (each call takes the loop's lock; the
+            loop injects the frames), or None for a generator of its own, driven by :meth:`due`.
+
+    The applications' values were checked by the ``PacketGenerator``.
+    """
+
+    def __init__(self, loop=None):
+        if loop is None:
+            self._ffi, self._lib = load()
+            self._pg = self._ffi.gc(self._lib.tbio_pktgen_new(), self._lib.tbio_pktgen_free)
+            self._locked = _Unlocked
+        else:
+            self._ffi, self._lib = loop._ffi, loop._lib
+            self._pg = self._lib.tbio_packet_generator(loop._loop)
+            self._locked = loop.locked
+        self._state = self._ffi.new("tbio_pktgen_app_t *")
+
+    def set_app(self, number, app):
+        """Start or change application ``number`` with ``app``'s port, period, template, timer and counters
+        (a :class:`~testbed.p4.v1model.packet_generator.GeneratorApp`)."""
+        state = self._ffi.new("tbio_pktgen_app_t *", {
+            "port": app.port, "period_ns": app.period_ns, "next_ns": app.next_ns, "generated": app.generated,
+            "skipped": app.skipped, "late_max_ns": app.late_max_ns})
+        with self._locked():
+            failed = self._lib.tbio_pktgen_set(self._pg, number, state, app.template, len(app.template))
+        if failed:
+            raise ParameterError("app", number, "an application of packet_generator.PacketGenerator's checks")
+
+    def stop_app(self, number):
+        """End application ``number``."""
+        with self._locked():
+            self._lib.tbio_pktgen_stop(self._pg, number)
+
+    def read_app(self, number, app):
+        """Copy application ``number``'s timer and counters into ``app`` (nothing when it does not run)."""
+        with self._locked():
+            found = self._lib.tbio_pktgen_get(self._pg, number, self._state)
+        if found:
+            state = self._state
+            app.next_ns, app.generated, app.skipped = state.next_ns, state.generated, state.skipped
+            app.late_max_ns = state.late_max_ns
+
+    def next_due_ns(self):
+        """When the next frame is due (CLOCK_MONOTONIC ns), or None when no application runs."""
+        when = self._ffi.new("int64_t *")
+        with self._locked():
+            found = self._lib.tbio_pktgen_next_due(self._pg, when)
+        return when[0] if found else None
+
+    def due(self, now_ns):
+        """The frames whose time has come: ``[(port, frame)]``, in application order (a generator of its own;
+        the loop's injects them itself)."""
+        cap = self._lib.TBIO_PKTGEN_APPS
+        apps = self._ffi.new("uint32_t[]", cap)
+        length = self._ffi.new("uint32_t *")
+        frames = []
+        with self._locked():
+            for number in apps[0:self._lib.tbio_pktgen_due(self._pg, now_ns, apps, cap)]:
+                self._lib.tbio_pktgen_get(self._pg, number, self._state)
+                frame = self._lib.tbio_pktgen_frame(self._pg, number, length)
+                frames.append((self._state.port, bytes(self._ffi.buffer(frame, length[0]))))
+        return frames
+
+
 class NativeLoop:
     """A switch's native packet loop over AF_XDP sockets on its port interfaces (root needed).
 
@@ -472,6 +548,12 @@ class NativeLoop:
     def tm(self):
         """The loop's traffic manager (settings and counters; each call takes the loop's lock)."""
         return _LoopTrafficManager(self)
+
+    @property
+    def packet_generator(self):
+        """The loop's packet generator (:class:`NativePacketGenerator`): its frames enter ingress on the
+        loop's own timer while a pipeline is set."""
+        return NativePacketGenerator(self)
 
     def set_queue(self, port, rate_pps=None, rate_bps=None, depth_packets=64, priorities=1):
         """Configure the egress queues of ``port`` (see TrafficManager.set_queue)."""

@@ -11,9 +11,10 @@ loop; Python does only what the loop hands back or what control asks:
 * P4Runtime writes change the Python state; the native state's watchers mark what changed and
   wake the loop, which copies it into native memory (``NativeState.sync``) under the loop's lock
   before the next batch; multicast groups and clone sessions are copied when they differ;
-* port loss and delay (``port_control``) are the loop's; the packet generator's frames are injected
-  when due; a port shaped with tc sends through an AF_PACKET socket (AF_XDP's transmit would bypass
-  the shaping);
+* port loss and delay (``port_control``) are the loop's; so is the packet generator's timer: the
+  target's ``PacketGenerator`` is attached to the loop's (``pktgen.c``), which injects the frames
+  when due without Python (configuration and status stay the target's); a port shaped with tc
+  sends through an AF_PACKET socket (AF_XDP's transmit would bypass the shaping);
 * port queues and priority flow control (``queue``, ``pfc``, ``pfc_status``) are the loop's traffic
   manager's: it consumes the PAUSE frames arriving on the ports and sends its own
   (:func:`~testbed.p4.v1model.pfc.build_pause` from :func:`~testbed.p4.v1model.device.pause_source_mac`);
@@ -41,7 +42,7 @@ from testbed.p4.v1model.pfc import build_pause
 
 __all__ = ["NativeSwitchDaemon", "native_loop_applies", "native_loop_refused", "deliver_events"]
 
-IDLE_TIMEOUT_MS = 100  # how often an idle loop looks at the replication engine and the generator
+IDLE_TIMEOUT_MS = 100  # how often an idle loop looks at the replication engine
 #: AF_XDP ring size per port: a burst the kernel can queue while the loop waits for a core (as many
 #: frames as a Python switch's default socket buffer holds at 64 bytes); each receive frame is 2 KiB
 #: of resident memory per port
@@ -205,6 +206,7 @@ class NativeSwitchDaemon(SwitchDaemon):
         for port, impairment in self.impaired.items():
             loop.set_impairment(port, impairment.loss, impairment.delay_ns / 1e6)
         self.loop = loop
+        self.target.packet_generator.attach(loop.packet_generator)
         watcher = threading.Thread(target=self._watch, name="native-io-control", daemon=True)
         watcher.start()
         synced = 0  # when the program's PFC counters were last copied
@@ -223,7 +225,7 @@ class NativeSwitchDaemon(SwitchDaemon):
                     with loop.locked():
                         native.sync()
                 self._sync_replication(device.state)
-                timeout = self._inject_generated()
+                timeout = IDLE_TIMEOUT_MS
                 if loop.pfc is not None and device.has_pfc_counters:
                     now = time.monotonic_ns()
                     if now - synced >= PFC_COUNTER_PERIOD_NS:
@@ -248,6 +250,7 @@ class NativeSwitchDaemon(SwitchDaemon):
             self.loop = None
             self._unwatch()
             watcher.join(5)
+            self.target.packet_generator.detach()
             loop.close()
             self._device = None
 
@@ -297,17 +300,6 @@ class NativeSwitchDaemon(SwitchDaemon):
                 self.loop.set_clone_session(sid, list(replicas), length)
         self._pre = (groups, sessions)
 
-    def _inject_generated(self):
-        """Inject the packet generator's due frames; return how long the loop may wait (ms)."""
-        generator = self.target.packet_generator
-        now = time.monotonic_ns()
-        for port, frame in generator.due(now):
-            self.loop.inject(port, frame)
-        due = generator.next_due_ns()
-        if due is None:
-            return IDLE_TIMEOUT_MS
-        return max(0, min(IDLE_TIMEOUT_MS, (due - now) // 1_000_000))
-
     def _watch(self):
         """Serve control requests and PacketOuts while the main thread is in the loop."""
         poller = select.poll()
@@ -328,7 +320,7 @@ class NativeSwitchDaemon(SwitchDaemon):
                     self.target.inject_pending(injector)
                 elif fd == control_fd:
                     self.control.serve(self.handle_control)
-                    loop.wake()  # the generator may have a new timer
+                    loop.wake()  # a setting may concern the loop's Python side
                 else:
                     loop.wake()
                     return

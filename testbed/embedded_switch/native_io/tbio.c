@@ -732,6 +732,8 @@ struct tbio_loop {
     uint32_t xport_list[MAX_PORTS], nxports;
     tbio_port_stats_t stats[MAX_PORTS];
     tbio_tm_t *tm;
+    tbio_pktgen_t *pktgen;
+    int generating; /* on_frame has a packet generator's frame: it never passed the kernel's receive path */
     ops_t ops;
     void *dl;
     tb_pipeline_t *pl;
@@ -1206,7 +1208,7 @@ static void on_frame(void *ctx, const uint8_t *data, uint32_t len)
     /* The kernel's receive path drops an 802.1Q/802.1ad frame too short to untag (skb_vlan_untag pulls
      * the 4-byte tag and the inner EtherType) before any packet socket sees it, so BMv2 (libpcap) and the
      * Python switch never get it; XDP runs before that and would. */
-    if (len < ETH_HEADER + 6 && len >= ETH_HEADER &&
+    if (!L->generating && len < ETH_HEADER + 6 && len >= ETH_HEADER &&
         ((data[12] == 0x81 && data[13] == 0x00) || (data[12] == 0x88 && data[13] == 0xa8)))
         return;
     if (len >= PAUSE_HEADER && L->pause_kind[0] && !memcmp(data + 12, L->pause_kind, 4) &&
@@ -1242,7 +1244,8 @@ tbio_loop_t *tbio_new(int32_t cpu_port, int64_t clock_origin_ns, uint32_t ring_s
     pthread_mutex_init(&L->mutex, NULL);
     L->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     L->tm = tbio_tm_new(64, 1);
-    if (L->wake_fd < 0 || !L->tm) {
+    L->pktgen = tbio_pktgen_new();
+    if (L->wake_fd < 0 || !L->tm || !L->pktgen) {
         tbio_free(L);
         return NULL;
     }
@@ -1281,6 +1284,7 @@ void tbio_free(tbio_loop_t *L)
     }
     for (int i = 0; i < 65536; i++) free_replicas(L->groups[i]), free_replicas(L->sessions[i]);
     tbio_tm_free(L->tm);
+    tbio_pktgen_free(L->pktgen);
     free(L->pause_frame);
     dsf_detach(L);
     if (L->dl) dlclose(L->dl);
@@ -1417,6 +1421,8 @@ int tbio_set_pipeline(tbio_loop_t *L, const char *path, void *pipeline, int64_t 
 }
 
 tbio_tm_t *tbio_traffic_manager(tbio_loop_t *L) { return L->tm; }
+
+tbio_pktgen_t *tbio_packet_generator(tbio_loop_t *L) { return L->pktgen; }
 
 static int set_replicas(replicas_t **table, uint32_t id, uint32_t n, const uint32_t *ports, const uint32_t *rids,
                         uint32_t packet_length)
@@ -1565,6 +1571,22 @@ static void release(tbio_loop_t *L)
     pthread_mutex_unlock(&L->mutex);
 }
 
+/* The packet generator's due frames enter ingress as received frames do (Device.transmit_ready). */
+static void generate(tbio_loop_t *L, int64_t now)
+{
+    uint32_t apps[TBIO_PKTGEN_APPS], len;
+    tbio_pktgen_app_t app;
+    int n = tbio_pktgen_due(L->pktgen, now, apps, TBIO_PKTGEN_APPS);
+    for (int i = 0; i < n; i++) {
+        const uint8_t *frame = tbio_pktgen_frame(L->pktgen, apps[i], &len);
+        tbio_pktgen_get(L->pktgen, apps[i], &app);
+        struct rx_ctx ctx = {L, app.port};
+        L->generating = 1;
+        on_frame(&ctx, frame, len);
+        L->generating = 0;
+    }
+}
+
 int tbio_run(tbio_loop_t *L, int timeout_ms)
 {
     int64_t deadline = timeout_ms < 0 ? INT64_MAX : clock_ns() + (int64_t)timeout_ms * 1000000;
@@ -1579,6 +1601,7 @@ int tbio_run(tbio_loop_t *L, int timeout_ms)
             received += xsk_receive(&x->xsk, RX_BATCH, on_frame, &ctx);
         }
         int64_t now = clock_ns();
+        if (L->pl) generate(L, now);
         if (L->pl && !L->halted) transmit_ready(L, now);
         if (L->dsf && !L->halted) dsf_run(L, now);
         release_delayed(L, now);
@@ -1622,6 +1645,7 @@ int tbio_run(tbio_loop_t *L, int timeout_ms)
         if (L->pl && !L->halted && tbio_tm_next_departure(L->tm, &when) && when < next) next = when;
         if (L->pl && !L->halted && tbio_tm_next_pause(L->tm, &when) && when < next) next = when;
         if (L->dsf && !L->halted) dsf_next(L, &next);
+        if (L->pl && tbio_pktgen_next_due(L->pktgen, &when) && when < next) next = when;
         for (uint32_t i = 0; i < L->nxports; i++) {
             xport_t *x = L->xports[L->xport_list[i]];
             if (x->delayed_head && x->delayed_head->release_ns < next) next = x->delayed_head->release_ns;

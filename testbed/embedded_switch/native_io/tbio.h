@@ -102,6 +102,32 @@ int tbio_tm_queue_config(tbio_tm_t *tm, uint32_t port, uint64_t *rate_pps, uint6
 /* The ports that have queues (configured or used), ascending, at most cap; returns how many. */
 int tbio_tm_ports(tbio_tm_t *tm, uint32_t *out, int cap);
 
+/* ---- packet generator (pktgen.c; also usable on its own: tests compare it with packet_generator.py) ---- */
+#define TBIO_PKTGEN_APPS 8          /* packet_generator.MAX_APPS */
+#define TBIO_PKTGEN_MAX_FRAME 1514  /* packet_generator.MAX_FRAME */
+typedef struct tbio_pktgen tbio_pktgen_t;
+/* An application's timer and counters (packet_generator.GeneratorApp); times in CLOCK_MONOTONIC ns. */
+typedef struct tbio_pktgen_app {
+    uint32_t port;
+    int64_t period_ns, next_ns;
+    uint64_t generated, skipped;
+    int64_t late_max_ns;
+} tbio_pktgen_app_t;
+tbio_pktgen_t *tbio_pktgen_new(void);
+void tbio_pktgen_free(tbio_pktgen_t *pg);
+/* Start or change app with state and its frame (checked by packet_generator.py).  0, or -1 (bad values). */
+int tbio_pktgen_set(tbio_pktgen_t *pg, uint32_t app, const tbio_pktgen_app_t *state, const uint8_t *frame,
+                    uint32_t len);
+void tbio_pktgen_stop(tbio_pktgen_t *pg, uint32_t app);
+/* 1 and *out filled when app runs, else 0 */
+int tbio_pktgen_get(tbio_pktgen_t *pg, uint32_t app, tbio_pktgen_app_t *out);
+/* 1 and *when set (the earliest due time) when an application runs, else 0 */
+int tbio_pktgen_next_due(tbio_pktgen_t *pg, int64_t *when);
+/* The applications due by now (at most cap, in application order), each counted as generated once. */
+int tbio_pktgen_due(tbio_pktgen_t *pg, int64_t now_ns, uint32_t *apps, int cap);
+/* app's frame and its length, NULL when app does not run */
+const uint8_t *tbio_pktgen_frame(tbio_pktgen_t *pg, uint32_t app, uint32_t *len);
+
 /* ---- the packet loop ---- */
 #define TBIO_STOPPED 0     /* tbio_run: the caller's timeout passed */
 #define TBIO_WOKEN 1       /* tbio_wake was called */
@@ -129,6 +155,9 @@ int tbio_set_pipeline(tbio_loop_t *loop, const char *path, void *pipeline, int64
  * tbio_set_pipeline, under tbio_lock; a new pipeline forgets it.  Returns 0, or -1 with err. */
 int tbio_set_dsf(tbio_loop_t *loop, void *dsf, char *err, size_t errlen);
 tbio_tm_t *tbio_traffic_manager(tbio_loop_t *loop);
+/* The loop's packet generator: its due frames enter ingress on its ports from the loop's own timer
+ * while a pipeline is set (set and read its applications under tbio_lock). */
+tbio_pktgen_t *tbio_packet_generator(tbio_loop_t *loop);
 int tbio_set_multicast_group(tbio_loop_t *loop, uint32_t group, uint32_t n, const uint32_t *ports,
                              const uint32_t *rids);
 int tbio_set_clone_session(tbio_loop_t *loop, uint32_t session, uint32_t n, const uint32_t *ports,

@@ -11,17 +11,21 @@ the run's root-namespace interfaces on each server are in its owner's interface 
 (slot :data:`~testbed.emulation.cleanup.SERVER_GROUP_SLOT` on remote servers).  At stop,
 and by ``testbed cleanup --servers``, each server removes exactly those.
 """
+import json
 import os
+import re
 import shlex
+import subprocess
 import sys
+import time
 
 from mininet.net import Mininet
 
-from testbed.emulation.cleanup import SERVER_GROUP_SLOT, mark_owner, owner_interface_group
+from testbed.emulation.cleanup import OWNER_ENV, SERVER_ENV, SERVER_GROUP_SLOT, mark_owner, owner_interface_group
 from testbed.emulation.cluster import links as cluster_links
 from testbed.emulation.cluster.nodes import ClusterEmbeddedSwitch, ClusterHost
 from testbed.emulation.cluster.placement import crossing_links, place
-from testbed.emulation.cluster.servers import check_servers, resolve_all
+from testbed.emulation.cluster.servers import WATCH_TIMEOUT_S, check_servers, resolve_all, watch
 from testbed.emulation.hosts import OFFLOAD_FEATURES
 from testbed.emulation.links import ip_batch, unused_interface_group
 from testbed.emulation.namespaces import set_interface_up
@@ -32,6 +36,12 @@ LINK_KINDS = ("vxlan", "ssh")
 SWITCH_KINDS = {"embedded": ClusterEmbeddedSwitch}
 #: hosts' MTU: room for the VXLAN header (50 bytes) within the servers' 1500
 HOST_MTU = 1450
+#: the cross-link probe: two namespaces (names no topology uses), their addresses (a /30 of their own,
+#: reachable from nothing else), pings and seconds of TCP (see ClusterFabricNetwork.measure_cross_link)
+PROBE_NAMES = ("tbprobe0", "tbprobe1")
+PROBE_ADDRESSES = ("10.255.255.253/30", "10.255.255.254/30")
+PROBE_PINGS = 20
+PROBE_SECONDS = 2.0
 
 
 class ClusterFabricNetwork(FabricNetwork):
@@ -64,6 +74,10 @@ class ClusterFabricNetwork(FabricNetwork):
         self.check = check
         self.crossing = crossing_links(topo, self.placement)
         self._groups = {}
+        self._tunnels = []  # the run's tunnel processes (SSH tunnels)
+        self._watches = {}  # {server name: its watch connection} (see check_reachable)
+        self._link_class = None
+        self.cross_link_measured = None  # see measure_cross_link
 
     def start(self):
         """Check the servers (before anything starts), then build and start as FabricNetwork does."""
@@ -75,11 +89,16 @@ class ClusterFabricNetwork(FabricNetwork):
         """Node shells on their servers, links (veth within a server, tunnels across), hosts configured."""
         topo, progress = self.topo, self.progress
         owner = mark_owner()
+        for server in self.servers:
+            if not server.local:
+                self._watches[server.name] = watch(server, [f"{OWNER_ENV}={owner}", f"{SERVER_ENV}={server.name}"])
         make_switch = self._switch_factory()
         self._groups = {server.name: (unused_interface_group() if server.local
                                       else owner_interface_group(owner, SERVER_GROUP_SLOT))
                         for server in self.servers}
-        link_class = cluster_links.link_class(self.link_kind, owner, self._groups)
+        link_class = cluster_links.link_class(self.link_kind, owner, self._groups, self._tunnels,
+                                              shape=self.shape_links)
+        self._link_class = link_class
         self.net = Mininet(topo=None, switch=self.switch_class, host=ClusterHost, controller=None, build=False,
                            autoSetMacs=False, waitConnected=False, link=link_class)
         hosts, switches = list(topo.hosts()), list(topo.switches())
@@ -102,6 +121,22 @@ class ClusterFabricNetwork(FabricNetwork):
         self._prepare_switch_ports()
         self._configure_hosts()
         self.net.built = True
+
+    def check_reachable(self):
+        """Raise EmulationError naming the first server whose watch connection ended (no answer for
+        :data:`~testbed.emulation.cluster.servers.WATCH_TIMEOUT_S`); it is then lost to the run:
+        teardown tries nothing more there and says how to clean it once it is back."""
+        for name, connection in self._watches.items():
+            if connection.poll() is None:
+                continue
+            server = self.server_by_name[name]
+            if server.lost is None:
+                server.lost = f"no answer over ssh for {WATCH_TIMEOUT_S} s, status {connection.returncode}"
+            lost = sorted(node for node, where in self.placement.items() if where == name)
+            raise EmulationError(f"server {name} ({server.address}) became unreachable while the fabric ran "
+                                 f"({server.lost}); lost with it: {len(lost)} nodes ({', '.join(lost[:6])}"
+                                 f"{', ...' if len(lost) > 6 else ''}); once it is back, "
+                                 f"`testbed cleanup --servers {name}` removes what the run left there")
 
     def _prepare_switch_ports(self):
         """On every server: the switch ports into the run's interface group, IPv6 and offloads off, up."""
@@ -129,35 +164,28 @@ class ClusterFabricNetwork(FabricNetwork):
                 raise EmulationError(f"host {host.name}: MTU {HOST_MTU}: {output.strip()}")
 
     def _teardown(self):
-        """FabricNetwork's teardown, then on every server whatever of the run is left (tunnels, processes)."""
+        """FabricNetwork's teardown, the tunnels, then on every server whatever of the run is left."""
         errors = []
-        try:
-            links = list(self.net.links) if self.net is not None else []
-        except AttributeError:
-            links = []
         try:
             super()._teardown()
         except EmulationError as error:
             errors.append(str(error))
-        for link in links:
-            stop = getattr(link, "stop_tunnel", None)
-            if stop is not None:
-                stop()
+        cluster_links.stop_tunnels(self._tunnels)
+        watches, self._watches = self._watches, {}
+        cluster_links.stop_tunnels(list(watches.values()))
         for server in self.servers:
             if server.local:
                 group = self._groups.get(server.name)
                 if group is not None:
                     ip_batch([f"link del group {group}"], force=True)
                 continue
-            remote_cleanup(server, [os.environ.get("TESTBED_OWNER", os.getpid())], errors)
+            if server.lost:
+                errors.append(f"server {server.name} ({server.address}) unreachable ({server.lost}): what the "
+                              f"run left there stays until `testbed cleanup --servers {server.name}`")
+                continue
+            remote_cleanup(server, [os.environ.get(OWNER_ENV, os.getpid())], errors)
         if errors:
             raise EmulationError("teardown: " + "; ".join(errors))
-
-    def stop(self):
-        """Stop the network on every server (Mininet's net is kept until the links are known)."""
-        net = self.net
-        self._net_for_teardown = net
-        super().stop()
 
     def link_status(self, a, b, status):
         """Bring every link between ``a`` and ``b`` up or down, each end on its own server."""
@@ -178,9 +206,68 @@ class ClusterFabricNetwork(FabricNetwork):
         return entry
 
     def cluster_summary(self):
-        """``{"servers", "placement", "link", "crossing_links"}`` (recorded in results.json)."""
+        """``{"servers", "placement", "link", "crossing_links", "cross_link_measured"}`` (recorded in
+        results.json; the last is None until :meth:`measure_cross_link` ran)."""
         return {"servers": [server.describe() for server in self.servers], "placement": dict(self.placement),
-                "link": self.link_kind, "crossing_links": [list(pair) for pair in self.crossing]}
+                "link": self.link_kind, "crossing_links": [list(pair) for pair in self.crossing],
+                "cross_link_measured": self.cross_link_measured}
+
+    def measure_cross_link(self, seconds=PROBE_SECONDS):
+        """Round trip and TCP rate of one link of the run's kind between this machine and the first other
+        server: two probe namespaces, one on each, joined by such a link (the fabric's own cross links
+        carry its switches' traffic, which the switches, not the link, limit).  Idle until teardown.
+
+        Returns:
+            dict: ``between``, ``link``, ``rtt_ms_min``, ``rtt_ms_avg`` (ping, 20 x 50 ms), ``rate_mbps``
+            (iperf3, TCP, ``seconds``), ``how``; also kept in :meth:`cluster_summary`.
+
+        Raises:
+            EmulationError: a probe could not be made or measured (named).
+        """
+        remote = next(server for server in self.servers if not server.local)
+        owner = os.environ.get(OWNER_ENV, str(os.getpid()))
+        probes = [self._created(ClusterHost(name, server=server, owner=owner))
+                  for name, server in zip(PROBE_NAMES, (self.servers[0], remote))]
+        link = self._link_class(probes[0], probes[1])
+        for probe, intf, address in zip(probes, (link.intf1, link.intf2), PROBE_ADDRESSES):
+            output = probe.cmd(f"ip addr add {address} dev {intf.name} && ip link set dev {intf.name} mtu "
+                               f"{HOST_MTU} up")
+            if output.strip():
+                raise EmulationError(f"cross-link probe {probe.name} on {probe.cluster_server.name}: {output.strip()}")
+        peer = PROBE_ADDRESSES[1].split("/")[0]
+        pinged = probes[0].cmd(f"ping -c {PROBE_PINGS} -i 0.05 -q -W 2 {peer}")
+        rtt = re.search(r"= ([\d.]+)/([\d.]+)/", pinged)
+        if rtt is None:
+            raise EmulationError(f"cross-link probe to {remote.name}: ping failed: {pinged.strip()[-300:]}")
+        listener = probes[1].popen(["iperf3", "-s", "-1", "-B", peer], stdout=subprocess.DEVNULL,
+                                   stderr=subprocess.DEVNULL)
+        try:
+            report = None
+            for _attempt in range(20):  # until the listener on the other server accepts
+                output = probes[0].cmd(f"iperf3 -c {peer} -t {seconds:g} -J 2>&1")
+                try:
+                    report = json.loads(output[output.index("{"):])
+                except ValueError:
+                    report = None
+                if report and "error" not in report:
+                    break
+                time.sleep(0.25)
+            if not report or "error" in report:
+                raise EmulationError(f"cross-link probe to {remote.name}: iperf3 failed: {output.strip()[-300:]}")
+        finally:
+            if listener.poll() is None:
+                listener.kill()
+            listener.wait()
+        try:
+            rate_mbps = round(float(report["end"]["sum_received"]["bits_per_second"]) / 1e6, 1)
+        except (KeyError, TypeError, ValueError):
+            raise EmulationError(f"cross-link probe to {remote.name}: iperf3 reported no received rate") from None
+        self.cross_link_measured = {
+            "between": [self.servers[0].name, remote.name], "link": self.link_kind,
+            "rtt_ms_min": float(rtt.group(1)), "rtt_ms_avg": float(rtt.group(2)), "rate_mbps": rate_mbps,
+            "how": f"ping {PROBE_PINGS} x 50 ms and iperf3 TCP {seconds:g} s between two probe namespaces "
+                   f"joined by a {self.link_kind} link, while the fabric was up and idle"}
+        return self.cross_link_measured
 
 
 def remote_cleanup(server, owners, errors=None, include_running=True):
@@ -189,7 +276,9 @@ def remote_cleanup(server, owners, errors=None, include_running=True):
                f"--owners {','.join(str(owner) for owner in owners)}")
     result = server.run(command, timeout=60)
     if result.returncode != 0:
-        message = f"server {server.name}: cleanup failed: {(result.stderr or result.stdout).strip()}"
+        message = (f"server {server.name} ({server.address}): cleanup failed: "
+                   f"{(result.stderr or result.stdout).strip() or 'ssh failed'} (`testbed cleanup --servers "
+                   f"{server.name}` once it answers)")
         if errors is None:
             raise EmulationError(message)
         errors.append(message)

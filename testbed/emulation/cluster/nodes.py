@@ -25,6 +25,10 @@ from testbed.emulation.cleanup import OWNER_ENV, REMOTE_PID_PREFIX, SERVER_ENV
 from testbed.emulation.cluster.servers import forwarded_environment
 from testbed.emulation.hosts import FabricHost
 from testbed.emulation.p4switch import EmbeddedP4Switch, SWITCHD_MODULE
+from testbed.errors import EmulationError
+
+#: how often a remote node waiting for its shell's output checks that the shell's connection still runs
+SHELL_CHECK_MS = 1000
 
 
 class ClusterNodeMixin(RemoteMixin):
@@ -37,6 +41,27 @@ class ClusterNodeMixin(RemoteMixin):
         RemoteMixin.__init__(self, name, server=server.name if remote else "localhost", user="root",
                              serverIP=server.address if server else "127.0.0.1", **params)
         ClusterCleanup.serveruser.pop(self.server, None)  # never `mn -c` on any server
+
+    def waitReadable(self, timeoutms=None):
+        """As Mininet's; on a remote node, raise instead of waiting forever once its shell's ssh connection
+        has ended (this process holds the pty's other end, so the read would never see an end)."""
+        if not self.isRemote or self.readbuf or timeoutms is not None or self.shell is None:
+            return super().waitReadable(timeoutms)
+        while True:
+            ready = self.pollOut.poll(SHELL_CHECK_MS)
+            if ready:
+                return ready
+            if self.shell.poll() is not None:
+                server = self.cluster_server
+                raise EmulationError(f"node {self.name} on server {server.name} ({server.address}): its shell's "
+                                     f"ssh connection ended (status {self.shell.returncode}); is the server "
+                                     "reachable?")
+
+    def read(self, size=1024):
+        """As Mininet's (which reads before waiting when a shell starts), waiting as :meth:`waitReadable`."""
+        if self.isRemote and not self.readbuf and self.shell is not None:
+            self.waitReadable()
+        return super().read(size)
 
     def remote_command(self, argv):
         """``env TESTBED_OWNER=... TESTBED_SERVER=... argv`` as one quoted shell string for ssh."""
@@ -108,8 +133,6 @@ class ClusterHost(ClusterNodeMixin, FabricHost):
                                     f">/dev/null 2>&1; " for name in names)
                           + f"printf '%b\\n' {shlex.quote(script)} | ip -batch -")
         if output.strip():
-            from testbed.errors import EmulationError
-
             raise EmulationError(f"host {self.name} on {self.cluster_server.name}: configuring its "
                                  f"interfaces failed: {output.strip()}")
         return None

@@ -21,6 +21,10 @@ LOCAL = "localhost"
 SSH_OPTIONS = ("-q", "-o", "BatchMode=yes", "-o", "ConnectTimeout=5", "-o", "ServerAliveInterval=5",
                "-o", "ServerAliveCountMax=3")
 CHECK_TIMEOUT_S = 20
+#: keep-alive probes of a run's watch connection to each server (see :func:`watch`)
+WATCH_PROBES = 3
+#: a server that has not answered its watch connection for this long is lost to the run
+WATCH_TIMEOUT_S = 6
 
 
 class Server:
@@ -32,15 +36,22 @@ class Server:
         self.user = user
         self.identity = identity
         self.known_hosts = known_hosts
+        #: why the server is lost to the run (set when its watch connection ended), else None
+        self.lost = None
 
     @property
     def local(self):
         """True for the machine ``testbed`` runs on."""
         return self.name == LOCAL
 
-    def ssh_argv(self, tty=False):
-        """``ssh ... user@address`` (with ``-tt`` for node shells), without the remote command."""
-        argv = ["ssh", *SSH_OPTIONS]
+    def ssh_argv(self, tty=False, alive_s=None):
+        """``ssh ... user@address`` (with ``-tt`` for node shells), without the remote command;
+        ``alive_s``: the connection ends when the server has not answered for about that long."""
+        argv = ["ssh"]
+        if alive_s is not None:  # ssh takes the first value of an option: these go before SSH_OPTIONS
+            argv += ["-o", f"ServerAliveInterval={max(1, int(alive_s) // WATCH_PROBES)}",
+                     "-o", f"ServerAliveCountMax={WATCH_PROBES}"]
+        argv += SSH_OPTIONS
         if self.identity:
             argv += ["-i", self.identity, "-o", "IdentitiesOnly=yes"]
         if self.known_hosts:
@@ -50,7 +61,11 @@ class Server:
         return argv + [f"{self.user}@{self.address}"]
 
     def run(self, command, timeout=CHECK_TIMEOUT_S):
-        """Run a shell command on the server (locally for localhost); return CompletedProcess (text)."""
+        """Run a shell command on the server (locally for localhost); return CompletedProcess (text).
+
+        On a server lost to the run (:attr:`lost`) nothing is tried: status 255 at once."""
+        if self.lost:
+            return subprocess.CompletedProcess([], 255, "", f"server {self.name} unreachable ({self.lost})")
         argv = ["sh", "-c", command] if self.local else self.ssh_argv() + [
             shlex.join(["env", *forwarded_environment(), "sh", "-c", command])]
         try:
@@ -64,6 +79,15 @@ class Server:
 
     def __repr__(self):
         return f"Server({self.name!r}, {self.address!r})"
+
+
+def watch(server, marks):
+    """A connection to ``server`` that ends when it stops answering for :data:`WATCH_TIMEOUT_S`
+    (or when its run ends: the remote side reads the stdin the run holds); ``marks`` are the remote
+    command's ``NAME=value`` owner marks.  Returns the local ssh process (``poll()`` tells)."""
+    remote = shlex.join(["env", *marks, "sh", "-c", "exec cat >/dev/null"])
+    return subprocess.Popen(server.ssh_argv(alive_s=WATCH_TIMEOUT_S) + [remote], stdin=subprocess.PIPE,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, process_group=0)
 
 
 def forwarded_environment():
@@ -209,4 +233,4 @@ def local_address_towards(server):
 
 
 __all__ = ["Server", "resolve", "resolve_all", "check_servers", "parse_servers_option", "LOCAL",
-           "local_address_towards", "forwarded_environment"]
+           "local_address_towards", "forwarded_environment", "watch", "WATCH_TIMEOUT_S"]

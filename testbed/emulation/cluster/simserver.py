@@ -27,7 +27,7 @@ import socket
 import subprocess
 import time
 
-from testbed.emulation.cleanup import OWNER_ENV, owner_alive, owner_interface_group
+from testbed.emulation.cleanup import OWNER_ENV, marked_processes, owner_alive, owner_interface_group
 from testbed.errors import EmulationError, ParameterError
 
 SERVERS_DIR = "/run/testbed-servers"
@@ -103,6 +103,7 @@ def _sshd_config(folder, address):
         "KbdInteractiveAuthentication no", "UsePAM no", "StrictModes no", "UseDNS no",
         "PermitTunnel yes",  # SSH-tunnel links (ssh -w)
         "MaxStartups 200", "MaxSessions 200",  # one connection per remote node shell and process
+        "ClientAliveInterval 2", "ClientAliveCountMax 3",  # sessions of a client gone quiet end (their ttys hang up)
         "PrintMotd no", "Subsystem sftp internal-sftp", "",
     ])
 
@@ -188,6 +189,13 @@ def _namespaces():
     return [line.split()[0] for line in out.splitlines() if line.strip()]
 
 
+def processes(name):
+    """Pids of the processes running on simulated server ``name``: those in its namespace (its sshd and
+    what runs under it) and those runs started there in namespaces of their own (marked with the server)."""
+    out = subprocess.run(["ip", "netns", "pids", name], capture_output=True, text=True, check=False).stdout
+    return sorted({int(pid) for pid in out.split()} | {pid for pid, _cmdline, _owner in marked_processes(name)})
+
+
 def _sshd_pid(folder):
     try:
         with open(os.path.join(folder, "server.json")) as handle:
@@ -202,7 +210,8 @@ def _sshd_pid(folder):
 
 
 def down(index=1):
-    """Stop simulated server ``index``: sshd (and its sessions), the namespace, the veth, its folder.
+    """Stop simulated server ``index`` as a machine is switched off: sshd and every process in its
+    namespace (whatever runs left there), the namespace, the veth, its folder.
 
     Returns:
         bool: whether anything was there.
@@ -221,6 +230,16 @@ def down(index=1):
             time.sleep(0.05)
         if owner_alive(pid):
             os.killpg(pid, signal.SIGKILL)
+    for _attempt in range(3):  # processes started there while the first ones were killed go next
+        left = processes(name)
+        for each in left:
+            try:
+                os.kill(each, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        if not left:
+            break
+        time.sleep(0.1)
     subprocess.run(["ip", "link", "del", f"tbsrv{index}"], capture_output=True, check=False)
     subprocess.run(["ip", "netns", "del", name], capture_output=True, check=False)
     shutil.rmtree(folder, ignore_errors=True)

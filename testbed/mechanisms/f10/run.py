@@ -14,6 +14,9 @@ from testbed.mechanisms.hooks import Column, RunHooks
 
 NO_DETOUR_COUNTER = "MyIngress.f10_no_detour"  # p4src/f10.p4
 TRIGGER_LATE_MS = 50.0  # a detector decides on the trigger: later than this, its timings are the machine's
+#: a skipped trigger period sends no probe and makes no decision: above this share of the periods the
+#: detectors' transitions are the machine's (a whole late period counts as skipped, not as late)
+TRIGGER_SKIPPED_SHARE = 0.01
 
 
 def _detection_s(results):
@@ -63,17 +66,21 @@ class F10Hooks(RunHooks):
             "pushbacks": [dict],
             # embedded target, per switch: the latest a trigger went out after its due time
             "trigger_late_max_us": dict,
+            # embedded target, per switch: trigger periods skipped (no probe, no decision) and triggers generated
+            "trigger_skipped": dict, "trigger_generated": dict,
             # the epoch rescheduler: one row per group it wrote (or moved entries to)
             "reschedules": [dict]},
         "dataplane": {"drops": {"no_detour": int}},  # next hop down and no working detour
-        "overload": {"trigger_late_max_ms": OPT_NUMBER},
+        "overload": {"trigger_late_max_ms": OPT_NUMBER, "trigger_skipped_share": OPT_NUMBER},
         # lost stream packets per transmit bin (analysis.loss_timeline); null: the run stopped before
         "f10": OrNull({"loss_timeline": {"bin_s": OPT_NUMBER, "t_s": [NUMBER], "lost": [int],
                                          "after_failure": [bool]}}),
     }
     initial_results = {"controller": {"detections": [], "transitions": [], "pushbacks": [],
-                                      "trigger_late_max_us": {}, "reschedules": []},
-                       "dataplane": {"drops": {"no_detour": 0}}, "overload": {"trigger_late_max_ms": None},
+                                      "trigger_late_max_us": {}, "trigger_skipped": {}, "trigger_generated": {},
+                                      "reschedules": []},
+                       "dataplane": {"drops": {"no_detour": 0}},
+                       "overload": {"trigger_late_max_ms": None, "trigger_skipped_share": None},
                        "f10": None}
     event_styles = {
         "detection": ("detector: port down (local reroute)", "tab:orange", "-."),
@@ -117,10 +124,16 @@ class F10Hooks(RunHooks):
         return {kind: rows for kind, rows in events.items() if rows}
 
     def overload(self, record):
-        """The triggers' lateness: a detector decides on its trigger, so it is late by as much."""
+        """The triggers' lateness and skipped periods: a detector decides on its trigger, so it is as late and as rare."""
         late = list(record["controller"].get("trigger_late_max_us", {}).values())
         late_ms = max(late) / 1000.0 if late else None
         reasons = []
         if late_ms is not None and late_ms > TRIGGER_LATE_MS:
             reasons.append(f"a failure detector's trigger was {late_ms:.0f} ms late (limit {TRIGGER_LATE_MS:g} ms)")
-        return {"trigger_late_max_ms": late_ms}, reasons
+        skipped = sum(record["controller"].get("trigger_skipped", {}).values())
+        periods = skipped + sum(record["controller"].get("trigger_generated", {}).values())
+        share = skipped / periods if periods else None
+        if share is not None and share > TRIGGER_SKIPPED_SHARE:
+            reasons.append(f"the failure detectors' triggers skipped {skipped} of {periods} periods ({share:.1%}, "
+                           f"limit {TRIGGER_SKIPPED_SHARE:.0%}): they probed and decided too rarely")
+        return {"trigger_late_max_ms": late_ms, "trigger_skipped_share": share}, reasons

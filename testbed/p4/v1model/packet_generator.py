@@ -22,6 +22,11 @@ behind (a loaded machine) and several periods passed, one frame is generated
 and the missed periods are counted in ``skipped`` rather than sent in a burst,
 so timers stay periodic and the lag is visible in :meth:`status` (with
 ``late_max_us``, the longest a frame went out after its due time).
+
+The native packet loop runs the timers itself (pktgen.c of
+:mod:`testbed.embedded_switch.native_io`): :meth:`PacketGenerator.attach` hands
+them over, and this object stays where applications are configured and their
+status is read.
 """
 import threading
 from dataclasses import dataclass
@@ -62,6 +67,32 @@ class PacketGenerator:
         self.clock_ns = clock_ns
         self._apps = {}
         self._lock = threading.Lock()
+        self._timers = None
+
+    def attach(self, timers):
+        """Let ``timers`` generate the frames from now on, with the applications' timers and counters.
+
+        Args:
+            timers: an object with ``set_app(number, app)``, ``stop_app(number)`` and
+                ``read_app(number, app)`` (which copies its timer and counters into the
+                :class:`GeneratorApp`), such as the native loop's generator.  While it is
+                attached, :meth:`configure` and :meth:`stop` go through to it, :meth:`status`
+                reads it, and :meth:`due` and :meth:`next_due_ns` have nothing (it injects).
+        """
+        with self._lock:
+            for number, app in sorted(self._apps.items()):
+                timers.set_app(number, app)
+            self._timers = timers
+
+    def detach(self):
+        """Take the timers back from the attached object, with their counters, and stop them there (nothing if
+        none is attached)."""
+        with self._lock:
+            timers, self._timers = self._timers, None
+            if timers is not None:
+                for number, app in self._apps.items():
+                    timers.read_app(number, app)
+                    timers.stop_app(number)
 
     def configure(self, app, port, period_ns, template):
         """Start (or change) application ``app``: ``template`` enters ingress on ``port`` every ``period_ns``.
@@ -85,23 +116,31 @@ class PacketGenerator:
             raise ValueError(f"template: {len(template)} bytes; allowed {MIN_FRAME} to {MAX_FRAME}")
         with self._lock:
             self._apps[app] = GeneratorApp(port, period_ns, template, self.clock_ns() + period_ns)
+            if self._timers is not None:
+                self._timers.set_app(app, self._apps[app])
 
     def stop(self, app):
         """End application ``app`` (nothing if it does not run)."""
         with self._lock:
-            self._apps.pop(app, None)
+            if self._apps.pop(app, None) is not None and self._timers is not None:
+                self._timers.stop_app(app)
 
     def next_due_ns(self):
-        """When the next frame is due (monotonic ns), or None when no application runs."""
+        """When the next frame is due (monotonic ns), or None when no application runs or the timers are attached."""
         with self._lock:
+            if self._timers is not None:
+                return None
             return min((app.next_ns for app in self._apps.values()), default=None)
 
     def due(self, now_ns=None):
-        """The frames whose time has come: ``[(port, frame)]`` (one per application at most)."""
+        """The frames whose time has come: ``[(port, frame)]``, one per application at most, in application
+        order (none while the timers are attached)."""
         now = self.clock_ns() if now_ns is None else now_ns
         frames = []
         with self._lock:
-            for app in self._apps.values():
+            if self._timers is not None:
+                return frames
+            for _, app in sorted(self._apps.items()):
                 if app.next_ns > now:
                     continue
                 periods = (now - app.next_ns) // app.period_ns + 1
@@ -115,4 +154,7 @@ class PacketGenerator:
     def status(self):
         """``{app: {"port", "period_us", "template_bytes", "generated", "skipped", "late_max_us"}}``."""
         with self._lock:
+            if self._timers is not None:
+                for number, app in self._apps.items():
+                    self._timers.read_app(number, app)
             return {number: app.describe() for number, app in sorted(self._apps.items())}
