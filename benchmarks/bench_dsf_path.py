@@ -12,6 +12,10 @@ pipelines' and the DSF traffic manager's work per packet, not link speed:
   the delivery pass;
 * L3: ``s1 - s2 - s3`` running p4src/l3_ecmp.p4 with one route per host.
 
+The devices' backend is ``$TESTBED_BACKEND`` (python by default).  On the native backend the DSF
+path runs twice, with the DSF traffic manager in C (``dsf_engine = "native"``) and with the Python
+reference (``"python"``), and their ratio is printed.
+
 Run: ``python benchmarks/bench_dsf_path.py [--packets N] [--size BYTES] [--cell-bytes B] [--json]``.
 Prints packets/s for both, their ratio, data cells per packet and the credit requests and grants
 per packet, and the load average (other jobs on the machine slow both paths alike; compare the
@@ -30,7 +34,7 @@ from testbed.modes import P4SRC_DIR
 from testbed.p4.loader import load_program
 from testbed.p4.program import ActionCall, KeyMatch
 from testbed.p4.state import SwitchState, TableEntry
-from testbed.p4.v1model.device import Device
+from testbed.p4.native import default_backend, make_device
 from testbed.p4.v1model.dsf.cells import cell_count
 from testbed.p4.v1model.wiring import SimClock, WiredDevices
 from testbed.topologies.registry import make_topology
@@ -44,10 +48,14 @@ def frame(src_ip, dst_ip, size):
                  / UDP(sport=1234, dport=4791) / (b"x" * max(0, size - 42)))
 
 
-def bench_dsf(packets, size, cell_bytes):
-    """Packets/s and cells per packet through rdsw0-fdsw0-rdsw1."""
+def bench_dsf(packets, size, cell_bytes, engine=None):
+    """Packets/s and cells per packet through rdsw0-fdsw0-rdsw1 (``engine``: the native devices'
+    ``dsf_engine``, None: their default)."""
     topo = make_topology("dsf", clusters=1, rdsw_per_cluster=2, fdsw_per_cluster=1, sdsw=0, hosts_per_rdsw=1)
     fabric = build_inprocess_fabric(topo, mode_params={"dsf_cell_bytes": cell_bytes}, shape=False)
+    if engine is not None:
+        for device in fabric.wired.devices.values():
+            device.dsf_engine = engine
     graph = fabric.graph
     src, dst = graph.nodes["h1"]["ip"].split("/")[0], graph.nodes["h2"]["ip"].split("/")[0]
     data = frame(src, dst, size)
@@ -82,7 +90,7 @@ def bench_l3(packets, size):
         profile.insert_member(1, ActionCall("MyIngress.set_nhop", (0x020000000001, 0x020000000002, out)))
         state.tables["MyIngress.ipv4_lpm"].insert(TableEntry(
             matches=[KeyMatch("lpm", value=dst_ip, prefix_len=32)], member_id=1))
-        wired.add(name, Device(program, state, clock_ns=clock, raise_errors=True))
+        wired.add(name, make_device(program, state, clock_ns=clock, raise_errors=True))
     wired.connect("s1", 2, "s2", 3)
     wired.connect("s2", 2, "s3", 3)
     wired.attach_host("h2", "s3", 1)
@@ -108,26 +116,36 @@ def main():
                         "(other jobs on the machine slow runs down, never up)")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
-    dsf_runs, l3_runs = [], []
+    backend = default_backend()
+    dsf_runs, python_tm_runs, l3_runs = [], [], []
     for _ in range(max(1, args.repeat)):
         dsf_runs.append(bench_dsf(args.packets, args.size, args.cell_bytes))
+        if backend != "python":
+            python_tm_runs.append(bench_dsf(args.packets, args.size, args.cell_bytes, engine="python"))
         l3_runs.append(bench_l3(args.packets, args.size))
     dsf = max(dsf_runs, key=lambda run: run["packets_per_s"])
     l3 = max(l3_runs, key=lambda run: run["packets_per_s"])
     result = {"packets": args.packets, "frame_bytes": args.size, "cell_bytes": args.cell_bytes, "repeat": args.repeat,
-              "dsf": dsf,
+              "backend": backend, "dsf": dsf,
               "l3": l3, "ratio_dsf_over_l3": dsf["packets_per_s"] / l3["packets_per_s"],
               "load_average": os.getloadavg()}
+    if python_tm_runs:
+        python_tm = max(python_tm_runs, key=lambda run: run["packets_per_s"])
+        result["dsf_python_tm"] = python_tm
+        result["ratio_native_tm_over_python_tm"] = dsf["packets_per_s"] / python_tm["packets_per_s"]
     if args.json:
         print(json.dumps(result, indent=1))
         return
-    print(f"frame {args.size} B, cells of {args.cell_bytes} B, {args.packets} packets, best of {args.repeat}, "
+    print(f"backend {backend}; frame {args.size} B, cells of {args.cell_bytes} B, {args.packets} packets, best of {args.repeat}, "
           f"load average "
           f"{' '.join(f'{x:.2f}' for x in result['load_average'])}")
     print(f"DSF rdsw-fdsw-rdsw: {dsf['packets_per_s']:8.0f} packets/s  "
           f"({dsf['cells_per_packet']:.2f} cells per packet, "
           f"+ {dsf['credit_requests_per_packet']:.2f} credit requests and {dsf['credit_grants_per_packet']:.2f} "
           f"grants)")
+    if python_tm_runs:
+        print(f"DSF, Python TM:     {python_tm['packets_per_s']:8.0f} packets/s  (the DSF traffic manager in Python)")
+        print(f"ratio C TM / Python TM: {result['ratio_native_tm_over_python_tm']:.3f}")
     print(f"L3  s1-s2-s3:       {l3['packets_per_s']:8.0f} packets/s")
     print(f"ratio DSF / L3:     {result['ratio_dsf_over_l3']:.3f}")
 

@@ -144,9 +144,9 @@ def test_temporary_build_folder_is_one_testbed_cleanup_removes():
 
 
 @pytest.mark.skipif(compiler() is None, reason="no C compiler")
-def test_a_program_calling_the_targets_own_externs_keeps_the_python_packet_loop():
-    """DSF's externs are served by the Python DSF traffic manager: such a switch never starts the native
-    loop (which would drop the first packet that calls one)."""
+def test_a_program_calling_the_targets_own_externs_runs_in_the_native_loop_with_the_c_dsf_manager():
+    """DSF's externs are served in the native loop by the DSF traffic manager in C; a device told to use
+    the Python DSF traffic manager keeps the Python packet loop (the native loop cannot call Python)."""
     from testbed.embedded_switch.native_io.daemon import native_loop_applies
     from testbed.p4.loader import load_program
     from testbed.p4.native import make_device
@@ -157,5 +157,7 @@ def test_a_program_calling_the_targets_own_externs_keeps_the_python_packet_loop(
         program = load_program(program_path(name))
         devices[name] = make_device(program, SwitchState(program.info), backend="native")
         assert devices[name].backend == "native"
-    assert not native_loop_applies(devices["dsf_rdsw"], None)
+    assert native_loop_applies(devices["dsf_rdsw"], None)
     assert native_loop_applies(devices["l3_ecmp"], None)
+    devices["dsf_rdsw"].dsf_engine = "python"
+    assert not native_loop_applies(devices["dsf_rdsw"], None)

@@ -44,7 +44,7 @@ __all__ = ["build", "ports_with_qdisc", "NativeLoop", "NativeTrafficManager", "N
            "PUNTED", "HALTED", "UNSUPPORTED"]
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-SOURCES = ("tbio.c", "pktgen.c", "tbio.h", "xsk.h")
+SOURCES = ("tbio.c", "pktgen.c", "tbio.h", "tbio_dsf.h", "xsk.h")
 #: tb_pipeline.h, the C ABI of the native backend's compiled programs (testbed/p4/native)
 PIPELINE_HEADER = os.path.join(os.path.dirname(os.path.dirname(HERE)), "p4", "native", "include", "tb_pipeline.h")
 
@@ -534,6 +534,21 @@ class NativeLoop:
             failed = self._lib.tbio_set_pipeline(self._loop, path, handle, origin, self._err, 512)
         if failed:
             raise TestbedError(f"native pipeline: {ffi.string(self._err).decode()}")
+
+    def set_dsf(self, dsf):
+        """Carry out the pipeline's DSF extern calls with ``dsf`` (a ``tb_dsf_t *``: the switch's
+        :class:`~testbed.p4.native.dsf.NativeDSFTrafficManager` ``.dsf``, kept alive by the caller), None:
+        none.  Call after :meth:`set_pipeline`.
+
+        Raises:
+            TestbedError: the pipeline has no DSF traffic manager functions.
+        """
+        ffi = self._ffi
+        with self.locked():
+            failed = self._lib.tbio_set_dsf(self._loop, ffi.NULL if dsf is None else ffi.cast("void *", dsf),
+                                            self._err, 512)
+        if failed:
+            raise TestbedError(f"native DSF traffic manager: {ffi.string(self._err).decode()}")
 
     def locked(self):
         """Context manager holding the loop's lock (no frame is processed meanwhile)."""

@@ -71,7 +71,10 @@ def native_loop_applies(device, pcap):
     library = getattr(device, "library", None)
     if native is None or library is None or pcap is not None:
         return False
-    return not (getattr(device, "needs_python_loop", False) or library.layout.get("uses_target_externs"))
+    if getattr(device, "needs_python_loop", False):
+        return False
+    # the DSF externs run in the loop with the device's native DSF traffic manager (tbio_dsf.h)
+    return not library.layout.get("uses_target_externs") or getattr(device, "dsf_engine", None) == "native"
 
 
 class _Injector:
@@ -284,6 +287,8 @@ class NativeSwitchDaemon(SwitchDaemon):
         with self.loop.locked():
             native.sync()
         self.loop.set_pipeline(device.library.path, native.pl, device.clock_origin_ns)
+        if device.library.layout.get("uses_target_externs"):
+            self.loop.set_dsf(device.dsf_handle())
         for port in device.tm.ports():  # queue settings made on the device before it came here
             self.loop.set_queue(port, **device.tm.queue_config(port))
         self.loop.set_pfc(self.target.pfc)

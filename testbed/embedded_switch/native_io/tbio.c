@@ -800,6 +800,7 @@ struct tbio_loop {
     uint64_t events_dropped;
     uint64_t errors;
     int unsupported, unsupported_reported; /* a packet called the target's own externs (DSF) */
+    struct dsf_glue *dsf;                  /* the DSF traffic manager (tbio_dsf.h); NULL: none */
     int halted, halt_reported;
     char halt_reason[256];
     uint8_t scratch[SCRATCH];
@@ -912,6 +913,7 @@ static void enqueue(tbio_loop_t *L, slot_t *s)
 }
 
 static void run_ingress(tbio_loop_t *L, slot_t *s, uint32_t port, uint32_t instance, slot_t *src, int field_list);
+#include "tbio_dsf.h"
 
 /* Copies of the packet as it entered ingress, one per replica of the clone session (_i2e_clones). */
 static void i2e_clones(tbio_loop_t *L, slot_t *s, uint32_t port, int32_t session, int field_list)
@@ -980,7 +982,9 @@ static void run_ingress(tbio_loop_t *L, slot_t *s, uint32_t port, uint32_t insta
         packet_free(L, s);
         return;
     }
-    if (L->ops.extern_requests) {
+    if (L->dsf) {
+        if (dsf_takes(L, s, pkt, now)) return;
+    } else if (L->ops.extern_requests) {
         int32_t ids[1];
         uint64_t args[64];
         if (L->ops.extern_requests(pkt, ids, args, 1) > 0) { /* the DSF traffic manager is Python's */
@@ -1330,6 +1334,7 @@ void tbio_free(tbio_loop_t *L)
     tbio_tm_free(L->tm);
     tbio_pktgen_free(L->pktgen);
     free(L->pause_frame);
+    dsf_detach(L);
     if (L->dl) dlclose(L->dl);
     if (L->wake_fd >= 0) close(L->wake_fd);
     pthread_mutex_destroy(&L->mutex);
@@ -1463,6 +1468,7 @@ int tbio_set_pipeline(tbio_loop_t *L, const char *path, void *pipeline, int64_t 
     if (tbio_tm_pfc(L->tm, &pfc)) tbio_tm_set_pfc(tm, &pfc); /* so are the PFC settings */
     tbio_tm_free(L->tm);
     L->tm = tm;
+    dsf_detach(L);
     release_pool(L);
     if (L->dl) dlclose(L->dl);
     L->dl = NULL, L->pl = NULL;
@@ -1698,6 +1704,7 @@ int tbio_run(tbio_loop_t *L, int timeout_ms)
         int64_t now = clock_ns();
         if (L->pl) generate(L, now);
         if (L->pl && !L->halted) transmit_ready(L, now);
+        if (L->dsf && !L->halted) dsf_run(L, now);
         release_delayed(L, now);
         for (uint32_t i = 0; i < L->nxports; i++) {
             xport_t *p = L->xports[L->xport_list[i]];
@@ -1739,6 +1746,7 @@ int tbio_run(tbio_loop_t *L, int timeout_ms)
         int64_t next = deadline, when;
         if (L->pl && !L->halted && tbio_tm_next_departure(L->tm, &when) && when < next) next = when;
         if (L->pl && !L->halted && tbio_tm_next_pause(L->tm, &when) && when < next) next = when;
+        if (L->dsf && !L->halted) dsf_next(L, &next);
         if (L->pl && tbio_pktgen_next_due(L->pktgen, &when) && when < next) next = when;
         for (uint32_t i = 0; i < L->nxports; i++) {
             xport_t *x = L->xports[L->xport_list[i]];

@@ -151,6 +151,10 @@ int tbio_port_via_qdisc(tbio_loop_t *loop, uint32_t port, char *err, size_t errl
  * Returns 0, or -1 with a message in err. */
 int tbio_set_pipeline(tbio_loop_t *loop, const char *path, void *pipeline, int64_t clock_origin_ns, char *err,
                       size_t errlen);
+/* Carry out the pipeline's DSF extern calls with dsf, the switch's tb_dsf_t (testbed/p4/native/dsf.py), in
+ * the loop (tbio_dsf.h); NULL: none (such a packet is dropped: TBIO_UNSUPPORTED).  Call after
+ * tbio_set_pipeline, under tbio_lock; a new pipeline forgets it.  Returns 0, or -1 with err. */
+int tbio_set_dsf(tbio_loop_t *loop, void *dsf, char *err, size_t errlen);
 tbio_tm_t *tbio_traffic_manager(tbio_loop_t *loop);
 /* The loop's packet generator: its due frames enter ingress on its ports from the loop's own timer
  * while a pipeline is set (set and read its applications under tbio_lock). */

@@ -23,6 +23,7 @@ from testbed.p4.native.cgen import generate_c
 HERE = os.path.dirname(os.path.abspath(__file__))
 INCLUDE_DIR = os.path.join(HERE, "include")
 RUNTIME_SOURCE = os.path.join(HERE, "csrc", "tb_runtime.c")
+DSF_SOURCE = os.path.join(HERE, "csrc", "tb_dsf.c")  # the DSF traffic manager (include/tb_dsf.h)
 SANITIZE_ENV = "TESTBED_NATIVE_SANITIZE"
 COMPILER_ENV = "TESTBED_CC"
 
@@ -86,6 +87,23 @@ void tb_table_meters(tb_pipeline_t *pl, uint32_t table, uint32_t n, uint64_t *ce
 void tb_table_counts(tb_pipeline_t *pl, uint32_t table, uint32_t n, uint64_t *packets, uint64_t *bytes,
                      int write);
 uint64_t *tb_counter_cells(tb_pipeline_t *pl, uint32_t index, int bytes);
+typedef struct tb_dsf tb_dsf_t;
+tb_dsf_t *tb_dsf_new(void);
+void tb_dsf_free(tb_dsf_t *d);
+void tb_dsf_set_counter(tb_dsf_t *d, int which, uint64_t *packets, uint64_t *bytes, uint64_t size);
+int tb_dsf_handle(tb_dsf_t *d, int64_t now_ns, uint32_t n, const int32_t *ids, const uint64_t *args,
+                  const uint8_t *packet, uint32_t packet_len, const uint8_t *payload, uint32_t payload_len);
+void tb_dsf_due(tb_dsf_t *d, int64_t now_ns);
+int32_t tb_dsf_take(tb_dsf_t *d, uint32_t *port, uint8_t *out, uint32_t cap);
+uint32_t tb_dsf_pending(const tb_dsf_t *d);
+int tb_dsf_next_event(const tb_dsf_t *d, int64_t *when);
+int tb_dsf_take_log(tb_dsf_t *d, char *out, uint32_t cap);
+int tb_dsf_history_start(tb_dsf_t *d, uint32_t mask, int64_t start_ns, int64_t period_ns, uint32_t capacity);
+void tb_dsf_history_before(tb_dsf_t *d, int64_t now_ns);
+int64_t tb_dsf_history_take(tb_dsf_t *d, int64_t *at_ns, uint32_t *counters, uint64_t *indexes,
+                            uint64_t *packets, uint64_t *bytes, uint32_t max);
+void tb_dsf_history_held(tb_dsf_t *d, uint32_t held);
+uint64_t tb_dsf_history_overflows(const tb_dsf_t *d);
 """
 
 
@@ -137,7 +155,7 @@ def _temp_cache():
 
 def _runtime_text():
     parts = []
-    for path in [RUNTIME_SOURCE] + sorted(os.path.join(INCLUDE_DIR, n) for n in os.listdir(INCLUDE_DIR)):
+    for path in [RUNTIME_SOURCE, DSF_SOURCE] + sorted(os.path.join(INCLUDE_DIR, n) for n in os.listdir(INCLUDE_DIR)):
         with open(path, encoding="utf-8") as handle:
             parts.append(handle.read())
     return "\n".join(parts)
@@ -230,7 +248,7 @@ def _compile(cc, flags, source, layout, folder, library_path):
             handle.write(source)
         out = os.path.join(work, "pipeline.so")
         command = [cc, *flags, "-std=gnu11", "-fPIC", "-shared", "-fvisibility=default", "-I", INCLUDE_DIR,
-                   c_path, RUNTIME_SOURCE, "-o", out, "-lpthread"]
+                   c_path, RUNTIME_SOURCE, DSF_SOURCE, "-o", out, "-lpthread", "-lm"]
         result = subprocess.run(command, capture_output=True, text=True, check=False)
         if result.returncode != 0:
             raise NativeBackendError("native backend: the C compiler failed on the generated pipeline: "

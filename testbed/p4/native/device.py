@@ -8,15 +8,20 @@ the tables, selectors, registers and counters in native memory (:mod:`testbed.p4
 :meth:`NativeDevice.process` runs a plain unicast packet through the whole pipeline in one C
 call (``tb_process``) and takes the general path for the rest.
 """
+import os
 from collections import deque
 
-from testbed.errors import NativeBackendError
+from testbed.errors import NativeBackendError, ParameterError
 from testbed.p4.compiler.target_externs import TARGET_EXTERNS
 from testbed.p4.native.build import build
+from testbed.p4.native.dsf import NativeDSFTrafficManager
 from testbed.p4.native.state import NativeState
 from testbed.p4.v1model import runtime as RT
 from testbed.p4.v1model.device import MAX_PASSES, Device, _EgressJob
 
+#: names the DSF traffic manager native devices use (``native``, the default, or ``python``): a measurement knob
+DSF_ENGINE_ENV = "TESTBED_DSF_ENGINE"
+DSF_ENGINES = ("native", "python")
 _MASK32 = (1 << 32) - 1
 _MASK48 = (1 << 48) - 1
 _OUT_SPACE = 65536 + 8192  # largest frame plus every header a program may add
@@ -82,8 +87,17 @@ class NativeDevice(Device):
     """
 
     backend = "native"
+    #: where the DSF traffic manager runs: ``native`` (csrc/tb_dsf.c) or ``python`` (the reference, and
+    #: then the switch forwards in the Python loop); read when the program first calls a DSF extern.
+    #: ``$TESTBED_DSF_ENGINE`` sets it for every device made
+    dsf_engine = "native"
 
     def __init__(self, program, state, **kwargs):
+        engine = os.environ.get(DSF_ENGINE_ENV)
+        if engine:
+            if engine not in DSF_ENGINES:
+                raise ParameterError(DSF_ENGINE_ENV, engine, " / ".join(DSF_ENGINES))
+            self.dsf_engine = engine
         self.library = build(program)
         super().__init__(program, state, **kwargs)
         self.native = NativeState(self.library, state)
@@ -315,7 +329,32 @@ class NativeDevice(Device):
                 raise RuntimeError(f"deparser failed ({-n})")
             return self._ffi.buffer(self._out, n)[:]
         payload = pkt.frame[self._lib.tb_packet_payload_offset(pkt.ptr):]
-        return self._dsf_manager().handle(requests, packet_bytes, payload, now)
+        manager = self._dsf_manager()
+        if isinstance(manager, NativeDSFTrafficManager):
+            count = self._lib.tb_packet_extern_requests(pkt.ptr, self._request_ids, self._request_args,
+                                                        _MAX_REQUESTS)
+            return manager.handle_native(count, self._request_ids, self._request_args, packet_bytes, payload, now)
+        return manager.handle(requests, packet_bytes, payload, now)
+
+    def dsf_handle(self):
+        """The native DSF traffic manager's ``tb_dsf_t *`` (made now if need be), for the native loop.
+
+        Raises:
+            NativeBackendError: :attr:`dsf_engine` is not ``native``.
+        """
+        with self._lock:
+            manager = self._dsf_manager()
+        if not isinstance(manager, NativeDSFTrafficManager):
+            raise NativeBackendError(f"dsf_engine {self.dsf_engine!r}: the native loop needs 'native'")
+        return manager.dsf
+
+    def _dsf_manager(self):
+        """The DSF traffic manager (:attr:`dsf_engine` says which), made at the first DSF extern call."""
+        if self.dsf is None and self.dsf_engine == "native":
+            self.dsf = NativeDSFTrafficManager(self.library, self.state, self.on_log, self._pl)
+            if self._dsf_history is not None:
+                self.dsf.record_history(*self._dsf_history)
+        return super()._dsf_manager()
 
     def _native_i2e_clones(self, pkt, req, frame, port, passes):
         session = self.state.clone_sessions.get(req.clone_session)
