@@ -136,9 +136,8 @@ def main():
     if args.json:
         print(json.dumps(result, indent=1))
         return
-    print(f"backend {backend}; frame {args.size} B, cells of {args.cell_bytes} B, {args.packets} packets, best of {args.repeat}, "
-          f"load average "
-          f"{' '.join(f'{x:.2f}' for x in result['load_average'])}")
+    print(f"backend {backend}; frame {args.size} B, cells of {args.cell_bytes} B, {args.packets} packets, "
+          f"best of {args.repeat}, load average {' '.join(f'{x:.2f}' for x in result['load_average'])}")
     print(f"DSF rdsw-fdsw-rdsw: {dsf['packets_per_s']:8.0f} packets/s  "
           f"({dsf['cells_per_packet']:.2f} cells per packet, "
           f"+ {dsf['credit_requests_per_packet']:.2f} credit requests and {dsf['credit_grants_per_packet']:.2f} "

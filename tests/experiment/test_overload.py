@@ -10,7 +10,8 @@ def _record(emulator=0, waits=0, late_us=None, skipped=None):
     if late_us is not None:
         controller["trigger_late_max_us"] = {"s1": late_us}
     if skipped is not None:  # of 1,000 trigger periods on each of two switches
-        controller.update(trigger_skipped={"s1": skipped, "s2": 0}, trigger_generated={"s1": 1000 - skipped, "s2": 1000})
+        controller.update(trigger_skipped={"s1": skipped, "s2": 0},
+                          trigger_generated={"s1": 1000 - skipped, "s2": 1000})
     return {"dataplane": {"drops": {"emulator": emulator},
                           "switch_receive_lag": {"samples": 100, "at_least_ms": {"50": waits}}},
             "summary": {"latency": {"p50_ms": 1.0, "p99_ms": 400.0, "max_ms": 500.0}},

@@ -124,7 +124,7 @@ class F10Hooks(RunHooks):
         return {kind: rows for kind, rows in events.items() if rows}
 
     def overload(self, record):
-        """The triggers' lateness and skipped periods: a detector decides on its trigger, so it is as late and as rare."""
+        """The triggers' lateness and skipped periods: a detector decides on its trigger, as late and as rarely."""
         late = list(record["controller"].get("trigger_late_max_us", {}).values())
         late_ms = max(late) / 1000.0 if late else None
         reasons = []
