@@ -30,13 +30,12 @@ queued mode); the frames are :func:`testbed.p4.v1model.pfc.build_pause`'s, given
 import hashlib
 import json
 import os
-import re
 import subprocess
 import tempfile
 import threading
 
 from testbed.errors import ParameterError, TestbedError
-from testbed.p4.native.build import COMPILER_ENV, SANITIZE_ENV, SANITIZE_FLAGS
+from testbed.p4.native.build import COMPILER_ENV, SANITIZE_ENV, SANITIZE_FLAGS, header_cdef
 from testbed.p4.v1model.pfc import DEFAULT_QUANTUM_NS, PRIORITIES
 
 __all__ = ["build", "ports_with_qdisc", "NativeLoop", "NativeTrafficManager", "NativeDeparture",
@@ -125,13 +124,6 @@ def build(extra_flags=()):
     return target
 
 
-def _cdef():
-    with open(os.path.join(HERE, "tbio.h")) as handle:
-        text = handle.read()
-    body = text.split("/* cdef-begin */", 1)[1].split("/* cdef-end */", 1)[0]
-    return re.sub(r"/\*.*?\*/", "", body, flags=re.S)
-
-
 def load(extra_flags=()):
     """Return ``(ffi, lib)`` of the built library (built and opened once per process and flags)."""
     key = (tuple(extra_flags), sanitizing())
@@ -140,7 +132,7 @@ def load(extra_flags=()):
             import cffi
 
             ffi = cffi.FFI()
-            ffi.cdef(_cdef())
+            ffi.cdef(header_cdef(os.path.join(HERE, "tbio.h")))
             _loaded[key] = (ffi, ffi.dlopen(build(extra_flags)))
         return _loaded[key]
 

@@ -13,6 +13,7 @@ import functools
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -23,7 +24,8 @@ from testbed.p4.native.cgen import generate_c
 HERE = os.path.dirname(os.path.abspath(__file__))
 INCLUDE_DIR = os.path.join(HERE, "include")
 RUNTIME_SOURCE = os.path.join(HERE, "csrc", "tb_runtime.c")
-DSF_SOURCE = os.path.join(HERE, "csrc", "tb_dsf.c")  # the DSF traffic manager (include/tb_dsf.h)
+DSF_SOURCE = os.path.join(HERE, "csrc", "tb_dsf.c")  # the DSF traffic manager
+DSF_HEADER = os.path.join(INCLUDE_DIR, "tb_dsf.h")
 SANITIZE_ENV = "TESTBED_NATIVE_SANITIZE"
 COMPILER_ENV = "TESTBED_CC"
 
@@ -87,24 +89,28 @@ void tb_table_meters(tb_pipeline_t *pl, uint32_t table, uint32_t n, uint64_t *ce
 void tb_table_counts(tb_pipeline_t *pl, uint32_t table, uint32_t n, uint64_t *packets, uint64_t *bytes,
                      int write);
 uint64_t *tb_counter_cells(tb_pipeline_t *pl, uint32_t index, int bytes);
-typedef struct tb_dsf tb_dsf_t;
-tb_dsf_t *tb_dsf_new(void);
-void tb_dsf_free(tb_dsf_t *d);
-void tb_dsf_set_counter(tb_dsf_t *d, int which, uint64_t *packets, uint64_t *bytes, uint64_t size);
-int tb_dsf_handle(tb_dsf_t *d, int64_t now_ns, uint32_t n, const int32_t *ids, const uint64_t *args,
-                  const uint8_t *packet, uint32_t packet_len, const uint8_t *payload, uint32_t payload_len);
-void tb_dsf_due(tb_dsf_t *d, int64_t now_ns);
-int32_t tb_dsf_take(tb_dsf_t *d, uint32_t *port, uint8_t *out, uint32_t cap);
-uint32_t tb_dsf_pending(const tb_dsf_t *d);
-int tb_dsf_next_event(const tb_dsf_t *d, int64_t *when);
-int tb_dsf_take_log(tb_dsf_t *d, char *out, uint32_t cap);
-int tb_dsf_history_start(tb_dsf_t *d, uint32_t mask, int64_t start_ns, int64_t period_ns, uint32_t capacity);
-void tb_dsf_history_before(tb_dsf_t *d, int64_t now_ns);
-int64_t tb_dsf_history_take(tb_dsf_t *d, int64_t *at_ns, uint32_t *counters, uint64_t *indexes,
-                            uint64_t *packets, uint64_t *bytes, uint32_t max);
-void tb_dsf_history_held(tb_dsf_t *d, uint32_t held);
-uint64_t tb_dsf_history_overflows(const tb_dsf_t *d);
 """
+
+
+def header_cdef(path):
+    """The declarations of a C header that cffi reads: its text between ``/* cdef-begin */`` and
+    ``/* cdef-end */``, comments removed.
+
+    Args:
+        path: the header file.
+
+    Returns:
+        str: declarations for ``cffi.FFI.cdef``.
+
+    Raises:
+        OSError: the file cannot be read; ValueError: it has no cdef-begin / cdef-end markers.
+    """
+    with open(path) as handle:
+        text = handle.read()
+    begin, end = text.find("/* cdef-begin */"), text.find("/* cdef-end */")
+    if begin < 0 or end < begin:
+        raise ValueError(f"{path}: no /* cdef-begin */ ... /* cdef-end */ part")
+    return re.sub(r"/\*.*?\*/", "", text[begin:end], flags=re.S)
 
 
 def compiler():
@@ -218,7 +224,7 @@ def build(program):
         if not os.path.exists(library_path):
             _compile(cc, flags, source, layout, folder, library_path)
         ffi = cffi.FFI()
-        ffi.cdef(CDEF)
+        ffi.cdef(CDEF + header_cdef(DSF_HEADER))
         try:
             lib = ffi.dlopen(library_path)
         except OSError as error:

@@ -5,12 +5,14 @@
  * Compiled into every native pipeline (testbed/p4/native/build.py), so the Python device
  * (cffi) and the native packet loop (dlsym) reach the same code.  One tb_dsf_t per switch;
  * not thread-safe (its caller holds the switch's lock).
+ * The part between cdef-begin and cdef-end is read by cffi (testbed/p4/native/build.py).
  */
 #ifndef TB_DSF_H
 #define TB_DSF_H
 
 #include <stdint.h>
 
+/* cdef-begin */
 typedef struct tb_dsf tb_dsf_t;
 
 /* extern ids: testbed.p4.compiler.target_externs.TARGET_EXTERNS order */
@@ -51,5 +53,6 @@ int64_t tb_dsf_history_take(tb_dsf_t *d, int64_t *at_ns, uint32_t *counters, uin
 /* The reader holds `held` notes it took but did not hand on yet (they count against the capacity). */
 void tb_dsf_history_held(tb_dsf_t *d, uint32_t held);
 uint64_t tb_dsf_history_overflows(const tb_dsf_t *d);
+/* cdef-end */
 
 #endif
