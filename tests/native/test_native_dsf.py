@@ -181,12 +181,15 @@ def test_context_recovers_after_a_gap_beyond_its_window(program):
             pair.check(seq)
 
     send(range(10))
-    send([10, 11], drop_last_cell=True)  # incomplete: pending, then skipped by the gap
+    send(range(10, 22), drop_last_cell=True)  # incomplete: pending, then skipped by the gaps
     assert [len(got) for got in delivered] == [10, 10]
-    send(range(3000, 3010))  # 12 .. 2999 lost whole (an overload burst), 10 and 11 incomplete
     drops = pair.states[0].counters["dsf_drops"]
+    send([1036])  # 3 beyond the window: 10, 11 and 12 are given up at once, with their bytes received
+    assert [len(got) for got in delivered] == [10, 10]
+    assert drops.packets[C.DROP_REASSEMBLY_TIMEOUT] == 3 and drops.bytes[C.DROP_REASSEMBLY_TIMEOUT] > 0
+    send(range(3000, 3010))  # 22 .. 2999 lost whole but 1036 (an overload burst), 13 .. 21 incomplete
     # the first cell of 3000 moves the window to [1977, 3000], that of 3001 to [1978, 3001] ...: 10 .. 1985
-    # are given up at once, 10 and 11 with their bytes received
+    # are given up at once
     assert drops.packets[C.DROP_REASSEMBLY_TIMEOUT] == 1986 - 10
     assert drops.bytes[C.DROP_REASSEMBLY_TIMEOUT] > 0
     # 1986 .. 2999 in the window cost one timeout, then 3000 .. 3009 are delivered

@@ -616,12 +616,23 @@ static void ctx_drain(tb_dsf_t *d, ctx_t *c)
 static void ctx_resync(tb_dsf_t *d, ctx_t *c, uint32_t skipped)
 {
     uint64_t nbytes = 0;
-    for (partial_t *p = c->first, *next; p; p = next) {
-        next = p->next;
-        if (p->seq - c->expected < skipped) {
-            nbytes += p->nbytes;
-            partial_unlink(c, p);
-            partial_free(p);
+    if (skipped < c->npending) { /* look the skipped ones up, else go through what is pending */
+        for (uint32_t k = 0; k < skipped; k++) {
+            partial_t *p = c->slots[(c->expected + k) % MAX_PENDING_PACKETS];
+            if (p && p->seq == c->expected + k) {
+                nbytes += p->nbytes;
+                partial_unlink(c, p);
+                partial_free(p);
+            }
+        }
+    } else {
+        for (partial_t *p = c->first, *next; p; p = next) {
+            next = p->next;
+            if (p->seq - c->expected < skipped) {
+                nbytes += p->nbytes;
+                partial_unlink(c, p);
+                partial_free(p);
+            }
         }
     }
     count_n(d, TB_DSF_DROPS, DROP_REASSEMBLY_TIMEOUT, nbytes, skipped);

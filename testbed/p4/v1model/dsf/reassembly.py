@@ -130,8 +130,15 @@ class Reassembler:
         """Give up the next ``skipped`` packets of ``context`` at once (a cell beyond its window came)."""
         nbytes = 0
         start = context.expected
-        for seq in [seq for seq in context.pending if (seq - start) & _MASK < skipped]:
-            nbytes += context.pending.pop(seq).nbytes
+        pending = context.pending
+        if skipped < len(pending):  # look the skipped ones up, else go through what is pending
+            seqs = [(start + k) & _MASK for k in range(skipped)]
+        else:
+            seqs = [seq for seq in pending if (seq - start) & _MASK < skipped]
+        for seq in seqs:
+            packet = pending.pop(seq, None)
+            if packet is not None:
+                nbytes += packet.nbytes
         self._count(COUNTER_DROPS, DROP_REASSEMBLY_TIMEOUT, nbytes, skipped)
         context.given_up += skipped
         context.expected = (start + skipped) & _MASK
