@@ -10,8 +10,7 @@ programmed by the DSF controller, credits on) is built per engine, on the native
 of ``--link-mbps`` nominal (default 1000) and no tc shaping: the credit loop paces the cells at that
 rate.  h1 sends prebuilt UDP frames to h2 from a raw socket at each offered rate in turn (a paced
 sender: a sender far beyond what the switches can do starves them of CPU on a small machine, the
-fabric switches then drop cells, and a run of lost packets beyond the reassembly window blocks the
-context for good, so the rate collapses), and h2 counts what arrives
+fabric switches then drop cells and the rate collapses while it lasts), and h2 counts what arrives
 (benchmarks/bench_switch_veth.py's counter).  Engines (``$TESTBED_DSF_ENGINE`` of the switch processes):
 
 * ``python``: the DSF traffic manager in Python (testbed/p4/v1model/dsf), so the switches forward

@@ -85,8 +85,14 @@
  *   packet incomplete), that packet is given up (dsf_drops[DSF_DROP_REASSEMBLY_TIMEOUT],
  *   its received bytes) and delivery goes on: a missing cell is never waited on for
  *   ever.  A cell of a packet already delivered or given up is dropped
- *   (dsf_drops[DSF_DROP_LATE_CELL]).  A context buffers at most
- *   DSF_MAX_PENDING_PACKETS packets; a cell beyond counts as late.
+ *   (dsf_drops[DSF_DROP_LATE_CELL]): a cell is late when its seq is less than
+ *   2^31 behind the next expected one (modulo 2^32).  A context buffers the window of
+ *   DSF_MAX_PENDING_PACKETS seq numbers from the next expected one; a cell beyond
+ *   the window (and not late) moves it so that its packet is the window's last:
+ *   every packet before the new window is given up at once (counted together in
+ *   dsf_drops[DSF_DROP_REASSEMBLY_TIMEOUT], as many packets as were skipped, with
+ *   the bytes received of them), so a run of lost packets longer than the window
+ *   costs those packets, not the context.
  */
 #ifndef _TESTBED_DSF_P4_
 #define _TESTBED_DSF_P4_

@@ -25,9 +25,11 @@ from testbed.experiment.runner import run_experiment
 from testbed.experiment.spec import parse_spec
 from testbed.modes import P4SRC_DIR
 from testbed.p4.v1model.dsf.cells import CellHeader, cell_frame
+from testbed.p4.v1model.dsf import constants as C
 from testbed.p4.v1model.dsf.constants import CELL_DATA
 from testbed.pytest_plugin import BOTH_TARGETS
 from testbed.topologies.base import FabricTopo, leaf_host_address
+from testbed.traffic.roce import DSCP_DATA
 from testbed.topologies.dsf.reachability import input_balanced_withdrawals
 from testbed.controllers.dsf.reachability import failed_link_keys, ibm_rng
 from testbed.testing import assert_all_pairs_reachable
@@ -92,6 +94,52 @@ def test_a_small_dsf_fabric_forwards_every_pair_in_order_and_sprays_evenly(fabri
     cells = [after[port][1] - before[port][1] for port in (3, 4)]  # rdsw0's two uplinks
     assert max(cells) / (sum(cells) / 2) <= 1.05
     assert net.controller.dsf["nodes"] == {"rdsw0": 1, "rdsw1": 2}
+
+
+#: h1's overload burst: 1082-byte UDP frames from a raw socket, as fast as it can, for argv[6] seconds,
+#: with the DSCP of the streams' data (the same class, so the same VOQ and reassembly context)
+BURST = """
+import socket, sys, time
+from scapy.all import Ether, IP, UDP, Raw
+intf, src_mac, dst_mac, src_ip, dst_ip, seconds = sys.argv[1:7]
+header = Ether(src=src_mac, dst=dst_mac) / IP(src=src_ip, dst=dst_ip, tos=%d << 2) / UDP(sport=1234, dport=9)
+frame = bytes(header / Raw(bytes(1082 - len(header))))
+sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)
+sock.bind((intf, 0))
+sent, end = 0, time.monotonic() + float(seconds)
+while time.monotonic() < end:
+    for _ in range(100):
+        try:
+            sock.send(frame)
+            sent += 1
+        except OSError:
+            pass
+print(sent)
+""" % DSCP_DATA
+
+
+def test_a_dsf_path_delivers_again_after_an_overload_burst(fabric_factory):
+    """Overload loses cells, and with them packets, not the path: after a burst far beyond what the
+    switches forward (runs of lost packets longer than the reassembly window of 1,024), a paced stream
+    at a low rate on the same source VOQ and reassembly context is delivered whole and in order."""
+    import sys
+    import time
+
+    net = fabric_factory("dsf", clusters=1, rdsw_per_cluster=2, fdsw_per_cluster=1, sdsw=0, hosts_per_rdsw=1,
+                         hosts_link_mbps=1000, fabric_link_mbps=1000, shape_links=False, program="dsf",
+                         controller="dsf", target="embedded")
+    src, dst = net.hosts[0], net.hosts[1]
+    sent = int(src.cmd(f"{sys.executable} -c '{BURST}' {src.defaultIntf().name} {src.MAC()} {dst.MAC()} "
+                       f"{src.IP()} {dst.IP()} 3").split()[-1])
+    time.sleep(1.0)  # the VOQ empties and the reassembly timeout passes
+    enqueued = sum(packets for packets, _ in net.read_counter("rdsw0", "dsf_voq_enqueued").values())
+    reassembled = sum(packets for packets, _ in net.read_counter("rdsw1", "dsf_reassembled").values())
+    given_up = net.read_counter("rdsw1", "dsf_drops").get(C.DROP_REASSEMBLY_TIMEOUT, (0, 0))[0]
+    # the burst overloaded the path: packets that left rdsw0 were lost on the way (given up at rdsw1)
+    assert sent > 0 and given_up > 0 and reassembled < enqueued, (sent, enqueued, reassembled, given_up)
+    report = net.stream([(src.name, dst.name)], duration=2.0, qps=1, rate_mbps=10)
+    assert report["sent_packets"] > 100
+    assert report["lost_packets"] == 0 and report["out_of_sequence"] == 0, report
 
 
 def spec_from(name, **changes):

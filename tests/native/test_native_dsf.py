@@ -21,6 +21,7 @@ from testbed.p4.native.device import NativeDevice
 from testbed.p4.native.dsf import NativeDSFTrafficManager
 from testbed.p4.state import SwitchState
 from testbed.p4.v1model.dsf.cells import segment
+from testbed.p4.v1model.dsf import constants as C
 from testbed.p4.v1model.dsf.constants import COUNTERS, HEADER_BYTES
 from testbed.p4.v1model.dsf.engine import DSFTrafficManager
 from testbed.p4src import program_path
@@ -56,9 +57,10 @@ class Pair:
         assert self.python.next_event_ns() == self.native.next_event_ns(), what
 
 
-def _cells(rng, node, dst_port, tc, seq, cell_bytes):
-    """The data cells of one packet of another node, as reassemble calls: [(args, payload)]."""
-    packet = rng.randbytes(rng.choice((0, 1, 60, 300, 1000, 1500, 3000)))
+def _cells(rng, node, dst_port, tc, seq, cell_bytes, size=None):
+    """The data cells of one packet of another node (``size`` bytes, else a random size), as reassemble
+    calls: [(args, payload)]."""
+    packet = rng.randbytes(rng.choice((0, 1, 60, 300, 1000, 1500, 3000)) if size is None else size)
     calls = []
     for frame in segment(packet, node, 1, dst_port, tc, seq, cell_bytes):
         header = frame[14:14 + HEADER_BYTES]
@@ -106,7 +108,8 @@ def test_c_manager_equals_python_manager(program):
                 key = (rng.choice((2, 3)), rng.randrange(2), rng.randrange(2))
                 seq = streams.get(key, 0)
                 if rng.random() < 0.02:
-                    seq = (seq + rng.choice((700, 2000, 2**31))) & 0xFFFFFFFF  # far ahead: late
+                    # beyond the window (1500, 2000: it moves) or half the seq space ahead (late)
+                    seq = (seq + rng.choice((700, 1500, 2000, 2**31))) & 0xFFFFFFFF
                 elif rng.random() < 0.05:
                     seq = (seq + 1) & 0xFFFFFFFF  # a packet lost whole
                 streams[key] = (seq + 1) & 0xFFFFFFFF
@@ -149,6 +152,57 @@ def test_c_manager_equals_python_manager(program):
     # the script reached every part: cells sent and reassembled, and every drop place
     assert made > 100 and delivered > 100 and all(count > 0 for count in drops), (made, delivered, list(drops))
     assert sum(pair.states[0].counters["dsf_credit_granted"].packets) > 100
+
+
+def test_context_recovers_after_a_gap_beyond_its_window(program):
+    """A run of lost packets longer than the reassembly window (1,024) costs those packets, not the
+    context: the next packet, far ahead, moves the window; both managers deliver it and what follows,
+    and count the skipped packets given up (with the bytes received of the ones partly there)."""
+    rng = random.Random(SEED)
+    pair = Pair(program)
+    now = 10_000_000
+    key = (2, 1, 0)
+    delivered = ([], [])
+
+    def send(seqs, drop_last_cell=False):
+        nonlocal now
+        for seq in seqs:
+            made = _cells(rng, *key, seq, 256, size=1000)
+            if drop_last_cell:
+                made.pop()
+            for args, payload in made:
+                now += 1_000
+                requests = [("dsf_reassemble", (*args, 50_000))]
+                assert pair.both(lambda m: m.handle(requests, lambda: b"", payload, now)) == (True, True)
+                frames = pair.both(lambda m: m.due(now))
+                assert frames[0] == frames[1], seq
+                for got, frames_of in zip(delivered, frames):
+                    got.extend(frame for _, frame in frames_of)
+            pair.check(seq)
+
+    send(range(10))
+    send(range(10, 22), drop_last_cell=True)  # incomplete: pending, then skipped by the gaps
+    assert [len(got) for got in delivered] == [10, 10]
+    drops = pair.states[0].counters["dsf_drops"]
+    send([1036])  # 3 beyond the window: 10, 11 and 12 are given up at once, with their bytes received
+    assert [len(got) for got in delivered] == [10, 10]
+    assert drops.packets[C.DROP_REASSEMBLY_TIMEOUT] == 3 and drops.bytes[C.DROP_REASSEMBLY_TIMEOUT] > 0
+    send(range(3000, 3010))  # 22 .. 2999 lost whole but 1036 (an overload burst), 13 .. 21 incomplete
+    # the first cell of 3000 moves the window to [1977, 3000], that of 3001 to [1978, 3001] ...: 10 .. 1985
+    # are given up at once
+    assert drops.packets[C.DROP_REASSEMBLY_TIMEOUT] == 1986 - 10
+    assert drops.bytes[C.DROP_REASSEMBLY_TIMEOUT] > 0
+    # 1986 .. 2999 in the window cost one timeout, then 3000 .. 3009 are delivered
+    assert pair.python.next_event_ns() == pair.native.next_event_ns() is not None
+    now += 50_000_000
+    frames = pair.both(lambda m: m.due(now))
+    assert frames[0] == frames[1]
+    assert [len(frames_of) for frames_of in frames] == [10, 10]
+    assert drops.packets[C.DROP_REASSEMBLY_TIMEOUT] == 3000 - 10
+    pair.check("after the gap")
+    assert pair.python.next_event_ns() is None  # nothing pending: nothing left to time out
+    send([3010])  # and the context goes on in order
+    assert [len(got) for got in delivered] == [11, 11]
 
 
 def test_native_device_runs_the_c_manager(program):

@@ -113,13 +113,13 @@ class CounterState:
         self.packets = [0] * info.size
         self.bytes = [0] * info.size
 
-    def count(self, index, nbytes):
-        """Count one packet of ``nbytes`` at ``index`` (data plane).
+    def count(self, index, nbytes, packets=1):
+        """Count one packet (or ``packets`` packets together) of ``nbytes`` at ``index`` (data plane).
 
         An index past the end is ignored (BMv2 does not count it either).
         """
         if index < self.info.size:
-            self.packets[index] += 1
+            self.packets[index] += packets
             self.bytes[index] += nbytes
 
     def read(self, index):

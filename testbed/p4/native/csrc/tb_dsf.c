@@ -238,11 +238,11 @@ void tb_dsf_set_counter(tb_dsf_t *d, int which, uint64_t *packets, uint64_t *byt
 }
 
 /* ---------------------------------------------------------------- plumbing (engine.py) */
-static void count(tb_dsf_t *d, int which, uint64_t index, uint64_t nbytes)
+static void count_n(tb_dsf_t *d, int which, uint64_t index, uint64_t nbytes, uint64_t packets)
 {
     counter_t *c = &d->counters[which];
     if (index >= c->size) return; /* absent counter, or past its end: not counted (CounterState.count) */
-    c->packets[index]++, c->bytes[index] += nbytes;
+    c->packets[index] += packets, c->bytes[index] += nbytes;
     history_t *h = &d->history;
     if (h->on && (h->mask >> which & 1)) {
         dirty_t *t = &h->dirty[which];
@@ -251,6 +251,11 @@ static void count(tb_dsf_t *d, int which, uint64_t index, uint64_t nbytes)
             t->list[t->n++] = index;
         }
     }
+}
+
+static void count(tb_dsf_t *d, int which, uint64_t index, uint64_t nbytes)
+{
+    count_n(d, which, index, nbytes, 1);
 }
 
 static void emit(tb_dsf_t *d, uint32_t port, const uint8_t *head, uint32_t nhead, const uint8_t *tail,
@@ -607,6 +612,34 @@ static void ctx_drain(tb_dsf_t *d, ctx_t *c)
     }
 }
 
+/* A cell beyond the window came: give up the next `skipped` packets at once (reassembly.py _resync). */
+static void ctx_resync(tb_dsf_t *d, ctx_t *c, uint32_t skipped)
+{
+    uint64_t nbytes = 0;
+    if (skipped < c->npending) { /* look the skipped ones up, else go through what is pending */
+        for (uint32_t k = 0; k < skipped; k++) {
+            partial_t *p = c->slots[(c->expected + k) % MAX_PENDING_PACKETS];
+            if (p && p->seq == c->expected + k) {
+                nbytes += p->nbytes;
+                partial_unlink(c, p);
+                partial_free(p);
+            }
+        }
+    } else {
+        for (partial_t *p = c->first, *next; p; p = next) {
+            next = p->next;
+            if (p->seq - c->expected < skipped) {
+                nbytes += p->nbytes;
+                partial_unlink(c, p);
+                partial_free(p);
+            }
+        }
+    }
+    count_n(d, TB_DSF_DROPS, DROP_REASSEMBLY_TIMEOUT, nbytes, skipped);
+    c->given_up += skipped;
+    c->expected += skipped;
+}
+
 static void reassemble(tb_dsf_t *d, int64_t now, const uint64_t *a, const uint8_t *payload, uint32_t payload_len)
 {
     uint32_t src_node = (uint32_t)a[0], dst_port = (uint32_t)a[1], tc = (uint32_t)a[2], seq = (uint32_t)a[3];
@@ -631,10 +664,11 @@ static void reassemble(tb_dsf_t *d, int64_t now, const uint64_t *a, const uint8_
     }
     c->timeout_ns = (int64_t)a[7] * 1000;
     uint32_t distance = seq - c->expected;
-    if (distance >= (1u << 31) || distance >= MAX_PENDING_PACKETS) {
+    if (distance >= (1u << 31)) {
         count(d, TB_DSF_DROPS, DROP_LATE_CELL, len); /* given up or delivered already */
         return;
     }
+    if (distance >= MAX_PENDING_PACKETS) ctx_resync(d, c, distance - MAX_PENDING_PACKETS + 1);
     partial_t *p = c->slots[seq % MAX_PENDING_PACKETS];
     if (!p) {
         p = calloc(1, sizeof *p);

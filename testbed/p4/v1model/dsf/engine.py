@@ -57,10 +57,10 @@ class DSFTrafficManager:
                                       start_ns, period_ns, capacity)
 
     # -- plumbing ------------------------------------------------------------------------
-    def _count(self, name, index, nbytes):
+    def _count(self, name, index, nbytes, packets=1):
         counter = self._counters.get(name)
         if counter is not None:
-            counter.count(index, nbytes)
+            counter.count(index, nbytes, packets)
             if self.history is not None:
                 self.history.touched(name, index)
 

@@ -7,7 +7,12 @@ packet was delivered or given up.  The context is *blocked* while it holds
 cells but cannot deliver its next packet; the next packet is given up when the
 context has been blocked for the timeout, measured from the first cell of that
 packet if any arrived, else from the earliest cell it holds (so a run of lost
-packets costs one timeout, not one each).  The exact rules are those of
+packets costs one timeout, not one each).  A context holds a window of
+MAX_PENDING_PACKETS sequence numbers from the one expected; a cell beyond it
+(but less than 2**31 ahead: not a late one) moves the window so that its packet
+is the window's last, giving up every packet before the new window at once
+(counted like a timeout), so that a run of lost packets longer than the window
+costs those packets, not the context.  The exact rules are those of
 ``dsf_reassemble`` in p4src/include/dsf.p4.
 """
 from testbed.p4.v1model.dsf.constants import (COUNTER_DROPS, DROP_LATE_CELL, DROP_REASSEMBLY_TIMEOUT,
@@ -80,7 +85,7 @@ class Reassembler:
 
     Args:
         deliver: ``deliver(src_node, dst_port, tc, seq, packet bytes)`` for each packet, in order.
-        count: ``count(counter name, index, nbytes)`` counts into the program's counters.
+        count: ``count(counter name, index, nbytes, packets=1)`` counts into the program's counters.
     """
 
     def __init__(self, deliver, count):
@@ -104,9 +109,11 @@ class Reassembler:
             context = self.contexts[key] = ReassemblyContext(key)
         context.timeout_ns = timeout_ns
         distance = (seq - context.expected) & _MASK
-        if distance >= _HALF or distance >= MAX_PENDING_PACKETS:
+        if distance >= _HALF:
             self._count(COUNTER_DROPS, DROP_LATE_CELL, len(payload))  # given up or delivered already
             return
+        if distance >= MAX_PENDING_PACKETS:
+            self._resync(context, distance - MAX_PENDING_PACKETS + 1)
         packet = context.pending.get(seq)
         if packet is None:
             packet = context.pending[seq] = PartialPacket(now_ns)
@@ -118,6 +125,23 @@ class Reassembler:
         if last:
             packet.last_index = cell_index
         self._drain(context)
+
+    def _resync(self, context, skipped):
+        """Give up the next ``skipped`` packets of ``context`` at once (a cell beyond its window came)."""
+        nbytes = 0
+        start = context.expected
+        pending = context.pending
+        if skipped < len(pending):  # look the skipped ones up, else go through what is pending
+            seqs = [(start + k) & _MASK for k in range(skipped)]
+        else:
+            seqs = [seq for seq in pending if (seq - start) & _MASK < skipped]
+        for seq in seqs:
+            packet = pending.pop(seq, None)
+            if packet is not None:
+                nbytes += packet.nbytes
+        self._count(COUNTER_DROPS, DROP_REASSEMBLY_TIMEOUT, nbytes, skipped)
+        context.given_up += skipped
+        context.expected = (start + skipped) & _MASK
 
     def _drain(self, context):
         """Deliver the packets at the head that are complete."""
