@@ -85,14 +85,22 @@ def port(graph, switch, neighbor):
 
 
 def weights_toward(programmer, switch, host):
-    """``{neighbour: weight}`` of the group ``switch``'s route to ``host`` names, read over P4Runtime."""
+    """``{neighbour: weight}`` of ``switch``'s route to ``host``, read over P4Runtime.
+
+    The route names a group, or one member when a single next hop is left (the controller writes
+    that as a member: weight 1).
+    """
     client, graph = programmer.clients[switch], programmer.graph
     ip = graph.nodes[host]["ip"].split("/")[0]
     (entry,) = client.read_table_entries("MyIngress.ipv4_lpm", {"hdr.ipv4.dstAddr": (ip, 32)})
     members = client.read_members("MyIngress.ecmp_selector")
     neighbors = {port_toward(d, switch): other for _, other, d in graph.edges(switch, data=True)}
-    return {neighbors[members[member][1]["port"]]: weight
-            for member, weight in client.read_groups("MyIngress.ecmp_selector")[entry.group_id]}
+    if entry.group_id is None:
+        assert entry.member_id is not None, entry
+        weighted = [(entry.member_id, 1)]
+    else:
+        weighted = client.read_groups("MyIngress.ecmp_selector")[entry.group_id]
+    return {neighbors[members[member][1]["port"]]: weight for member, weight in weighted}
 
 
 def add_sent_bytes(programmer, switch, neighbor, nbytes):
