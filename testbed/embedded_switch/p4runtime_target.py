@@ -220,6 +220,7 @@ class EmbeddedTarget:
         self._packet_in_listeners = []
         self._digest_listeners = []
         self._pipeline_listeners = []
+        self._write_listeners = []
         self._wake_read, self._wake_write = os.pipe()
         os.set_blocking(self._wake_read, False)
         os.set_blocking(self._wake_write, False)
@@ -379,6 +380,17 @@ class EmbeddedTarget:
     def add_pipeline_listener(self, callback):
         """Call ``callback()`` after every pipeline change."""
         self._pipeline_listeners.append(callback)
+
+    def add_write_listener(self, callback):
+        """Call ``callback()`` after every batch of writes, before the writer is answered: a data plane
+        with its own copy of the state (the native packet loop) makes the writes current there, so a
+        packet sent after a Write RPC returned sees them, as on BMv2."""
+        self._write_listeners.append(callback)
+
+    def writes_applied(self):
+        """A batch of writes is in the state (P4Runtime server, after Write; without the target lock)."""
+        for listener in list(self._write_listeners):
+            listener()
 
     # ---- packet I/O -----------------------------------------------------------------------
     def _header_fields(self, which):

@@ -507,6 +507,7 @@ class _P4RuntimeService(p4runtime_pb2_grpc.P4RuntimeServicer):
                     failures.append((number, error_code(exc), error_message(exc)))
                 except Exception as exc:  # a bug must not take the server down
                     failures.append((number, "INTERNAL", f"internal error: {type(exc).__name__}: {exc}"))
+        self.target.writes_applied()
         if failures:
             context.abort_with_status(_write_failure_status(len(request.updates), failures))
         return p4runtime_pb2.WriteResponse()

@@ -6,6 +6,7 @@ The loop itself runs on real veths in namespaces made with ``ip netns`` (no Mini
 pipeline compiled from tests/native_io/fixture_pipeline.c: a fixed port map, a test fixture
 standing in for a compiled P4 program.
 """
+import contextlib
 import os
 import random
 import socket
@@ -610,71 +611,106 @@ def test_switchd_forwards_in_the_native_loop(tmp_path):
     assert "native packet loop on ports [1, 2]" in log_path.read_text()
 
 
+@contextlib.contextmanager
+def _daemon_with_server(line, program, control=None):
+    """A NativeSwitchDaemon forwarding ``program`` on the line's switch ports (1 = in, 2 = out) in a
+    thread, with its P4Runtime server; yields (daemon, client) once the loop runs the pipeline."""
+    from testbed.embedded_switch.native_io.daemon import NativeSwitchDaemon
+    from testbed.embedded_switch.p4runtime_target import EmbeddedTarget
+    from testbed.p4runtime.client import P4RuntimeClient
+    from testbed.p4runtime.server import P4RuntimeServer
+
+    target = EmbeddedTarget(cpu_port=255, backend="native")
+    target.load_program_file(os.path.join(REPO, program))
+    with in_namespace(line.switch):
+        daemon = NativeSwitchDaemon(target, {1: line.switch_in, 2: line.switch_out}, name="s1",
+                                    control_path=control)
+    server = P4RuntimeServer(target, device_id=1, address="127.0.0.1:0")
+
+    def forward():
+        with in_namespace(line.switch):
+            daemon.run()
+    thread = threading.Thread(target=forward, daemon=True)
+    server.start()
+    thread.start()
+    client = None
+    try:
+        deadline = time.monotonic() + 30
+        while daemon._device is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert daemon.loop is not None and daemon._device is not None
+        client = P4RuntimeClient(f"127.0.0.1:{server.port}", device_id=1, election_id=(0, 1), timeout=5)
+        client.load_p4info()
+        yield daemon, client
+    finally:
+        if client is not None:
+            client.close()
+        daemon.stop()
+        thread.join(10)
+        server.stop()
+        daemon.close()
+        target.close()
+    assert not thread.is_alive()
+
+
 @needs_root
 @pytest.mark.skipif(not _has_native_backend(), reason="the native backend (testbed/p4/native) is not in this tree")
 def test_native_switch_daemon_pfc_status_and_p4runtime_counters(tmp_path):
     """The switch daemon's native loop: queue and pfc requests reach its traffic manager, a PAUSE frame
     arriving is consumed and pauses the class, and pfc_status and the program's PFC counters (P4Runtime)
     show it as the Python switch's do."""
-    from testbed.embedded_switch.native_io.daemon import NativeSwitchDaemon
-    from testbed.embedded_switch.p4runtime_target import EmbeddedTarget
     from testbed.embedded_switch.port_control import request
-    from testbed.p4runtime.client import P4RuntimeClient
-    from testbed.p4runtime.server import P4RuntimeServer
 
     control = str(tmp_path / "control.sock")
-    with VethLine(prefix=f"tb-p{os.getpid() % 10000}-") as line:
-        target = EmbeddedTarget(cpu_port=255, backend="native")
-        target.load_program_file(os.path.join(REPO, "p4src", "fcplus.p4"))
-        with in_namespace(line.switch):
-            daemon = NativeSwitchDaemon(target, {1: line.switch_in, 2: line.switch_out}, name="s1",
-                                        control_path=control)
-        server = P4RuntimeServer(target, device_id=1, address="127.0.0.1:0")
+    with VethLine(prefix=f"tb-p{os.getpid() % 10000}-") as line, \
+            _daemon_with_server(line, os.path.join("p4src", "fcplus.p4"), control) as (daemon, client):
+        deadline = time.monotonic() + 30
+        assert request(control, {"command": "queue", "port": 2, "rate_bps": 1_000_000, "priorities": 8}) == \
+            {"ok": True}
+        assert request(control, {"command": "pfc", "lossless": [3], "xoff_packets": 4, "xon_packets": 1,
+                                 "buffer_packets": 40, "headroom_packets": 30}) == {"ok": True}
+        assert daemon.loop.tm.queue_config(2)["rate_bps"] == 1_000_000 and daemon.loop.pfc == daemon.target.pfc
+        receiver = _socket(line.receiver, line.receiver_if)
+        receiver.send(build_pause(bytes.fromhex("020000000099"), [(3, 1000)]))  # 512 ms at 1 Mb/s
+        cell = 2 * PRIORITIES + 3
+        while client.read_counter("MyIngress.pfc_pause_received", cell) != (1, 60) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert client.read_counter("MyIngress.pfc_pause_received", cell) == (1, 60)
+        status = request(control, {"command": "pfc_status"})
+        assert status["pfc"]["lossless"] == [3] and status["pfc"]["xoff_packets"] == 4
+        port = status["ports"]["2"]
+        assert port["pause_received"][3] == 1 and port["paused"][3] == 1 and port["paused_ns"][3] > 0
+        assert port["queue"]["dropped_headroom"] == 0 and port["pipeline_drops"] == 0
+        time.sleep(0.6)  # the pause is over: its whole time is counted
+        while client.read_counter("MyIngress.pfc_paused_us", cell)[0] < 512_000 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert client.read_counter("MyIngress.pfc_paused_us", cell) == (512_000, 0)
+        receiver.close()
 
-        def forward():
-            with in_namespace(line.switch):
-                daemon.run()
-        thread = threading.Thread(target=forward, daemon=True)
-        server.start()
-        thread.start()
-        client = None
-        try:
-            deadline = time.monotonic() + 30
-            while daemon._device is None and time.monotonic() < deadline:
-                time.sleep(0.05)
-            assert daemon.loop is not None and daemon._device is not None
-            assert request(control, {"command": "queue", "port": 2, "rate_bps": 1_000_000, "priorities": 8}) == \
-                {"ok": True}
-            assert request(control, {"command": "pfc", "lossless": [3], "xoff_packets": 4, "xon_packets": 1,
-                                     "buffer_packets": 40, "headroom_packets": 30}) == {"ok": True}
-            assert daemon.loop.tm.queue_config(2)["rate_bps"] == 1_000_000 and daemon.loop.pfc == target.pfc
-            receiver = _socket(line.receiver, line.receiver_if)
-            receiver.send(build_pause(bytes.fromhex("020000000099"), [(3, 1000)]))  # 512 ms at 1 Mb/s
-            client = P4RuntimeClient(f"127.0.0.1:{server.port}", device_id=1, election_id=(0, 1), timeout=5)
-            client.load_p4info()
-            cell = 2 * PRIORITIES + 3
-            while client.read_counter("MyIngress.pfc_pause_received", cell) != (1, 60) and time.monotonic() < deadline:
-                time.sleep(0.05)
-            assert client.read_counter("MyIngress.pfc_pause_received", cell) == (1, 60)
-            status = request(control, {"command": "pfc_status"})
-            assert status["pfc"]["lossless"] == [3] and status["pfc"]["xoff_packets"] == 4
-            port = status["ports"]["2"]
-            assert port["pause_received"][3] == 1 and port["paused"][3] == 1 and port["paused_ns"][3] > 0
-            assert port["queue"]["dropped_headroom"] == 0 and port["pipeline_drops"] == 0
-            time.sleep(0.6)  # the pause is over: its whole time is counted
-            while client.read_counter("MyIngress.pfc_paused_us", cell)[0] < 512_000 and time.monotonic() < deadline:
-                time.sleep(0.05)
-            assert client.read_counter("MyIngress.pfc_paused_us", cell) == (512_000, 0)
-            receiver.close()
-        finally:
-            if client is not None:
-                client.close()
-            daemon.stop()
-            thread.join(10)
-            server.stop()
-            daemon.close()
-            target.close()
-        assert not thread.is_alive()
+
+@needs_root
+@pytest.mark.skipif(not _has_native_backend(), reason="the native backend (testbed/p4/native) is not in this tree")
+def test_a_frame_sent_after_a_write_returned_sees_the_write():
+    """The native loop keeps its own copy of the tables; a Write RPC answers only once the loop holds
+    what it wrote (BMv2 applies a write before answering it). Each round inserts a route and at once
+    sends a frame to it (the table's default drops): every frame must come out."""
+    rounds = 250
+    with VethLine(prefix=f"tb-w{os.getpid() % 10000}-") as line, \
+            _daemon_with_server(line, os.path.join("tests", "p4lang", "programs", "basic.p4")) as (_daemon, client):
+        sender, receiver = _socket(line.sender, line.sender_if), _socket(line.receiver, line.receiver_if)
+        for number in range(rounds):
+            client.insert_table_entry("MyIngress.ipv4_lpm", {"hdr.ipv4.dstAddr": f"10.0.{number}.0/24"},
+                                      "MyIngress.ipv4_forward", {"dstAddr": "02:00:00:00:00:03", "port": 2})
+            sender.send(bytes.fromhex("020000000002020000000001") + b"\x08\x00" + _ipv4_to(0x0A000001 | number << 8))
+        got = _receive(receiver, rounds, timeout=10)
+        sender.close(), receiver.close()
+    destinations = [socket.inet_ntoa(data[30:34]) for _, data in got]
+    assert destinations == [f"10.0.{n}.1" for n in range(rounds)]
+
+
+def _ipv4_to(address):
+    """A 20-byte IPv4 header (UDP, TTL 64, checksum 0: basic.p4 checks none) and 8 bytes of payload."""
+    return struct.pack("!BBHHHBBHII", 0x45, 0, 28, 0, 0, 64, 17, 0, 0x0A000001, address) + bytes(8)
 
 
 @needs_root

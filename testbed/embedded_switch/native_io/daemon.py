@@ -49,6 +49,8 @@ IDLE_TIMEOUT_MS = 100  # how often an idle loop looks at the replication engine
 #: frames as a Python switch's default socket buffer holds at 64 bytes); each receive frame is 2 KiB
 #: of resident memory per port
 RING_SIZE = int(os.environ.get("TESTBED_NATIVE_RING", "256"))
+#: how long a Write or pipeline RPC waits at most for the loop to forward with it (normally one wake-up)
+CATCH_UP_S = 5.0
 
 
 def native_loop_refused(device, pcap):
@@ -99,10 +101,15 @@ class NativeSwitchDaemon(SwitchDaemon):
         self._watched = []
         self._stopped = False
         self._read_natively = set()  # ports the native loop read through AF_PACKET (no XDP there)
+        # a Write RPC or a new pipeline is answered once the loop forwards with it (see _wait_until_current)
+        self._caught_up = threading.Condition()
+        self._changes_seen = 0     # write batches and pipelines the P4Runtime server reported
+        self._changes_current = 0  # of those, the ones the loop forwards with
         # the ports are opened now, before the switch says it is ready: a pipeline pushed later starts
         # forwarding as soon as it is installed, not after the ports' XDP programs are loaded
         self._opened = None if native_loop_refused(self._real_device(), pcap_dir) else self._open_loop()
         self.target.add_pipeline_listener(self._pipeline_changed)
+        self.target.add_write_listener(self._wait_until_current)
 
     def set_impairment(self, port, loss, delay_ms):
         """As :meth:`SwitchDaemon.set_impairment`, on the native loop too."""
@@ -192,15 +199,29 @@ class NativeSwitchDaemon(SwitchDaemon):
 
     def _pipeline_changed(self):
         """A new pipeline was committed (P4Runtime thread): the running loop must look at it."""
-        loop = self.loop
-        if loop is not None:
-            loop.wake()
+        if self.loop is not None:
+            self._wait_until_current()
         elif not native_loop_refused(self._real_device(), self.pcap):
             self.running = False  # the Python loop returns; run() starts the native one
             try:
                 os.write(self._stop_write, b"\0")
             except (OSError, TypeError):
                 pass
+
+    def _wait_until_current(self):
+        """The state or the pipeline changed (P4Runtime thread): return once the running loop forwards
+        with the change, so that a frame sent after the RPC's answer sees it, as on BMv2."""
+        loop = self.loop
+        if loop is None:
+            return  # the Python loop reads the state itself
+        with self._caught_up:
+            self._changes_seen += 1
+            wanted = self._changes_seen
+        loop.wake()
+        with self._caught_up:
+            # bounded: a loop that stops meanwhile (shutdown, back to Python) must not hold the writer
+            self._caught_up.wait_for(lambda: self._changes_current >= wanted or self.loop is not loop,
+                                     timeout=CATCH_UP_S)
 
     def _drain_stop_pipe(self):
         try:
@@ -231,8 +252,11 @@ class NativeSwitchDaemon(SwitchDaemon):
         synced = 0  # when the program's PFC counters were last copied
         try:
             while not self._stopped:
+                with self._caught_up:
+                    changes = self._changes_seen  # read before the state is copied: those are in the copy
                 device = self._real_device()
                 if device is None:  # no pipeline yet: the loop drops what comes
+                    self._caught_up_with(changes)
                     loop.run(IDLE_TIMEOUT_MS)
                     continue
                 if device is not self._device:
@@ -244,6 +268,7 @@ class NativeSwitchDaemon(SwitchDaemon):
                     with loop.locked():
                         native.sync()
                 self._sync_replication(device.state)
+                self._caught_up_with(changes)
                 timeout = IDLE_TIMEOUT_MS
                 if loop.pfc is not None and device.has_pfc_counters:
                     now = time.monotonic_ns()
@@ -267,11 +292,18 @@ class NativeSwitchDaemon(SwitchDaemon):
                     self.log.error("switch halted: %s", device.halted)
         finally:
             self.loop = None
+            self._caught_up_with(self._changes_seen)  # the Python loop reads the state itself
             self._unwatch()
             watcher.join(5)
             self.target.packet_generator.detach()
             loop.close()
             self._device = None
+
+    def _caught_up_with(self, changes):
+        with self._caught_up:
+            if changes > self._changes_current:
+                self._changes_current = changes
+                self._caught_up.notify_all()
 
     def _unwatch(self):
         """Take this daemon's wakers off the native state's objects."""
