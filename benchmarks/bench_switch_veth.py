@@ -31,26 +31,6 @@ from testbed.fabrics import Fabric
 
 PROGRAM = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "p4src", "l3_ecmp.p4")
 
-BLAST = """
-import socket, sys, time
-from scapy.all import Ether, IP, UDP, Raw
-intf, src_mac, dst_mac, src_ip, dst_ip, size, seconds = sys.argv[1:8]
-size, seconds = int(size), float(seconds)
-header = Ether(src=src_mac, dst=dst_mac) / IP(src=src_ip, dst=dst_ip) / UDP(sport=1234, dport=4791)
-frame = bytes(header / Raw(b"\\0" * max(0, size - len(header))))
-sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)
-sock.bind((intf, 0))
-sent, end = 0, time.monotonic() + seconds
-while time.monotonic() < end:
-    for _ in range(100):
-        try:
-            sock.send(frame)
-            sent += 1
-        except OSError:
-            pass
-print(sent)
-"""
-
 COUNT = """
 import socket, sys, time, select
 intf, seconds = sys.argv[1], float(sys.argv[2])
@@ -95,8 +75,9 @@ def forwarding_rate(seconds, sizes, target="embedded", backend=None):
             receiver = dst.popen([sys.executable, "-c", COUNT, dst.defaultIntf().name, str(seconds + 3)])
             time.sleep(1.0)
             cpu_before = cpu_seconds(switch.process.pid)
-            sent = int(src.cmd(f"{sys.executable} -c '{BLAST}' {src.defaultIntf().name} {src.MAC()} "
-                               f"{dst.MAC()} {src.IP()} {dst.IP()} {size} {seconds}").split()[-1])
+            sent = int(src.cmd(f"{sys.executable} -m testbed.traffic.flood --intf {src.defaultIntf().name} "
+                               f"--src-mac {src.MAC()} --dst-mac {dst.MAC()} --src-ip {src.IP()} --dst-ip {dst.IP()} "
+                               f"--size {size} --seconds {seconds}").split()[-1])
             out, _ = receiver.communicate(timeout=seconds + 30)
             cpu = cpu_seconds(switch.process.pid) - cpu_before
             received, span = out.split()
@@ -131,9 +112,10 @@ def cforwarder_rate(seconds, sizes, method="xdp"):
                     time.sleep(1.0)
                     cpu_before = cpu_seconds(forwarder.pid)
                     sent = int(subprocess.run(
-                        ["ip", "netns", "exec", line.sender, sys.executable, "-c", BLAST, line.sender_if,
-                         "02:00:00:00:00:01", "02:00:00:00:00:02", "198.18.0.1", "198.18.0.2", str(size),
-                         str(seconds)], capture_output=True, text=True, check=True).stdout.split()[-1])
+                        ["ip", "netns", "exec", line.sender, sys.executable, "-m", "testbed.traffic.flood",
+                         "--intf", line.sender_if, "--src-mac", "02:00:00:00:00:01", "--dst-mac", "02:00:00:00:00:02",
+                         "--src-ip", "198.18.0.1", "--dst-ip", "198.18.0.2", "--size", str(size),
+                         "--seconds", str(seconds)], capture_output=True, text=True, check=True).stdout.split()[-1])
                     out, _ = receiver.communicate(timeout=seconds + 30)
                     cpu = cpu_seconds(forwarder.pid) - cpu_before
                     received, span = out.split()

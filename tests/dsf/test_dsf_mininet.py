@@ -96,28 +96,6 @@ def test_a_small_dsf_fabric_forwards_every_pair_in_order_and_sprays_evenly(fabri
     assert net.controller.dsf["nodes"] == {"rdsw0": 1, "rdsw1": 2}
 
 
-#: h1's overload burst: 1082-byte UDP frames from a raw socket, as fast as it can, for argv[6] seconds,
-#: with the DSCP of the streams' data (the same class, so the same VOQ and reassembly context)
-BURST = """
-import socket, sys, time
-from scapy.all import Ether, IP, UDP, Raw
-intf, src_mac, dst_mac, src_ip, dst_ip, seconds = sys.argv[1:7]
-header = Ether(src=src_mac, dst=dst_mac) / IP(src=src_ip, dst=dst_ip, tos=%d << 2) / UDP(sport=1234, dport=9)
-frame = bytes(header / Raw(bytes(1082 - len(header))))
-sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)
-sock.bind((intf, 0))
-sent, end = 0, time.monotonic() + float(seconds)
-while time.monotonic() < end:
-    for _ in range(100):
-        try:
-            sock.send(frame)
-            sent += 1
-        except OSError:
-            pass
-print(sent)
-""" % DSCP_DATA
-
-
 def test_a_dsf_path_delivers_again_after_an_overload_burst(fabric_factory):
     """Overload loses cells, and with them packets, not the path: after a burst far beyond what the
     switches forward (runs of lost packets longer than the reassembly window of 1,024), a paced stream
@@ -129,8 +107,10 @@ def test_a_dsf_path_delivers_again_after_an_overload_burst(fabric_factory):
                          hosts_link_mbps=1000, fabric_link_mbps=1000, shape_links=False, program="dsf",
                          controller="dsf", target="embedded")
     src, dst = net.hosts[0], net.hosts[1]
-    sent = int(src.cmd(f"{sys.executable} -c '{BURST}' {src.defaultIntf().name} {src.MAC()} {dst.MAC()} "
-                       f"{src.IP()} {dst.IP()} 3").split()[-1])
+    # 1082-byte frames as fast as h1 sends, with the streams' data DSCP (the same VOQ and reassembly context)
+    sent = int(src.cmd(f"{sys.executable} -m testbed.traffic.flood --intf {src.defaultIntf().name} "
+                       f"--src-mac {src.MAC()} --dst-mac {dst.MAC()} --src-ip {src.IP()} --dst-ip {dst.IP()} "
+                       f"--size 1082 --dscp {DSCP_DATA} --dport 9 --seconds 3").split()[-1])
     time.sleep(1.0)  # the VOQ empties and the reassembly timeout passes
     enqueued = sum(packets for packets, _ in net.read_counter("rdsw0", "dsf_voq_enqueued").values())
     reassembled = sum(packets for packets, _ in net.read_counter("rdsw1", "dsf_reassembled").values())

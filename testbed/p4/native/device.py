@@ -429,17 +429,6 @@ class NativeDevice(Device):
             self._stage_failed("deparser", port, -n, pkt)
             return
         self._events(pkt)
-        data = self._ffi.buffer(self._out, n)[:]
-        if truncate is not None and truncate < len(data):
-            data = data[:truncate]
-        if req.recirculate_field_list >= 0:
-            if job.passes + 1 >= MAX_PASSES:
-                self._log(f"egress port {port}: recirculated {MAX_PASSES} times, dropped")
-                return
-            pending.append((sm.ingress_port, data, RT.PKT_INSTANCE_TYPE_RECIRC,
-                            (pkt, req.recirculate_field_list), job.passes + 1))
-            return
-        stats = self._port(port)
-        stats.tx_packets += 1
-        stats.tx_bytes += len(data)
-        outputs.append((port, data))
+        recirculation = (pkt, req.recirculate_field_list) if req.recirculate_field_list >= 0 else None
+        self._egress_end(job, port, self._ffi.buffer(self._out, n)[:], truncate, recirculation, sm.ingress_port,
+                         pending, outputs)

@@ -578,15 +578,21 @@ class Device:
         except Exception as error:
             self._internal_error("deparser", port, error)
             return
-        data = b"".join(out) + P.payload
-        if P.truncate_length is not None and P.truncate_length < len(data):
-            data = data[:P.truncate_length]
-        if P.recirculate_field_list is not None:
+        recirculation = None if P.recirculate_field_list is None else (meta, P.recirculate_field_list)
+        self._egress_end(job, port, b"".join(out) + P.payload, P.truncate_length, recirculation, sm.f_ingress_port,
+                         pending, outputs)
+
+    def _egress_end(self, job, port, data, truncate, recirculation, ingress_port, pending, outputs):
+        """The deparsed frame ``data`` of ``job`` leaves egress: cut to ``truncate`` bytes (None: whole),
+        then back into ingress on ``ingress_port`` when ``recirculation`` (what the recirculated packet
+        keeps: (metadata, field list)) is given, at most MAX_PASSES times, else out of ``port``."""
+        if truncate is not None and truncate < len(data):
+            data = data[:truncate]
+        if recirculation is not None:
             if job.passes + 1 >= MAX_PASSES:
                 self._log(f"egress port {port}: recirculated {MAX_PASSES} times, dropped")
                 return
-            pending.append((sm.f_ingress_port, data, RT.PKT_INSTANCE_TYPE_RECIRC,
-                            (meta, P.recirculate_field_list), job.passes + 1))
+            pending.append((ingress_port, data, RT.PKT_INSTANCE_TYPE_RECIRC, recirculation, job.passes + 1))
             return
         stats = self._port(port)
         stats.tx_packets += 1
