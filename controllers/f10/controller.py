@@ -91,6 +91,9 @@ class F10Controller(StaticController):
         #: a skipped period is one in which the detector neither probed nor decided
         self.trigger_skipped = {}
         self.trigger_generated = {}
+        #: {switch: the most trigger periods it skipped in a row} (embedded target, at stop): that long
+        #: its neighbours got no probe from it, so their detectors may have seen a silent window
+        self.trigger_skipped_run_max = {}
 
     def start(self, network, pipeline, mode_params, required_params=(), **options):
         """Program everything, start the listeners and the triggers.
@@ -153,7 +156,8 @@ class F10Controller(StaticController):
 
         ``detections``, ``transitions`` (``at_s``: the report's arrival; ``switch_at_s``: the transition on
         the switch's clock, or None), ``pushbacks``, ``reschedules``, ``trigger_late_max_us``,
-        ``trigger_skipped`` and ``trigger_generated`` (schema: :mod:`testbed.mechanisms.f10.run`).
+        ``trigger_skipped``, ``trigger_skipped_run_max`` and ``trigger_generated`` (schema:
+        :mod:`testbed.mechanisms.f10.run`).
         """
         def since_t0(ns):
             return (ns - t0_ns) / 1e9 if t0_ns else None
@@ -173,7 +177,8 @@ class F10Controller(StaticController):
                 "reschedules": [dict({key: value for key, value in row.items() if key != "time_ns"},
                                      at_s=since_t0(row["time_ns"])) for row in self.reschedules],
                 "trigger_late_max_us": dict(self.trigger_late_max_us),
-                "trigger_skipped": dict(self.trigger_skipped), "trigger_generated": dict(self.trigger_generated)}
+                "trigger_skipped": dict(self.trigger_skipped), "trigger_generated": dict(self.trigger_generated),
+                "trigger_skipped_run_max": dict(self.trigger_skipped_run_max)}
 
     def _listen(self, switch, client):
         """Keep the detector reports a switch sends (a thread per switch)."""
@@ -249,6 +254,7 @@ class F10Controller(StaticController):
                 self.trigger_late_max_us[switch.name] = status["late_max_us"]
                 self.trigger_skipped[switch.name] = status["skipped"]
                 self.trigger_generated[switch.name] = status["generated"]
+                self.trigger_skipped_run_max[switch.name] = status["skipped_run_max"]
         self._switches = []
         self._stop.set()
         for thread in self._listeners:

@@ -5,13 +5,15 @@ from testbed.experiment import overload
 from testbed.packet_sockets import LAG_BUCKETS_MS, ReceiveLag
 
 
-def _record(emulator=0, waits=0, late_us=None, skipped=None):
-    controller = {}
+def _record(emulator=0, waits=0, late_us=None, skipped=None, skipped_run=None):
+    controller = {"mode_params_written": {"detector_window_periods": 5}}
     if late_us is not None:
         controller["trigger_late_max_us"] = {"s1": late_us}
     if skipped is not None:  # of 1,000 trigger periods on each of two switches
         controller.update(trigger_skipped={"s1": skipped, "s2": 0},
                           trigger_generated={"s1": 1000 - skipped, "s2": 1000})
+    if skipped_run is not None:
+        controller["trigger_skipped_run_max"] = {"s1": 0, "s2": skipped_run}
     return {"dataplane": {"drops": {"emulator": emulator},
                           "switch_receive_lag": {"samples": 100, "at_least_ms": {"50": waits}}},
             "summary": {"latency": {"p50_ms": 1.0, "p99_ms": 400.0, "max_ms": 500.0}},
@@ -47,15 +49,18 @@ def test_each_sign_of_an_emulator_falling_behind_marks_the_run_and_says_why():
              "receiver sockets dropped 5": (_record(), [_stream(socket_drops=5)]),
              "behind its schedule": (_record(), [_stream(lag_ms=250.0)]),
              "trigger was 80 ms late": (_record(late_us=80_000), [_stream()]),
-             "skipped 125 of 2000 periods (6.2%": (_record(skipped=125), [_stream()])}
+             "skipped 125 of 2000 periods (6.2%": (_record(skipped=125), [_stream()]),
+             "s2's trigger skipped 4 periods in a row": (_record(skipped=4, skipped_run=4), [_stream()])}
     for words, (record, reports) in cases.items():
         result = _assess(record, reports)
         assert result["overloaded"] is True and any(words in reason for reason in result["reasons"]), words
 
 
 def test_a_few_skipped_trigger_periods_stay_under_the_limit():
-    result = _assess(_record(skipped=10), [_stream()])  # 10 of 2,000 periods: 0.5%
+    # 10 of 2,000 periods (0.5%), at most 3 in a row: a 5-period window still holds a probe of each neighbour
+    result = _assess(_record(skipped=10, skipped_run=3), [_stream()])
     assert result["overloaded"] is False and result["trigger_skipped_share"] == pytest.approx(0.005)
+    assert result["trigger_skipped_run_max"] == 3
 
 
 def test_the_switch_wait_limit_is_one_of_the_buckets_the_switches_count():

@@ -422,7 +422,7 @@ class NativePacketGenerator:
         (a :class:`~testbed.p4.v1model.packet_generator.GeneratorApp`)."""
         state = self._ffi.new("tbio_pktgen_app_t *", {
             "port": app.port, "period_ns": app.period_ns, "next_ns": app.next_ns, "generated": app.generated,
-            "skipped": app.skipped, "late_max_ns": app.late_max_ns})
+            "skipped": app.skipped, "skipped_run_max": app.skipped_run_max, "late_max_ns": app.late_max_ns})
         with self._locked():
             failed = self._lib.tbio_pktgen_set(self._pg, number, state, app.template, len(app.template))
         if failed:
@@ -440,7 +440,7 @@ class NativePacketGenerator:
         if found:
             state = self._state
             app.next_ns, app.generated, app.skipped = state.next_ns, state.generated, state.skipped
-            app.late_max_ns = state.late_max_ns
+            app.skipped_run_max, app.late_max_ns = state.skipped_run_max, state.late_max_ns
 
     def next_due_ns(self):
         """When the next frame is due (CLOCK_MONOTONIC ns), or None when no application runs."""

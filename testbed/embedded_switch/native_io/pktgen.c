@@ -72,6 +72,7 @@ int tbio_pktgen_due(tbio_pktgen_t *pg, int64_t now, uint32_t *apps, int cap)
         int64_t periods = (now - s->next_ns) / s->period_ns + 1;
         int64_t late = now - (s->next_ns + (periods - 1) * s->period_ns);
         s->skipped += (uint64_t)(periods - 1);
+        if ((uint64_t)(periods - 1) > s->skipped_run_max) s->skipped_run_max = (uint64_t)(periods - 1);
         if (late > s->late_max_ns) s->late_max_ns = late;
         s->generated++;
         s->next_ns += periods * s->period_ns;

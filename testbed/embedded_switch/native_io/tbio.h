@@ -110,7 +110,7 @@ typedef struct tbio_pktgen tbio_pktgen_t;
 typedef struct tbio_pktgen_app {
     uint32_t port;
     int64_t period_ns, next_ns;
-    uint64_t generated, skipped;
+    uint64_t generated, skipped, skipped_run_max;
     int64_t late_max_ns;
 } tbio_pktgen_app_t;
 tbio_pktgen_t *tbio_pktgen_new(void);

@@ -66,21 +66,25 @@ class F10Hooks(RunHooks):
             "pushbacks": [dict],
             # embedded target, per switch: the latest a trigger went out after its due time
             "trigger_late_max_us": dict,
-            # embedded target, per switch: trigger periods skipped (no probe, no decision) and triggers generated
-            "trigger_skipped": dict, "trigger_generated": dict,
+            # embedded target, per switch: trigger periods skipped (no probe, no decision), the most skipped
+            # in a row, and triggers generated
+            "trigger_skipped": dict, "trigger_skipped_run_max": dict, "trigger_generated": dict,
             # the epoch rescheduler: one row per group it wrote (or moved entries to)
             "reschedules": [dict]},
         "dataplane": {"drops": {"no_detour": int}},  # next hop down and no working detour
-        "overload": {"trigger_late_max_ms": OPT_NUMBER, "trigger_skipped_share": OPT_NUMBER},
+        "overload": {"trigger_late_max_ms": OPT_NUMBER, "trigger_skipped_share": OPT_NUMBER,
+                     "trigger_skipped_run_max": OPT_INT},
         # lost stream packets per transmit bin (analysis.loss_timeline); null: the run stopped before
         "f10": OrNull({"loss_timeline": {"bin_s": OPT_NUMBER, "t_s": [NUMBER], "lost": [int],
                                          "after_failure": [bool]}}),
     }
     initial_results = {"controller": {"detections": [], "transitions": [], "pushbacks": [],
                                       "trigger_late_max_us": {}, "trigger_skipped": {}, "trigger_generated": {},
+                                      "trigger_skipped_run_max": {},
                                       "reschedules": []},
                        "dataplane": {"drops": {"no_detour": 0}},
-                       "overload": {"trigger_late_max_ms": None, "trigger_skipped_share": None},
+                       "overload": {"trigger_late_max_ms": None, "trigger_skipped_share": None,
+                                    "trigger_skipped_run_max": None},
                        "f10": None}
     event_styles = {
         "detection": ("detector: port down (local reroute)", "tab:orange", "-."),
@@ -124,7 +128,10 @@ class F10Hooks(RunHooks):
         return {kind: rows for kind, rows in events.items() if rows}
 
     def overload(self, record):
-        """The triggers' lateness and skipped periods: a detector decides on its trigger, as late and as rarely."""
+        """The triggers' lateness and skipped periods: a detector decides on its trigger, as late and as rarely;
+        and a switch whose trigger stopped for a window's worth of periods (less the one its neighbours'
+        windows may straddle) left them a window without its probes, so their down reports may be the
+        machine's."""
         late = list(record["controller"].get("trigger_late_max_us", {}).values())
         late_ms = max(late) / 1000.0 if late else None
         reasons = []
@@ -136,4 +143,12 @@ class F10Hooks(RunHooks):
         if share is not None and share > TRIGGER_SKIPPED_SHARE:
             reasons.append(f"the failure detectors' triggers skipped {skipped} of {periods} periods ({share:.1%}, "
                            f"limit {TRIGGER_SKIPPED_SHARE:.0%}): they probed and decided too rarely")
-        return {"trigger_late_max_ms": late_ms, "trigger_skipped_share": share}, reasons
+        runs = record["controller"].get("trigger_skipped_run_max", {})
+        run_max = max(runs.values()) if runs else None
+        window = record["controller"].get("mode_params_written", {}).get("detector_window_periods")
+        if run_max is not None and window is not None and run_max >= window - 1:
+            switch = max(sorted(runs), key=runs.get)
+            reasons.append(f"{switch}'s trigger skipped {run_max} periods in a row (limit {window - 2}, the "
+                           f"detector's window less 2): its neighbours may have declared its links down")
+        return {"trigger_late_max_ms": late_ms, "trigger_skipped_share": share,
+                "trigger_skipped_run_max": run_max}, reasons

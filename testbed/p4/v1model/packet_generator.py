@@ -48,12 +48,14 @@ class GeneratorApp:
     next_ns: int
     generated: int = 0
     skipped: int = 0
+    skipped_run_max: int = 0  # the most periods skipped in a row (the switch was busy that long)
     late_max_ns: int = 0   # the latest a frame went out after its due time (the switch was busy)
 
     def describe(self):
         """JSON-able state."""
         return {"port": self.port, "period_us": self.period_ns / 1000.0, "template_bytes": len(self.template),
-                "generated": self.generated, "skipped": self.skipped, "late_max_us": self.late_max_ns / 1000.0}
+                "generated": self.generated, "skipped": self.skipped, "skipped_run_max": self.skipped_run_max,
+                "late_max_us": self.late_max_ns / 1000.0}
 
 
 class PacketGenerator:
@@ -145,6 +147,7 @@ class PacketGenerator:
                     continue
                 periods = (now - app.next_ns) // app.period_ns + 1
                 app.skipped += periods - 1
+                app.skipped_run_max = max(app.skipped_run_max, periods - 1)
                 app.late_max_ns = max(app.late_max_ns, now - (app.next_ns + (periods - 1) * app.period_ns))
                 app.generated += 1
                 app.next_ns += periods * app.period_ns
@@ -152,7 +155,8 @@ class PacketGenerator:
         return frames
 
     def status(self):
-        """``{app: {"port", "period_us", "template_bytes", "generated", "skipped", "late_max_us"}}``."""
+        """``{app: {"port", "period_us", "template_bytes", "generated", "skipped", "skipped_run_max",
+        "late_max_us"}}``."""
         with self._lock:
             if self._timers is not None:
                 for number, app in self._apps.items():
