@@ -17,6 +17,7 @@ wire, without preamble/FCS); on/off bursts alternate ``on_ms`` of sending with
 """
 import argparse
 import errno
+import math
 import random
 import socket
 import sys
@@ -154,7 +155,11 @@ class FrameFactory:
 
 #: lateness thresholds (ms) of the pacing report's ``late_frames``
 LATE_MS = (1, 10)
-PACING_RULES = ("even", "poisson")  # how a paced sender spaces its frames (Pacer)
+PACING_RULES = ("even", "poisson", "lognormal")  # how a paced sender spaces its frames (Pacer)
+#: largest log-scale spread of a log-normal draw (gaps, on/off periods, failure traces): draws stay
+#: finite (exp(4 * 9) times the median at the most extreme) and within a factor of about 2,900 of the
+#: median for 95 % of them (exp(2 * 4))
+MAX_SIGMA = 4.0
 
 
 class Pacer:
@@ -162,20 +167,30 @@ class Pacer:
 
     Args:
         rate_mbps: target rate in Mbit/s; None or 0 sends as fast as possible.
-        on_ms: length of an on period (0: always on).
-        off_ms: length of an off period.
+        on_ms: length of an on period (0: always on); with ``on_sigma`` the median of log-normal lengths.
+        off_ms: length of an off period; with ``off_sigma`` the median of log-normal lengths.
         burst_bytes: how far the sender may fall behind before it stops catching up.
-        poisson: space frames by exponential gaps of the rate's mean spacing (else evenly).
-        seed: seeds the exponential gaps.
+        pacing: one of :data:`PACING_RULES`: ``even`` gaps of the rate's spacing, ``poisson``
+            exponential gaps of that mean, ``lognormal`` log-normal gaps of that mean and log-scale
+            spread ``gap_sigma`` (F10's workload model, seed 002 section 7.2).
+        gap_sigma: the log-normal gaps' spread (0..MAX_SIGMA).
+        on_sigma, off_sigma: the on and off periods' log-normal spreads (0: fixed lengths, on and off
+            periods alternate from the start).
+        seed: seeds every draw.
     """
 
-    def __init__(self, rate_mbps=None, on_ms=0.0, off_ms=0.0, burst_bytes=64 * 1024, poisson=False, seed=0):
+    def __init__(self, rate_mbps=None, on_ms=0.0, off_ms=0.0, burst_bytes=64 * 1024, pacing="even", gap_sigma=1.0,
+                 on_sigma=0.0, off_sigma=0.0, seed=0):
         self.ns_per_byte = (8000.0 / rate_mbps) if rate_mbps else 0.0
         # poisson: exponential gaps of the same mean (the rate holds on average), so a flow's idle gaps
-        # span every length a flowlet interval may have, drawn from the seed
-        self.random = random.Random(seed) if poisson else None
+        # span every length a flowlet interval may have; lognormal: heavier-tailed gaps of that mean
+        self.random = random.Random(seed)
+        self.pacing = pacing
+        # log-normal gaps as multiples of the rate's spacing: mu = -sigma^2 / 2 makes their mean 1
+        self.gap_sigma = gap_sigma
         self.on_ns = int(on_ms * 1e6)
         self.off_ns = int(off_ms * 1e6)
+        self.on_sigma, self.off_sigma = on_sigma, off_sigma
         self.slack_ns = burst_bytes * self.ns_per_byte
         self.origin = time.perf_counter_ns()
         self.next_ns = self.origin
@@ -184,18 +199,20 @@ class Pacer:
         # burst, closer to its neighbours than the rate spaces them (a flowlet gap that never was)
         self.late_frames = [0] * len(LATE_MS)
         self.frames = 0
+        self.drawn_periods = False  # on/off periods of drawn lengths (else fixed, in phase with the start)
+        if self.on_ns and self.off_ns and (on_sigma or off_sigma):
+            self.drawn_periods = True
+            self.on_until_ns = self.origin + self._draw(self.on_ns, on_sigma)
+
+    def _draw(self, median_ns, sigma):
+        """A log-normal length of ``median_ns`` and spread ``sigma`` (exactly the median when sigma is 0)."""
+        return int(self.random.lognormvariate(math.log(median_ns), sigma)) if sigma else median_ns
 
     def wait(self, frame_bytes):
-        """Block until a frame of ``frame_bytes`` may go out."""
+        """Block until a frame of ``frame_bytes`` may go out: its time in the rate's schedule, moved to the
+        start of the next on period when it falls in an off period (the schedule restarts there)."""
         now = time.perf_counter_ns()
-        if self.on_ns and self.off_ns:
-            period = self.on_ns + self.off_ns
-            phase = (now - self.origin) % period
-            if phase >= self.on_ns:
-                resume = now + (period - phase)
-                self._sleep_until(resume)
-                now = time.perf_counter_ns()
-                self.next_ns = now
+        at = now
         if self.ns_per_byte:
             self.frames += 1
             if now > self.next_ns:
@@ -205,10 +222,32 @@ class Pacer:
                         self.late_frames[index] += 1
             if self.next_ns < now - self.slack_ns:
                 self.next_ns = now
-            if self.next_ns > now:
-                self._sleep_until(self.next_ns)
+            at = max(now, self.next_ns)
+        resume = self._in_on_period(at)
+        if resume > at:
+            self.next_ns = resume
+        self._sleep_until(resume)
+        if self.ns_per_byte:
             spacing_ns = frame_bytes * self.ns_per_byte
-            self.next_ns += self.random.expovariate(1.0 / spacing_ns) if self.random else spacing_ns
+            if self.pacing == "poisson":
+                spacing_ns = self.random.expovariate(1.0 / spacing_ns)
+            elif self.pacing == "lognormal":
+                spacing_ns *= self.random.lognormvariate(-self.gap_sigma ** 2 / 2, self.gap_sigma)
+            self.next_ns += spacing_ns
+
+    def _in_on_period(self, at):
+        """``at``, or the start of the first on period after it when it falls in an off period."""
+        if self.drawn_periods:
+            while at >= self.on_until_ns:  # draw off and on periods until one holds ``at``
+                on_start = self.on_until_ns + self._draw(self.off_ns, self.off_sigma)
+                self.on_until_ns = on_start + self._draw(self.on_ns, self.on_sigma)
+                at = max(at, on_start)
+        elif self.on_ns and self.off_ns:
+            period = self.on_ns + self.off_ns
+            phase = (at - self.origin) % period
+            if phase >= self.on_ns:
+                at += period - phase
+        return at
 
     @staticmethod
     def _sleep_until(target_ns):
@@ -366,8 +405,12 @@ class SenderConfig:
         start_at_ns: wall-clock time (ns since the epoch) of the first packet: the sender
             prepares (socket, QPs, frames), tells ``on_ready``, then waits for it; None: at once.
         pfc: honour PFC PAUSE frames from the ToR for class :data:`testbed.traffic.pause.DATA_PRIORITY`.
-        pacing: ``even`` (frames evenly spaced at the rate) or ``poisson`` (exponential gaps of the
-            same mean, seeded by ``seed``).
+        pacing: ``even`` (frames evenly spaced at the rate), ``poisson`` (exponential gaps of the
+            same mean) or ``lognormal`` (log-normal gaps of that mean and spread ``gap_sigma``), seeded
+            by ``seed``.
+        gap_sigma: log-scale spread of ``lognormal`` gaps (0..MAX_SIGMA).
+        on_sigma, off_sigma: log-scale spreads of the on and off periods, whose medians are ``on_ms``
+            and ``off_ms`` (0: fixed lengths).
     """
 
     intf: str
@@ -394,6 +437,9 @@ class SenderConfig:
     start_at_ns: Optional[int] = None
     pfc: bool = True
     pacing: str = "even"
+    gap_sigma: float = 1.0
+    on_sigma: float = 0.0
+    off_sigma: float = 0.0
 
 
 def run_sender(config, on_ready=None, start_time=None):
@@ -424,6 +470,10 @@ def run_sender(config, on_ready=None, start_time=None):
         raise ParameterError("--udp-sport", config.udp_sport, ", ".join(qp_module.UDP_SPORT_RULES))
     if config.pacing not in PACING_RULES:
         raise ParameterError("--pacing", config.pacing, ", ".join(PACING_RULES))
+    for option, sigma in (("--gap-sigma", config.gap_sigma), ("--on-sigma", config.on_sigma),
+                          ("--off-sigma", config.off_sigma)):
+        if not 0 <= sigma <= MAX_SIGMA:
+            raise ParameterError(option, sigma, f"a number in [0, {MAX_SIGMA}] (log-scale spread)")
     sock, src_mac = open_raw_socket(config.intf)
     gate = None
     try:
@@ -445,8 +495,8 @@ def run_sender(config, on_ready=None, start_time=None):
             wait_s = (start_at_ns - time.time_ns()) / 1e9
             if wait_s > 0:
                 time.sleep(wait_s)
-        pacer = Pacer(config.rate_mbps, config.on_ms, config.off_ms, poisson=config.pacing == "poisson",
-                      seed=config.seed)  # its schedule starts now
+        pacer = Pacer(config.rate_mbps, config.on_ms, config.off_ms, pacing=config.pacing, gap_sigma=config.gap_sigma,
+                      on_sigma=config.on_sigma, off_sigma=config.off_sigma, seed=config.seed)  # its schedule starts now
         deadline = None if config.duration is None else time.time_ns() + int(config.duration * 1e9)
         rounds = 0
         rr_next = 0
@@ -504,8 +554,14 @@ def build_argument_parser():
                         help="UDP source port: per_qp (default, from the QP numbers) or per_nic_pair "
                              "(one port for all QPs between two NICs)")
     parser.add_argument("--pacing", choices=PACING_RULES, default="even",
-                        help="even (default) or poisson: exponential gaps of the rate's mean spacing")
-    parser.add_argument("--seed", type=int, default=0, help="seeds the start PSNs and poisson pacing")
+                        help="even (default), poisson (exponential gaps of the rate's mean spacing) or lognormal "
+                             "(log-normal gaps of that mean, spread --gap-sigma)")
+    parser.add_argument("--gap-sigma", type=float, default=1.0, help="log-scale spread of lognormal gaps")
+    parser.add_argument("--on-sigma", type=float, default=0.0,
+                        help="log-scale spread of the on periods (median --on-ms; 0: fixed)")
+    parser.add_argument("--off-sigma", type=float, default=0.0,
+                        help="log-scale spread of the off periods (median --off-ms; 0: fixed)")
+    parser.add_argument("--seed", type=int, default=0, help="seeds the start PSNs and the drawn gaps and periods")
     parser.add_argument("--delay", type=float, default=0.0, help="seconds to wait before sending")
     parser.add_argument("--start-at-ns", type=int, help="wall-clock time (ns since the epoch) of the first packet")
     parser.add_argument("--start-at-stdin", action="store_true",
@@ -542,7 +598,8 @@ def main(argv=None):
                           rate_mbps=args.rate_mbps, duration=args.duration, on_ms=args.on_ms,
                           off_ms=args.off_ms, mtu=args.mtu, stream=args.stream, bin_ms=args.bin_ms,
                           start_psn=args.start_psn, job=args.job, udp_sport=args.udp_sport,
-                          start_at_ns=args.start_at_ns, pacing=args.pacing, seed=args.seed)
+                          start_at_ns=args.start_at_ns, pacing=args.pacing, gap_sigma=args.gap_sigma,
+                          on_sigma=args.on_sigma, off_sigma=args.off_sigma, seed=args.seed)
     def touch_ready_file():
         if args.ready_file:
             with open(args.ready_file, "w") as handle:

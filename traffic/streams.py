@@ -89,7 +89,7 @@ class StreamOptions:
         qp_scaling: ``roundrobin`` or ``split``.
         rate_mbps: each sender's rate.
         mtu: path MTU.
-        on_ms / off_ms: on/off bursts.
+        on_ms / off_ms: on/off bursts (with ``on_sigma`` / ``off_sigma``: the medians of log-normal lengths).
         bin_ms: timeline bin width.
         gap_ms: shortest delivery gap recorded.
         loss_timeout: PSN gap timeout.
@@ -98,8 +98,10 @@ class StreamOptions:
             share hosts); None: a fresh one.
         udp_sport: UDP source-port rule, ``per_qp`` (default) or ``per_nic_pair``
             (:data:`testbed.traffic.qp.UDP_SPORT_RULES`).
-        pacing: ``even`` or ``poisson`` (:data:`testbed.traffic.sender.PACING_RULES`).
-        seed: seeds poisson pacing (pair ``i`` uses ``seed + i``).
+        pacing: ``even``, ``poisson`` or ``lognormal`` (:data:`testbed.traffic.sender.PACING_RULES`).
+        gap_sigma: log-scale spread of ``lognormal`` gaps.
+        on_sigma / off_sigma: log-scale spreads of the on and off periods (0: fixed lengths).
+        seed: seeds the drawn gaps and periods (pair ``i`` uses ``seed + i``).
     """
 
     duration: float = 2.0
@@ -117,7 +119,14 @@ class StreamOptions:
     job: Optional[int] = None
     udp_sport: str = qp_module.UDP_SPORT_PER_QP
     pacing: str = "even"
+    gap_sigma: float = 1.0
+    on_sigma: float = 0.0
+    off_sigma: float = 0.0
     seed: int = 0
+
+    def draws(self):
+        """True when the senders draw gaps or on/off periods (then the seed matters)."""
+        return self.pacing != "even" or bool(self.on_sigma or self.off_sigma)
 
 
 def run_streams(hosts, options=None, *, python=None, on_start=None, failure_ns=None, workdir=None,
@@ -219,7 +228,8 @@ def run_streams(hosts, options=None, *, python=None, on_start=None, failure_ns=N
                                   "qp_scaling": options.qp_scaling, "rate_mbps": options.rate_mbps,
                                   "mtu": options.mtu, "on_ms": options.on_ms, "off_ms": options.off_ms,
                                   "bin_ms": options.bin_ms, "job": job, "udp_sport": options.udp_sport,
-                                  "pacing": options.pacing})
+                                  "pacing": options.pacing, "gap_sigma": options.gap_sigma,
+                                  "on_sigma": options.on_sigma, "off_sigma": options.off_sigma})
     finally:
         host_module.stop_processes(processes)
         if own_dir:
@@ -245,8 +255,10 @@ def _sender_argv(python, src, dst, index, job, options, ready_file, report):
             "--duration", str(options.duration), "--mtu", str(options.mtu), "--on-ms", str(options.on_ms),
             "--off-ms", str(options.off_ms), "--bin-ms", str(options.bin_ms),
             "--job", str(job), "--udp-sport", options.udp_sport, "--pacing", options.pacing,
-            # the seed also sets the start PSNs: given only where it draws the gaps
-            *(("--seed", str(options.seed + index)) if options.pacing == "poisson" else ()),
+            "--gap-sigma", str(options.gap_sigma), "--on-sigma", str(options.on_sigma),
+            "--off-sigma", str(options.off_sigma),
+            # the seed also sets the start PSNs: given only where it draws gaps or periods
+            *(("--seed", str(options.seed + index)) if options.draws() else ()),
             "--ready-file", ready_file, "--json", report]
 
 

@@ -23,14 +23,12 @@ from dataclasses import dataclass
 
 from testbed.errors import ParameterError
 from testbed.topologies.graph import is_host
+from testbed.traffic.sender import MAX_SIGMA
 
 #: switch roles that never fail (F10 leaves ToR failures to the cloud software)
 NEVER_FAILING_ROLES = ("edge", "leaf", "host")
 #: a distribution's median in seconds: from a millisecond (the runner's time resolution) to a day
 MIN_MEDIAN_S, MAX_MEDIAN_S = 0.001, 86_400.0
-#: largest log-scale spread: draws stay finite (exp(4 * 9) times the median at the most extreme)
-#: and within a factor of about 2,900 of the median for 95 % of them (exp(2 * 4))
-MAX_SIGMA = 4.0
 #: most failures one process may draw in a trace (each may be a link change the run carries out)
 MAX_TRACE_FAILURES = 10_000
 

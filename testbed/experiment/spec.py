@@ -23,7 +23,10 @@ A spec (every field but ``name`` and ``seed`` has a default)::
     traffic:
       - {pattern: stream, hosts: [h1, h3, h2, h4], size_bytes: 65536, qps: 2,
          qp_scaling: roundrobin, udp_sport: per_qp, rate_mbps: 10, start_s: 0, duration_s: 4, mtu: 1024,
-         pacing: even}                  # even | poisson (streams: exponential gaps of the same mean rate)
+         pacing: even}                  # even | poisson | lognormal (streams: gaps of the rate's mean
+                                        # spacing, exponential or log-normal with gap_sigma: 1.0; seed 002 7.2)
+      - {pattern: stream, hosts: [h1, h4], rate_mbps: 5, pacing: lognormal, gap_sigma: 1.0,
+         on_s: {median: 0.05, sigma: 1.0}, off_s: {median: 0.1, sigma: 1.0}}   # log-normal on/off periods
     failures:
       - {at_s: 1.5, action: link_down, link: [l1, s1]}
       - {at_s: 3.0, action: link_up, link: [l1, s1]}
@@ -97,13 +100,13 @@ from testbed import modes as mode_table
 from testbed.controllers.contract import DEFAULT_DETECTION_DELAY_MS, FAILURE_ACTIONS, element_label
 from testbed.emulation.netem import netem_available
 from testbed.errors import ParameterError, SpecError, short_repr
-from testbed.experiment.failure_traces import (MAX_MEDIAN_S, MAX_SIGMA, MIN_MEDIAN_S, FailureProcess, LogNormal,
+from testbed.experiment.failure_traces import (MAX_MEDIAN_S, MIN_MEDIAN_S, FailureProcess, LogNormal,
                                                lognormal_trace)
 from testbed.experiment.spec_yaml import read_spec_yaml
 from testbed.p4.native import BACKENDS, default_backend
 from testbed.targets import TARGETS, embedded_only_needs, resolve_target
 from testbed.topologies.graph import node_pair
-from testbed.traffic.sender import PACING_RULES
+from testbed.traffic.sender import MAX_SIGMA, PACING_RULES
 
 STREAM_PATTERN = "stream"
 QP_SCALING = ("roundrobin", "split")
@@ -131,7 +134,7 @@ _TOP_FIELDS = ("name", "seed", "topology", "target", "backend", "program", "mode
                "traffic", "failures", "failure_trace", "duration_s", "repeat", "metrics", "out_dir",
                "servers", "placement", "cross_link")
 _TRAFFIC_FIELDS = ("pattern", "hosts", "size_bytes", "qps", "qp_scaling", "udp_sport", "rate_mbps", "start_s",
-                   "duration_s", "mtu", "pacing")
+                   "duration_s", "mtu", "pacing", "gap_sigma", "on_s", "off_s")
 _FAILURE_FIELDS = ("at_s", "action", "link", "switch", "loss")
 _FAILURE_TRACE_FIELDS = ("start_s", "end_s", "links", "switches")
 _FAILURE_PROCESS_FIELDS = ("between_failures_s", "repair_s")
@@ -217,6 +220,9 @@ class TrafficSpec:
     qp_scaling: str = "roundrobin"
     udp_sport: str = "per_qp"
     pacing: str = "even"
+    gap_sigma: float = 1.0              # log-scale spread of lognormal gaps
+    on_s: Optional[LogNormal] = None    # streams: on periods (with off_s), else always on
+    off_s: Optional[LogNormal] = None
     rate_mbps: float = DEFAULT_RATE_MBPS
     start_s: float = 0.0
     duration_s: Optional[float] = None
@@ -683,6 +689,19 @@ def _parse_traffic(data, all_hosts, seed):
         entry.pacing = _choice(raw.get("pacing", entry.pacing), PACING_RULES, f"{path}.pacing")
         if entry.pacing != "even" and pattern != STREAM_PATTERN:
             raise SpecError(f"{path}.pacing", entry.pacing, "only a stream takes another pacing than even")
+        if "gap_sigma" in raw:
+            if entry.pacing != "lognormal":
+                raise SpecError(f"{path}.gap_sigma", raw["gap_sigma"], "only with pacing: lognormal")
+            entry.gap_sigma = float(_number(raw["gap_sigma"], f"{path}.gap_sigma", minimum=0, maximum=MAX_SIGMA))
+        if "on_s" in raw or "off_s" in raw:
+            if pattern != STREAM_PATTERN:
+                raise SpecError(f"{path}.on_s", raw.get("on_s"), "only a stream has on and off periods")
+            for name in ("on_s", "off_s"):
+                if name not in raw:
+                    raise SpecError(f"{path}.{name}", None, "is required with on_s and off_s together "
+                                    "({median: seconds, sigma: log-scale spread})", show_value=False)
+            entry.on_s = _parse_lognormal(raw["on_s"], f"{path}.on_s")
+            entry.off_s = _parse_lognormal(raw["off_s"], f"{path}.off_s")
         entry.rate_mbps = float(_number(raw.get("rate_mbps", entry.rate_mbps), f"{path}.rate_mbps", minimum=0,
                                         exclusive=True, maximum=MAX_RATE_MBPS))
         entry.start_s = float(_number(raw.get("start_s", 0.0), f"{path}.start_s", minimum=0, maximum=MAX_DURATION_S))

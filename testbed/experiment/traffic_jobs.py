@@ -38,6 +38,14 @@ def host_handles(fabric, registry):
     return {host.name: registry.wrap(from_mininet(host)) for host in fabric.hosts}
 
 
+
+def on_off_options(entry):
+    """StreamOptions' on/off fields of a traffic entry: medians in ms and spreads (none: always on)."""
+    if entry.on_s is None:
+        return {}
+    return {"on_ms": entry.on_s.median * 1000.0, "on_sigma": entry.on_s.sigma,
+            "off_ms": entry.off_s.median * 1000.0, "off_sigma": entry.off_s.sigma}
+
 class TimeZero:
     """A run's time zero, set once every stream entry's processes are ready to send.
 
@@ -159,7 +167,8 @@ class TrafficJob(threading.Thread):
                 options = StreamOptions(duration=self._stream_duration(), size=entry.size_bytes, qps=entry.qps,
                                         qp_scaling=entry.qp_scaling, rate_mbps=entry.rate_mbps, mtu=entry.mtu,
                                         bin_ms=self.bin_ms, gap_ms=GAP_MS, linger=STREAM_LINGER_S, job=entry.job,
-                                        udp_sport=entry.udp_sport, pacing=entry.pacing, seed=entry.seed)
+                                        udp_sport=entry.udp_sport, pacing=entry.pacing, gap_sigma=entry.gap_sigma,
+                                        seed=entry.seed, **on_off_options(entry))
                 self.report = run_streams(self.hosts, options, workdir=self.workdir, start_gate=start_gate)
             else:
                 t0_ns = self.time_zero.wait(READY_TIMEOUT_S)

@@ -106,7 +106,16 @@ def error_of(data):
     ({"topology__link_delays": [{"link": ["leaf0", "spine0"], "delay_us": 1}, {"link": ["spine0", "leaf0"],
                                                                              "delay_us": 2}]},
      "topology.link_delays[1].link: is given twice"),
-    ({"traffic__0__pacing": "bursty"}, "traffic[0].pacing: unknown 'bursty'; allowed: even, poisson"),
+    ({"traffic__0__pacing": "bursty"},
+     "traffic[0].pacing: unknown 'bursty'; allowed: even, poisson, lognormal"),
+    ({"traffic__0__gap_sigma": 1.0}, "traffic[0].gap_sigma: only with pacing: lognormal"),
+    ({"traffic__0__pacing": "lognormal", "traffic__0__gap_sigma": 5},
+     "traffic[0].gap_sigma: must be a number in [0, 4"),
+    ({"traffic__0__on_s": {"median": 0.05, "sigma": 1.0}}, "traffic[0].off_s: is required with on_s and off_s"),
+    ({"traffic__0__on_s": {"median": 0.05, "sigma": 1.0}, "traffic__0__off_s": {"median": 0.1, "sigma": 9}},
+     "traffic[0].off_s.sigma: must be a number in [0, 4"),
+    ({"traffic__0__on_s": {"median": 0.0001, "sigma": 1.0}, "traffic__0__off_s": {"median": 0.1, "sigma": 1}},
+     "traffic[0].on_s.median: must be a number in [0.001, 86400"),
     ({"program": "p4src/none_such.p4"}, "program: no such P4 program"),
 ])
 def test_validation_errors_name_the_field(changes, expected):
@@ -441,3 +450,17 @@ def test_loss_episode_stops_at_a_quiet_stretch():
     span = analysis.lossy_span([report], t0_ns + 400_000_000, t0_ns + 2_000_000_000)
     assert (span["last_ns"] - span["first_ns"]) / 1e9 == pytest.approx(0.06)
     assert span["lost"] == 12 and span["lost_later"] == 20
+
+
+def test_the_workload_model_reaches_the_stream_options():
+    """F10's workload model (log-normal gaps and on/off periods) from the spec to what the senders get."""
+    from testbed.experiment.failure_traces import LogNormal
+    from testbed.experiment.traffic_jobs import on_off_options
+
+    spec = parse_spec(spec_with(traffic__0__pacing="lognormal", traffic__0__gap_sigma=0.5,
+                                traffic__0__on_s={"median": 0.05, "sigma": 1.0},
+                                traffic__0__off_s={"median": 0.1, "sigma": 0.8}))
+    [entry] = spec.traffic
+    assert entry.pacing == "lognormal" and entry.gap_sigma == 0.5 and entry.on_s == LogNormal(0.05, 1.0)
+    assert on_off_options(entry) == {"on_ms": 50.0, "on_sigma": 1.0, "off_ms": 100.0, "off_sigma": 0.8}
+    assert on_off_options(parse_spec(spec_with()).traffic[0]) == {}

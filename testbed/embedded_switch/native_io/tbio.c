@@ -63,15 +63,33 @@ typedef struct entry {
     int32_t ingress;   /* PFC: the ingress port it is counted against (with its priority), -1: none */
 } entry_t;
 
-typedef struct fifo { /* a growable ring of entries */
-    entry_t *buf;
-    uint32_t cap, head, len;
-} fifo_t;
+/* A growable ring of T, oldest first: NAME_push appends (doubling its room from 16; -1 when out of
+ * memory), NAME_pop takes the oldest (the ring must not be empty). */
+#define DEFINE_RING(NAME, T)                                                                  \
+    typedef struct NAME { T *buf; uint32_t cap, head, len; } NAME##_t;                        \
+    static int NAME##_push(NAME##_t *f, T e)                                                  \
+    {                                                                                         \
+        if (f->len == f->cap) {                                                               \
+            uint32_t cap = f->cap ? 2 * f->cap : 16;                                          \
+            T *buf = malloc(sizeof *buf * cap);                                               \
+            if (!buf) return -1;                                                              \
+            for (uint32_t i = 0; i < f->len; i++) buf[i] = f->buf[(f->head + i) % f->cap];    \
+            free(f->buf);                                                                     \
+            f->buf = buf, f->cap = cap, f->head = 0;                                          \
+        }                                                                                     \
+        f->buf[(f->head + f->len++) % f->cap] = e;                                            \
+        return 0;                                                                             \
+    }                                                                                         \
+    static T NAME##_pop(NAME##_t *f)                                                          \
+    {                                                                                         \
+        T e = f->buf[f->head];                                                                \
+        f->head = (f->head + 1) % f->cap;                                                     \
+        f->len--;                                                                             \
+        return e;                                                                             \
+    }
 
-typedef struct tfifo { /* a growable ring of times */
-    int64_t *buf;
-    uint32_t cap, head, len;
-} tfifo_t;
+DEFINE_RING(fifo, entry_t)   /* a port queue's packets */
+DEFINE_RING(tfifo, int64_t)  /* a port's arrival times */
 
 typedef struct portq {
     fifo_t *queues;
@@ -113,42 +131,6 @@ struct tbio_tm {
     tbio_pause_t *pauses;                         /* PAUSE frames to send, oldest first */
     uint32_t pauses_pos, pauses_len, pauses_cap;
 };
-
-static int fifo_push(fifo_t *f, entry_t e)
-{
-    if (f->len == f->cap) {
-        uint32_t cap = f->cap ? 2 * f->cap : 16;
-        entry_t *buf = malloc(sizeof *buf * cap);
-        if (!buf) return -1;
-        for (uint32_t i = 0; i < f->len; i++) buf[i] = f->buf[(f->head + i) % f->cap];
-        free(f->buf);
-        f->buf = buf, f->cap = cap, f->head = 0;
-    }
-    f->buf[(f->head + f->len++) % f->cap] = e;
-    return 0;
-}
-
-static entry_t fifo_pop(fifo_t *f)
-{
-    entry_t e = f->buf[f->head];
-    f->head = (f->head + 1) % f->cap;
-    f->len--;
-    return e;
-}
-
-static int tfifo_push(tfifo_t *f, int64_t t)
-{
-    if (f->len == f->cap) {
-        uint32_t cap = f->cap ? 2 * f->cap : 16;
-        int64_t *buf = malloc(sizeof *buf * cap);
-        if (!buf) return -1;
-        for (uint32_t i = 0; i < f->len; i++) buf[i] = f->buf[(f->head + i) % f->cap];
-        free(f->buf);
-        f->buf = buf, f->cap = cap, f->head = 0;
-    }
-    f->buf[(f->head + f->len++) % f->cap] = t;
-    return 0;
-}
 
 tbio_tm_t *tbio_tm_new(uint32_t default_depth, uint32_t default_priorities)
 {
@@ -339,8 +321,7 @@ static void advance(tbio_tm_t *tm, portq_t *q, int64_t now)
             }
         }
         while (q->arrivals.len && q->arrivals.buf[q->arrivals.head] <= departure_ns) {
-            q->arrivals.head = (q->arrivals.head + 1) % q->arrivals.cap;
-            q->arrivals.len--;
+            tfifo_pop(&q->arrivals);
             q->arrived++;
         }
         q->departed++;
@@ -878,6 +859,17 @@ static void halt(tbio_loop_t *L, const char *where, uint32_t port, int rc)
              port, rc);
 }
 
+/* After a pipeline stage: 0 when it went on (TB_OK), else the packet is gone and 1: a halt stopped
+ * the switch, any other status dropped the packet (both counted as a drop on port). */
+static int stage_ended(tbio_loop_t *L, slot_t *s, const char *stage, uint32_t port, int rc)
+{
+    if (rc == TB_OK) return 0;
+    if (rc == TB_HALT) halt(L, stage, port, rc);
+    else port_stats(L, port)->drops++;
+    packet_free(L, s);
+    return 1;
+}
+
 static const uint8_t *frame_of(slot_t *s) { return s->owner->frame; }
 
 /* Queue the digests and log_msg calls the last stage(s) of pkt reported, for Python. */
@@ -972,16 +964,7 @@ static void run_ingress(tbio_loop_t *L, slot_t *s, uint32_t port, uint32_t insta
     if (rc == TB_OK && src) L->ops.preserve_fields(field_list, PKT(L, src), pkt);
     if (rc == TB_OK) rc = L->ops.ingress(L->pl, pkt, (uint64_t)now, &req);
     collect_events(L, pkt, rc == TB_OK);
-    if (rc == TB_HALT) {
-        halt(L, "ingress", port, rc);
-        packet_free(L, s);
-        return;
-    }
-    if (rc != TB_OK) {
-        port_stats(L, port)->drops++;
-        packet_free(L, s);
-        return;
-    }
+    if (stage_ended(L, s, "ingress", port, rc)) return;
     if (L->dsf) {
         if (dsf_takes(L, s, pkt, now)) return;
     } else if (L->ops.extern_requests) {
@@ -1132,16 +1115,7 @@ static void run_egress(tbio_loop_t *L, slot_t *s, int64_t now)
     memset(&req, 0, sizeof req);
     int rc = L->ops.egress(L->pl, pkt, (uint64_t)now, &req);
     collect_events(L, pkt, 0);
-    if (rc == TB_HALT) {
-        halt(L, "egress", port, rc);
-        packet_free(L, s);
-        return;
-    }
-    if (rc != TB_OK) {
-        port_stats(L, port)->drops++;
-        packet_free(L, s);
-        return;
-    }
+    if (stage_ended(L, s, "egress", port, rc)) return;
     int32_t truncate = req.truncate_length >= 0 ? req.truncate_length : s->truncate;
     if (req.clone_session >= 0) e2e_clones(L, s, req.clone_session, req.clone_field_list, truncate);
     if (std->egress_spec == TB_DROP_PORT) {
@@ -1152,10 +1126,8 @@ static void run_egress(tbio_loop_t *L, slot_t *s, int64_t now)
     int len = L->ops.deparse(L->pl, pkt, L->scratch, SCRATCH);
     collect_events(L, pkt, 0);
     if (len < 0) {
-        if (len == -TB_HALT) halt(L, "deparser", port, -len);
-        else port_stats(L, port)->drops++;
         if (len == -TB_NEED_SPACE) L->errors++;
-        packet_free(L, s);
+        stage_ended(L, s, "deparser", port, -len);
         return;
     }
     if (truncate >= 0 && truncate < len) len = truncate;
