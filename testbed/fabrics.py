@@ -86,6 +86,8 @@ class Fabric:
             controller's ``[fabric]`` options such as ``routing="te"``, ``port_poll_ms=20``); a mode
             with its own controller gives it its options first.
         shape_links: shape every link to its capacity with tc htb.
+        queue_frames: with ``shape_links``, the frames each link end may queue (tail drop; None: the
+            veth's 1,000, seconds of traffic at a few Mbit/s).
         pcap: per-port pcaps in ``log_dir``.
         packet_log: BMv2's per-packet log (slow; off by default).
         servers: run the fabric over several servers (Mininet's cluster edition): server entries
@@ -111,7 +113,7 @@ class Fabric:
 
     def __init__(self, topology, program=None, target="auto", controller=None, mode_params=None,
                  required_params=None, seed=0, backend=None, detection_delay_ms=None, controller_options=None,
-                 shape_links=False,
+                 shape_links=False, queue_frames=None,
                  pcap=False, packet_log=False, log_dir=None, state_file=None, controller_log=None, progress=None,
                  log_level="warning", servers=None, placement=None, cross_link="vxlan", **topo_params):
         if isinstance(topology, FabricTopo):
@@ -142,6 +144,7 @@ class Fabric:
         options_of_mode = dict(mode.controller_options) if mode and mode.controller == controller else {}
         self.controller_options = dict(options_of_mode, **(controller_options or {}))
         self.shape_links = shape_links
+        self.queue_frames = queue_frames
         self.pcap = pcap
         self.packet_log = packet_log
         self.log_dir = log_dir
@@ -214,7 +217,8 @@ class Fabric:
                 network_class = ClusterFabricNetwork
                 network_options = {"servers": self.servers, "placement": self.placement, "link": self.cross_link}
             self.network = network_class(self.topo, switch=self.target, switch_params=self._switch_params(),
-                                         shape_links=self.shape_links, state_file=state_file,
+                                         shape_links=self.shape_links, queue_frames=self.queue_frames,
+                                         state_file=state_file,
                                          log_dir=self.log_dir, log_level=self.log_level, publish_on_start=False,
                                          progress=progress, **network_options)
             self._start_network()
@@ -739,7 +743,7 @@ def spec_fabric(spec, target=None, **options):
                   controller=spec.controller.kind, mode_params=spec.mode_params, required_params=required,
                   seed=spec.seed, backend=spec.backend, detection_delay_ms=spec.controller.detection_delay_ms,
                   controller_options=spec.controller.options_for(spec.controller.kind),
-                  shape_links=spec.topology.shape_links,
+                  shape_links=spec.topology.shape_links, queue_frames=spec.topology.queue_frames,
                   **({"servers": spec.servers, "placement": spec.placement, "cross_link": spec.cross_link}
                      if spec.servers else {}), **options)
 

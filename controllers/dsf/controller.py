@@ -21,7 +21,7 @@ from testbed.controllers.contract import DEFAULT_DETECTION_DELAY_MS
 from testbed.controllers.kinds import OskenController
 from testbed.controllers.launcher import APP_REST
 from testbed.emulation.state import write_state
-from testbed.errors import EmulationError
+from testbed.emulation.links import set_queue_frames
 from testbed.modes import PARAMETERS
 
 APP_DSF = "testbed.controllers.dsf.app"
@@ -55,10 +55,7 @@ def set_fabric_queues(network, frames):
     if not network.shape_links:
         return 0
     ends = fabric_link_interfaces(network)
-    for switch, name in ends:
-        output = switch.cmd(f"tc qdisc replace dev {name} parent 5:1 handle 10: pfifo limit {int(frames)}")
-        if output.strip():
-            raise EmulationError(f"tc on {name}: {output.strip()}")
+    set_queue_frames(ends, frames)
     return len(ends)
 
 

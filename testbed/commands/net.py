@@ -44,6 +44,8 @@ def register(subparsers):
                                                               for name, kind in controller_kinds().items())
                     + " (default: the mode's, else static)")
     up.add_argument("--shape-links", action="store_true", help="shape links to their capacity with tc htb")
+    up.add_argument("--queue-frames", type=int, default=None, metavar="N",
+                    help="with --shape-links: frames each link end queues before it drops (default 1000)")
     up.add_argument("--pcap", action="store_true", help="per-port pcaps next to the switch logs")
     up.add_argument("--packet-log", action="store_true", help="BMv2's per-packet log (slow; off by default)")
     up.add_argument("--log-dir", default=None, help="switch logs (default: a temporary folder removed at exit)")
@@ -92,7 +94,8 @@ def run_up(args):
         else:
             target = args.switch
     fabric = Fabric(args.kind, program=args.program, target=target, backend=args.backend,
-                    controller=args.controller, shape_links=args.shape_links, state_file=args.state_file,
+                    controller=args.controller, shape_links=args.shape_links, queue_frames=args.queue_frames,
+                    state_file=args.state_file,
                     packet_log=args.packet_log, pcap=args.pcap, log_dir=args.log_dir,
                     progress=None if args.quiet else print_line,
                     log_level="info" if args.verbose else "warning", **cluster_options(args),

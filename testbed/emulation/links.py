@@ -92,6 +92,34 @@ class _CreatedLater:
         return self.config(**(self.pending_config or {}))
 
 
+#: the most frames a shaped link end may queue (``queue_frames``)
+MAX_QUEUE_FRAMES = 100_000
+
+
+def queue_command(interface, frames):
+    """The ``tc`` command giving a shaped interface (Mininet's htb class 5:1) a tail-drop queue of ``frames``.
+
+    Without it the class queues ``txqueuelen`` frames (1,000 on a veth): seconds of traffic at the
+    few Mbit/s links run at here, far deeper than a switch port's buffer.
+
+    >>> queue_command("s1-eth1", 64)
+    'tc qdisc replace dev s1-eth1 parent 5:1 handle 10: pfifo limit 64'
+    """
+    return f"tc qdisc replace dev {interface} parent 5:1 handle 10: pfifo limit {int(frames)}"
+
+
+def set_queue_frames(ends, frames):
+    """Give each shaped ``(node, interface name)`` of ``ends`` a tail-drop queue of ``frames`` frames.
+
+    Raises:
+        EmulationError: tc refused (its message, with the interface).
+    """
+    for node, name in ends:
+        output = node.cmd(queue_command(name, frames))
+        if output.strip():
+            raise EmulationError(f"tc on {name}: {output.strip()}")
+
+
 class BatchedIntf(_CreatedLater, Intf):
     """A plain interface made by :class:`LinkBatch` (set up by the batch or its host; nothing else to do)."""
 
@@ -112,17 +140,19 @@ class FabricLink(Link):
         node1, node2, port1, port2: as :class:`mininet.link.Link`.
         capacity_mbps: the link's capacity from the topology.
         shape: shape with htb (capacities above 1000 Mbit/s are capped).
+        queue_frames: with ``shape``, the frames each end may queue (None: the veth's 1,000).
         batch: a :class:`LinkBatch` that creates the veth pair later (with the
             network's other links); None: created now, as Mininet does.
         **params: passed to :class:`mininet.link.Link`.
     """
 
     def __init__(self, node1, node2, port1=None, port2=None, capacity_mbps=None, shape=False, batch=None,
-                 **params):
+                 queue_frames=None, **params):
         self.capacity_mbps = capacity_mbps
         self.batch = batch
         self.wire = None  # the root-side interfaces of its wire, once made as one (LinkBatch.create)
         shaped = bool(shape and capacity_mbps)
+        self.queue_frames = queue_frames if shaped else None
         if shaped:
             params["bw"] = min(float(capacity_mbps), MAX_SHAPED_MBPS)
         if batch is not None:
@@ -251,11 +281,13 @@ class LinkBatch:
         for link in self.links:
             for intf in (link.intf1, link.intf2):
                 if isinstance(intf, BatchedTCIntf):
-                    by_node.setdefault(intf.node, []).append(intf)
+                    by_node.setdefault(intf.node, []).append((intf, link.queue_frames))
 
         def shape(node):
-            for intf in by_node[node]:
+            for intf, queue_frames in by_node[node]:
                 intf.configure()
+                if queue_frames:
+                    set_queue_frames([(node, intf.name)], queue_frames)
 
         for_each(list(by_node), shape, SHAPING_WORKERS, name="shape")
 

@@ -14,8 +14,8 @@ network is stopped and nothing is left behind.  While it runs, a state file
 (:mod:`testbed.emulation.state`) tells other ``testbed`` commands how to
 reach it.
 """
+import json
 import os
-import re
 import shutil
 import signal
 import subprocess
@@ -31,7 +31,7 @@ from testbed.embedded_switch.port_control import check_impairment
 from testbed.emulation.cleanup import SHORT_TEMP_ROOT, mark_owner
 from testbed.emulation.forkserver import ForkServer
 from testbed.emulation.hosts import FabricHost
-from testbed.emulation.links import FabricLink, LinkBatch, set_link_ends
+from testbed.emulation.links import MAX_QUEUE_FRAMES, FabricLink, LinkBatch, set_link_ends
 from testbed.emulation.netem import netem_available
 from testbed.emulation.parallel import for_each
 from testbed.emulation.progress import Progress
@@ -65,11 +65,31 @@ def switch_classes():
     return kinds
 
 
-def qdisc_drops(interface):
-    """Packets the root qdiscs of ``interface`` dropped (``tc -s qdisc``), 0 if none or unknown."""
-    result = subprocess.run(["tc", "-s", "qdisc", "show", "dev", interface], capture_output=True, text=True,
-                            check=False)
-    return sum(int(found) for found in re.findall(r"dropped (\d+)", result.stdout))
+def qdisc_drops(interfaces=None):
+    """Packets the root qdisc of each interface dropped, from one ``tc -s -j qdisc show``.
+
+    Only the root counts: a classful root (htb) adds its children's drops to its own, so a
+    leaf under it (netem for a link delay, the pfifo of a DSF fabric link) would count each
+    drop twice.
+
+    Args:
+        interfaces: names to report (default: every interface ``tc`` shows in this namespace).
+
+    Returns:
+        dict: ``{interface: drops}``; 0 for an interface without a root qdisc or not shown.
+    """
+    result = subprocess.run(["tc", "-s", "-j", "qdisc", "show"], capture_output=True, text=True, check=False)
+    drops = {}
+    try:
+        qdiscs = json.loads(result.stdout or "[]")
+    except ValueError:
+        qdiscs = []
+    for qdisc in qdiscs:
+        if qdisc.get("root"):
+            drops[qdisc.get("dev")] = int(qdisc.get("drops") or 0)
+    if interfaces is None:
+        return drops
+    return {name: drops.get(name, 0) for name in interfaces}
 
 
 class FabricNetwork:
@@ -94,6 +114,8 @@ class FabricNetwork:
         switch_params: extra keyword options for every switch (for P4
             switches: ``program``, ``log_dir``, ``pcap``...).
         shape_links: shape every link to its ``capacity_mbps`` with tc htb.
+        queue_frames: with ``shape_links``, the frames each link end may queue (tail drop; None:
+            the veth's 1,000).
         state_file: where to write the running network's description
             (``None`` to write none).
         publish_on_start: write the state file as soon as the network runs;
@@ -113,10 +135,18 @@ class FabricNetwork:
 
     def __init__(self, topo, switch="bridge", switch_params=None, shape_links=False,
                  state_file=DEFAULT_STATE_FILE, log_dir=None, log_level="warning", publish_on_start=True,
-                 progress=None, fork_switches=True):
+                 progress=None, fork_switches=True, queue_frames=None):
         kinds = switch_classes()
         if switch not in kinds:
             raise ParameterError("switch", switch, "one of: " + ", ".join(sorted(kinds)))
+        if queue_frames is not None:
+            if not shape_links:
+                raise ParameterError("queue_frames", queue_frames,
+                                     "only with shape_links (unshaped veths do not queue)")
+            if isinstance(queue_frames, bool) or not isinstance(queue_frames, int) \
+                    or not 1 <= queue_frames <= MAX_QUEUE_FRAMES:
+                raise ParameterError("queue_frames", queue_frames, f"an integer in [1, {MAX_QUEUE_FRAMES}]")
+        self.queue_frames = queue_frames
         self.topo = topo
         self.switch_kind = switch
         self.switch_class = kinds[switch]
@@ -233,7 +263,7 @@ class FabricNetwork:
         self.net = Mininet(topo=topo, switch=self.switch_class, host=FabricHost, controller=None, build=False,
                            autoSetMacs=False, waitConnected=False,
                            link=lambda *args, **kwargs: FabricLink(*args, shape=self.shape_links, batch=self._links,
-                                                                   **kwargs))
+                                                                   queue_frames=self.queue_frames, **kwargs))
         hosts, switches = list(topo.hosts()), list(topo.switches())
         index = {name: i for i, name in enumerate(switches)}
 
@@ -499,6 +529,10 @@ class FabricNetwork:
         process.wait(timeout=10)
         return [node_pair(a, b) for a, b in self.topo.graph().edges(name)]
 
+    def switch_interfaces(self):
+        """Names of every switch port (the switches' interfaces, loopback left out)."""
+        return [intf.name for switch in self.net.switches for intf in switch.intfs.values() if intf.name != "lo"]
+
     def drop_counters(self):
         """Frames each switch port lost, by cause: ``{switch: {port: {"tx_errors", "queue_drops", "socket_drops"}}}``.
 
@@ -511,6 +545,7 @@ class FabricNetwork:
         Ports of a crashed switch are left out.
         """
         counters = {}
+        queued = qdisc_drops() if self.shape_links else {}
         for switch in self.net.switches:
             if getattr(switch, "process", None) is None or switch.process.poll() is not None:
                 continue
@@ -520,7 +555,7 @@ class FabricNetwork:
                 if intf.name == "lo":
                     continue
                 ports[port] = {"tx_errors": int(status.get(port, {}).get("tx_errors", 0)),
-                               "queue_drops": qdisc_drops(intf.name) if self.shape_links else 0,
+                               "queue_drops": queued.get(intf.name, 0),
                                "socket_drops": int(status.get(port, {}).get("socket_drops", 0))}
             counters[switch.name] = ports
         return counters

@@ -95,6 +95,26 @@ def throughput_timeline(reports, t0_ns, bin_s=DEFAULT_BIN_S):
     return {"bin_s": seconds, "t_s": t_s, "mbps": mbps}
 
 
+def sent_by_bin(reports):
+    """Stream packets sent per transmit-time bin, over every sender.
+
+    Returns:
+        tuple: ``(bin_ns, {absolute bin index: packets})``; ``(None, {})`` without senders.
+
+    >>> sent_by_bin([{"pairs": [{"sender": {"bin_ns": 10, "sent_bins": {"1": 2}}},
+    ...                         {"sender": {"bin_ns": 10, "sent_bins": {"1": 3, "2": 1}}}]}])
+    (10, {1: 5, 2: 1})
+    """
+    bins, bin_ns = {}, None
+    for sender, _ in stream_receivers(reports):
+        if not sender:
+            continue
+        bin_ns = sender.get("bin_ns") or bin_ns
+        for key, count in sender.get("sent_bins", {}).items():
+            bins[int(key)] = bins.get(int(key), 0) + count
+    return bin_ns, bins
+
+
 def lost_by_tx_bin(reports):
     """Stream packets that never arrived, per transmit-time bin, over every stream pair.
 

@@ -44,6 +44,13 @@ def _extra_hops(results):
     return ",".join(sorted((k for k in dilation if k != "0"), key=int)) or None
 
 
+def _congestion_rate(results):
+    """Queue drops over stream packets sent, over the congestion timeline's intervals (shaped links)."""
+    timeline = (results.get("dataplane") or {}).get("congestion_timeline")
+    sent = sum(timeline["sent"]) if timeline else 0
+    return sum(timeline["drops"]) / sent if sent else None
+
+
 def _drops(key):
     return lambda results: results.get("dataplane", {}).get("drops", {}).get(key)
 
@@ -67,6 +74,7 @@ COLUMNS = (
     Column("flow_recovery_s", "flow recovery s", "{:.3f}", _longest_flow_recovery),
     Column("connectivity_drops", "drops: links down", "{}", _drops("connectivity")),
     Column("congestion_drops", "drops: queues", "{}", _drops("congestion")),
+    Column("congestion_rate", "queue drops / sent", "{:.4f}", _congestion_rate),
     Column("rerouted_extra_hops", "extra hops", "{}", _extra_hops),
     Column("overloaded", "emulator overloaded", "{}",
            lambda results: "YES" if results.get("overload", {}).get("overloaded") else "no"),
@@ -283,6 +291,8 @@ def write_comparison(rows, out_dir, title, columns=None, runs_by_label=None):
                           os.path.join(out_dir, "comparison.png"), title=title)
     files = ["comparison.csv", "comparison.json", "comparison.txt", "comparison.png"]
     runs_by_label = runs_by_label or {}
+    if plots.plot_congestion_cdf(runs_by_label, os.path.join(out_dir, "congestion_cdf.png"), title=title):
+        files.append("congestion_cdf.png")
     names = {name for runs in runs_by_label.values() for results in runs for name in results.get("mechanisms", [])}
     for hooks in hooks_for():
         if hooks.mechanism.name in names:

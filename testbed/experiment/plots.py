@@ -39,6 +39,8 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402 - the backend must be chosen first
 
+from testbed.experiment.congestion import cdf  # noqa: E402
+
 
 #: colours given to modes in order (matplotlib's tab10, the default cycle); more modes take tab20's
 MODE_COLOURS = ("tab:blue", "tab:orange", "tab:green", "tab:red", "tab:purple", "tab:brown", "tab:pink",
@@ -468,3 +470,55 @@ def plot_sweep(rows, param, path, title="Parameter sweep"):
         left.set_title(title + ("\n(mean of repeated runs, 95% confidence intervals)" if repeated else ""))
         figure.tight_layout()
     return _save(figure, path)
+
+
+def congestion_cdf_figure(runs_by_label, title="Congestion loss per interval"):
+    """CDF of the congestion loss rate over the runs' intervals, one curve per row (seed 002 Figure 9).
+
+    Args:
+        runs_by_label: ``{row label: [results.json of each run]}``; runs without a
+            ``dataplane.congestion_timeline`` (unshaped links) are left out, and so are their rows.
+            Runs the overload check marked are not counted (the legend says how many).
+        title: figure title.
+
+    Returns:
+        matplotlib Figure, or None when no run has a congestion timeline.
+    """
+    curves = {}
+    for label, runs in runs_by_label.items():
+        rates, interval_s, counted, marked = [], None, 0, 0
+        for results in runs:
+            timeline = (results.get("dataplane") or {}).get("congestion_timeline")
+            if not timeline:
+                continue
+            if (results.get("overload") or {}).get("overloaded"):
+                marked += 1
+                continue
+            counted += 1
+            rates += timeline["rate"]
+            interval_s = timeline["interval_s"]
+        if counted or marked:
+            curves[label] = (cdf(rates), interval_s, counted, marked)
+    if not curves:
+        return None
+    colours = mode_colours(list(curves))
+    figure, axis = plt.subplots(figsize=(6.5, 4.5))
+    with _closed_on_error(figure):
+        for label, ((values, fractions), interval_s, counted, marked) in curves.items():
+            left_out = f"; {marked} overloaded run{'s' if marked > 1 else ''} left out" if marked else ""
+            what = f"{len(values)} intervals of {interval_s * 1000:g} ms, {counted} run{'s' if counted > 1 else ''}" \
+                if counted else "no run counted"
+            axis.step(values, fractions, where="post", color=colours[label], label=f"{label} ({what}{left_out})")
+        axis.set_xlabel("congestion loss rate in an interval (queue drops / packets sent)")
+        axis.set_ylabel("fraction of intervals")
+        axis.set_ylim(0, 1.02)
+        axis.legend(fontsize=8, loc="lower right")
+        axis.set_title(title)
+        figure.tight_layout()
+    return figure
+
+
+def plot_congestion_cdf(runs_by_label, path, title="Congestion loss per interval"):
+    """Write :func:`congestion_cdf_figure` to the PNG ``path``; returns ``path``, or None without a figure."""
+    figure = congestion_cdf_figure(runs_by_label, title)
+    return None if figure is None else _save(figure, path)

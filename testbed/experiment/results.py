@@ -83,7 +83,11 @@ RESULTS_SCHEMA = {
         # frames the switch ports lost, by place (testbed.experiment.counters.drops_by_place)
         "drops_by_place": {"fabric_link_queue": int, "host_port": int, "link_down": int,
                            "fabric": int,  # what was lost inside the fabric
-                           "by_link": dict}},   # {"switch:port>neighbour": frames}
+                           "by_link": dict},    # {"switch:port>neighbour": frames}
+        # shaped links only (else null): the switch ports' queue drops per interval of the run
+        # (testbed.experiment.congestion): {"interval_s", "t_s": [interval ends], "drops": [int],
+        # "sent": [stream packets sent in it], "rate": [drops / sent or null]}
+        "congestion_timeline": (dict, type(None))},
     "failures": [{"index": int, "action": str,
                   "element": str,          # the failed link "a-b" or switch
                   "loss": OPT_NUMBER, "planned_at_s": NUMBER, "applied_at_s": OPT_NUMBER, "apply_s": OPT_NUMBER,
@@ -218,7 +222,8 @@ def empty_dataplane():
     return {"switch_receive_lag": {"samples": 0, "at_least_ms": {}},
             "drops": {"tx_errors": 0, "queue_drops": 0, "on_links": 0, "emulator": 0, "connectivity": 0,
                       "congestion": 0},
-            "drops_by_place": {"fabric_link_queue": 0, "host_port": 0, "link_down": 0, "fabric": 0, "by_link": {}}}
+            "drops_by_place": {"fabric_link_queue": 0, "host_port": 0, "link_down": 0, "fabric": 0, "by_link": {}},
+            "congestion_timeline": None}
 
 
 def write_link_csv(rows, path):

@@ -21,6 +21,7 @@ import time
 from testbed.emulation.signals import signals_deferred, termination_as_interrupt
 from testbed.errors import EmulationError, TestbedError
 from testbed.experiment import analysis, overload, plots, results as results_module
+from testbed.experiment.congestion import QueueDropSampler, congestion_timeline
 from testbed.experiment.counters import (dataplane_counters, drops_by_place, ever_failed, link_loads,
                                         read_port_counters, receive_lag_delta, uplink_loads)
 from testbed.experiment.failures import FailureScheduler, log_row as failure_log_row
@@ -135,6 +136,7 @@ def run_experiment(spec, out_dir=None, target=None, progress=print, state_file=N
     wall_start = time.monotonic()
     fabric = scheduler = None
     recorders = {}  # mechanism name -> its recorder
+    queue_drops = None  # the shaped links' queue drops over time (a QueueDropSampler)
     readers = {}
     jobs = []
     failure = None
@@ -170,6 +172,9 @@ def run_experiment(spec, out_dir=None, target=None, progress=print, state_file=N
                 record["traffic_start_s"] = (t0_ns - time_zero.created_ns) / 1e9
                 fabric.controller.set_time_zero(t0_ns)
                 scheduler = FailureScheduler(fabric, spec.failures, t0_ns, progress)
+                if spec.topology.shape_links:
+                    queue_drops = QueueDropSampler(fabric.network.switch_interfaces())
+                    queue_drops.start(t0_ns)
                 for each in hooks:
                     recorder = each.recorder(spec, fabric, readers)
                     if recorder is not None:
@@ -182,8 +187,11 @@ def run_experiment(spec, out_dir=None, target=None, progress=print, state_file=N
                 end_ns = time.time_ns()
                 for recorder in recorders.values():
                     recorder.stop()
+                if queue_drops is not None:
+                    queue_drops.stop()
                 after = read_port_counters(readers, pipeline.p4info, skip=fabric.crashed)
                 record["dataplane"] = dataplane_counters(fabric, before, after)
+                record["dataplane"]["congestion_timeline"] = None  # shaped links: filled in below
                 record["dataplane"]["switch_receive_lag"] = receive_lag_delta(lag_before,
                                                                               fabric.network.receive_lag())
                 record["dataplane"]["drops_by_place"] = drops_by_place(
@@ -212,11 +220,17 @@ def run_experiment(spec, out_dir=None, target=None, progress=print, state_file=N
                 controller = fabric.controller if fabric is not None else None
                 for recorder in recorders.values():
                     recorder.stop()
+                if queue_drops is not None:
+                    queue_drops.stop()
                 _teardown(scheduler, jobs, fabric, progress, spec.name)
                 end_ns = end_ns or time.time_ns()
                 try:
                     reports = _fill_results(record, spec, fabric, scheduler, controller, jobs, before, after,
                                             end_ns)
+                    if queue_drops is not None and record["t0_ns"]:
+                        bin_ns, sent_bins = analysis.sent_by_bin(reports)
+                        record["dataplane"]["congestion_timeline"] = congestion_timeline(
+                            queue_drops.samples, record["t0_ns"], queue_drops.interval_s, sent_bins, bin_ns)
                     run = RunContext(spec, fabric, controller, readers, fabric.pipeline if fabric else None,
                                      reports, record["t0_ns"])
                     for each in hooks:

@@ -5,6 +5,7 @@ A spec (every field but ``name`` and ``seed`` has a default)::
     name: leafspine-ecmp-failure        # required; names the output folder
     seed: 7                             # required; every random choice derives from it
     topology: {kind: clos, params: {leaves: 2, spines: 2, hosts_per_leaf: 2}, shape_links: false,
+               queue_frames: 64,            # shape_links only: frames each link end queues (default 1000)
                link_delay_us: 100,          # added one-way delay of every switch-to-switch link (both ways)
                link_delays: [{link: [leaf0, spine1], delay_us: 400}]}   # per link, replacing link_delay_us
     target: auto                        # auto | embedded | bmv2
@@ -98,6 +99,7 @@ from typing import List, Optional, Tuple
 from testbed import mechanisms
 from testbed import modes as mode_table
 from testbed.controllers.contract import DEFAULT_DETECTION_DELAY_MS, FAILURE_ACTIONS, element_label
+from testbed.emulation.links import MAX_QUEUE_FRAMES
 from testbed.emulation.netem import netem_available
 from testbed.errors import ParameterError, SpecError, short_repr
 from testbed.experiment.failure_traces import (MAX_MEDIAN_S, MIN_MEDIAN_S, FailureProcess, LogNormal,
@@ -147,7 +149,9 @@ class TopologySpec:
     """``topology``: the generator kind, its parameters, and whether links are shaped to capacity.
 
     ``shape_links: true`` shapes every veth to its ``capacity_mbps`` with tc
-    htb, so an overloaded uplink really drops (goodput then reflects balance).
+    htb, so an overloaded uplink really drops (goodput then reflects balance);
+    ``queue_frames`` then sets how many frames each link end queues before it
+    drops (default the veth's 1,000: seconds at a few Mbit/s).
     ``link_delay_us`` delays every switch-to-switch link by that much in each
     direction, ``link_delays`` (``[{link: [a, b], delay_us: N}]``) single links
     instead: netem where the kernel has it, else the embedded switches' ports
@@ -160,6 +164,7 @@ class TopologySpec:
     shape_links: bool = False
     link_delay_us: float = 0.0
     link_delays: list = field(default_factory=list)
+    queue_frames: Optional[int] = None
 
     def delays_us(self, topo):
         """``{(a, b): one-way delay in us}`` of every switch-to-switch link of ``topo`` that is delayed.
@@ -527,10 +532,17 @@ def _parse_topology(data):
     if "topology" not in data:
         raise SpecError("topology", None, "is required (kind and params)", show_value=False)
     section = _require_mapping(data["topology"], "topology")
-    _check_keys(section, ("kind", "params", "shape_links", "link_delay_us", "link_delays"), "topology")
+    _check_keys(section, ("kind", "params", "shape_links", "queue_frames", "link_delay_us", "link_delays"),
+                "topology")
     shape_links = section.get("shape_links", False)
     if not isinstance(shape_links, bool):
         raise SpecError("topology.shape_links", shape_links, "must be true or false")
+    queue_frames = section.get("queue_frames")
+    if queue_frames is not None:
+        queue_frames = _number(queue_frames, "topology.queue_frames", minimum=1, maximum=MAX_QUEUE_FRAMES,
+                               integer=True)
+        if not shape_links:
+            raise SpecError("topology.queue_frames", queue_frames, "only with shape_links: true")
     if "kind" not in section:
         raise SpecError("topology.kind", None, "is required; allowed: " + ", ".join(TOPOLOGY_KINDS),
                         show_value=False)
@@ -546,7 +558,7 @@ def _parse_topology(data):
         raise SpecError(f"topology.params.{error.field}", error.value, problem) from None
     delay = float(_number(section.get("link_delay_us", 0), "topology.link_delay_us", minimum=0,
                           maximum=MAX_LINK_DELAY_US))
-    return TopologySpec(kind, dict(params), shape_links, delay, _parse_link_delays(section, topo)), topo
+    return TopologySpec(kind, dict(params), shape_links, delay, _parse_link_delays(section, topo), queue_frames), topo
 
 
 def _parse_link_delays(section, topo):

@@ -206,3 +206,33 @@ def test_a_failing_figure_is_closed():
     with pytest.raises(KeyError):
         plots.timeline_figure(_steady_timeline(), {"meteor": [(1.0, "?")]})
     assert len(plt.get_fignums()) == before
+
+
+# ---------------------------------------------------------------------------- congestion CDF
+
+def _run(rates, overloaded=False):
+    timeline = {"interval_s": 0.1, "t_s": [0.1 * (i + 1) for i in range(len(rates))], "drops": [0] * len(rates),
+                "sent": [10] * len(rates), "rate": rates}
+    return {"dataplane": {"congestion_timeline": timeline}, "overload": {"overloaded": overloaded}}
+
+
+def test_the_congestion_cdf_counts_only_runs_the_overload_check_passed(closing):
+    runs = {"portland": [_run([0.0, 0.1, None, 0.3]), _run([0.2])],
+            "f10": [_run([0.0, 0.0]), _run([0.9, 0.9], overloaded=True)],
+            "ecmp": [_run([0.5], overloaded=True)]}
+    figure = plots.congestion_cdf_figure(runs, title="t")
+    closing(figure)
+    axis = figure.axes[0]
+    labels = [text.get_text() for text in axis.get_legend().get_texts()]
+    assert labels == ["portland (4 intervals of 100 ms, 2 runs)",
+                      "f10 (2 intervals of 100 ms, 1 run; 1 overloaded run left out)",
+                      "ecmp (no run counted; 1 overloaded run left out)"]
+    xs = [list(line.get_xdata()) for line in axis.get_lines()]
+    assert xs[0] == [0.0, 0.1, 0.2, 0.3] and xs[1] == [0.0, 0.0] and xs[2] == []
+    assert list(axis.get_lines()[0].get_ydata()) == [0.25, 0.5, 0.75, 1.0]
+
+
+def test_no_congestion_cdf_without_shaped_links(tmp_path):
+    assert plots.plot_congestion_cdf({"ecmp": [{"dataplane": {"congestion_timeline": None}}]},
+                                     str(tmp_path / "c.png")) is None
+    assert not (tmp_path / "c.png").exists()

@@ -330,3 +330,24 @@ def test_a_huge_fattree_or_dsf_is_refused_quickly():
     assert parse_error(with_changes(topology={"kind": "clos3", "params": {"spine_core_links": 10 ** 6}})).startswith(
         "topology.params.spine_core_links: must be an integer from 1 to ")
     assert time.monotonic() - started < 5
+
+
+@pytest.mark.parametrize("section, problem", [
+    ({"queue_frames": 64}, "only with shape_links: true"),
+    ({"shape_links": True, "queue_frames": 0}, "an integer in [1, 100000]"),
+    ({"shape_links": True, "queue_frames": 2.5}, "an integer in [1, 100000]"),
+    ({"shape_links": True, "queue_frames": "deep"}, "an integer in [1, 100000]"),
+])
+def test_a_bad_queue_length_is_refused_naming_the_field(section, problem):
+    data = copy.deepcopy(BASE)
+    data["topology"].update(section)
+    message = parse_error(data)
+    assert "topology.queue_frames" in message and problem in message
+
+
+def test_the_queue_length_reaches_the_topology_spec():
+    data = copy.deepcopy(BASE)
+    data["topology"].update(shape_links=True, queue_frames=64)
+    spec = parse_spec(data, check_machine=False)
+    assert spec.topology.queue_frames == 64 and spec.to_dict()["topology"]["queue_frames"] == 64
+    assert parse_spec(copy.deepcopy(BASE), check_machine=False).topology.queue_frames is None
