@@ -208,11 +208,19 @@ class Pacer:
         """A log-normal length of ``median_ns`` and spread ``sigma`` (exactly the median when sigma is 0)."""
         return int(self.random.lognormvariate(math.log(median_ns), sigma)) if sigma else median_ns
 
-    def wait(self, frame_bytes):
+    def wait(self, frame_bytes, deadline_ns=None):
         """Block until a frame of ``frame_bytes`` may go out: its time in the rate's schedule, moved to the
-        start of the next on period when it falls in an off period (the schedule restarts there)."""
+        start of the next on period when it falls in an off period (the schedule restarts there).
+
+        Returns:
+            bool: True; False at once, without waiting, when that time falls after ``deadline_ns``
+            (``time.time_ns``), as the start of an on period after the run's end may.
+        """
         now = time.perf_counter_ns()
-        at = now
+        at = max(now, self.next_ns) if self.ns_per_byte else now
+        resume = self._in_on_period(at)
+        if deadline_ns is not None and time.time_ns() + (resume - now) > deadline_ns:
+            return False
         if self.ns_per_byte:
             self.frames += 1
             if now > self.next_ns:
@@ -221,9 +229,7 @@ class Pacer:
                     if now - self.next_ns >= limit_ms * 1_000_000:
                         self.late_frames[index] += 1
             if self.next_ns < now - self.slack_ns:
-                self.next_ns = now
-            at = max(now, self.next_ns)
-        resume = self._in_on_period(at)
+                self.next_ns = now  # at is now already: too far behind to catch up, start again from here
         if resume > at:
             self.next_ns = resume
         self._sleep_until(resume)
@@ -234,6 +240,7 @@ class Pacer:
             elif self.pacing == "lognormal":
                 spacing_ns *= self.random.lognormvariate(-self.gap_sigma ** 2 / 2, self.gap_sigma)
             self.next_ns += spacing_ns
+        return True
 
     def _in_on_period(self, at):
         """``at``, or the start of the first on period after it when it falls in an off period."""
@@ -267,7 +274,8 @@ class SendStats:
         bytes: frame bytes sent.
         data_bytes: message bytes sent.
         errors: frames the socket refused after retries.
-        per_qp: per destination QP: packets, first/last PSN, messages.
+        per_qp: per destination QP: packets, first/last PSN, messages, ``last_tx_ns`` (its last frame's
+            send time: with on/off periods a QP may fall silent long before the sender ends).
         sent_bins: packets sent per transmit-time bin (absolute index tx_ns // bin_ns).
     """
 
@@ -344,8 +352,8 @@ def transmit(sock, packets, factory, pacer=None, stats=None, deadline_ns=None, k
         patcher = factory.patcher(transfer.dst.mac, transfer.dst.ip, queue_pair, spec.payload_length, opcode)
         if gate is not None and gate.wait(deadline_ns) and pacer is not None:
             pacer.next_ns = time.perf_counter_ns()   # held by PFC, not behind its schedule
-        if pacer is not None:
-            pacer.wait(patcher.length)
+        if pacer is not None and not pacer.wait(patcher.length, deadline_ns):
+            break  # its time comes after the end (an off period running past it)
         now = time_ns()
         if deadline_ns is not None and now >= deadline_ns:
             break
@@ -371,6 +379,7 @@ def transmit(sock, packets, factory, pacer=None, stats=None, deadline_ns=None, k
         entry["packets"] += 1
         entry["last_psn"] = spec.psn
         entry["last_seq"] = spec.seq
+        entry["last_tx_ns"] = now
         if spec.ackreq:
             entry["messages"] += 1
     stats.end_ns = time_ns()

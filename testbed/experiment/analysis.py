@@ -295,7 +295,8 @@ def unrecovered_flows(reports, failure_log, graph, down_links=(), crashed=(), t0
     """The stream flows a link or switch failure stopped for good although the fabric could route around it.
 
     A flow (one queue pair of a stream pair) counts when its receiver got
-    nothing during at least ``quiet_ns`` before its sender stopped, the last
+    nothing during at least ``quiet_ns`` before the queue pair's last frame
+    was sent (its sender's end for reports without that time), the last
     ``link_down``/``switch_crash`` before its last delivery (give or take
     ``slack_ns``) is the failure it is blamed on, and its two hosts are still
     connected once every link down and every switch crashed at the end of the
@@ -334,8 +335,8 @@ def unrecovered_flows(reports, failure_log, graph, down_links=(), crashed=(), t0
             continue  # the failures cut this pair off: no routing could have saved it
         for qp in (sender.get("per_qp") or {}).values():
             last_ns = last_by_qp.get(int(qp["dqpn"]))
-            if last_ns is None or sender["end_ns"] - last_ns < quiet_ns:
-                continue  # it recovered, or it never delivered at all (not a failure's doing)
+            if last_ns is None or qp.get("last_tx_ns", sender["end_ns"]) - last_ns < quiet_ns:
+                continue  # it recovered (or fell silent in an off period), or it never delivered at all
             blamed = [index for at_ns, index in failures if at_ns <= last_ns + slack_ns]
             if blamed:
                 found.append({"failure_index": blamed[-1], "src": src, "dst": dst, "dqpn": int(qp["dqpn"]),

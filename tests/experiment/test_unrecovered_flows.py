@@ -52,3 +52,16 @@ def test_a_failure_that_was_not_applied_is_a_warning():
     failed = [dict(FAILURE[0], error="switch leaf0: BMv2's Thrift server does not answer")]
     assert _warnings({"failures": failed, "summary": {}}) == [
         "failure 0 (link_down leaf0-spine0) was not applied: switch leaf0: BMv2's Thrift server does not answer"]
+
+
+def test_a_flow_silent_in_an_off_period_at_the_end_is_not_reported():
+    """On/off traffic: the QPs sent their last frames at 3.0 s and they arrived; the sender ran on until 5 s."""
+    quiet = report([3.001, 3.001], sender_end_s=5.0)
+    for qp in quiet["pairs"][0]["sender"]["per_qp"].values():
+        qp["last_tx_ns"] = T0 + 3 * S
+    assert analysis.unrecovered_flows([quiet], FAILURE, GRAPH, [("leaf0", "spine0")], (), T0) == []
+    cut = report([2.001, 4.001])
+    for qp in cut["pairs"][0]["sender"]["per_qp"].values():
+        qp["last_tx_ns"] = T0 + 4 * S  # sent until 4 s, but the first QP delivered nothing after 2.001 s
+    assert [row["dqpn"] for row in analysis.unrecovered_flows([cut], FAILURE, GRAPH, [("leaf0", "spine0")], (),
+                                                              T0)] == [70000]

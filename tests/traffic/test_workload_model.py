@@ -90,3 +90,19 @@ def test_the_sender_refuses_a_spread_outside_its_range_naming_the_option(field, 
     config = SenderConfig(intf="lo", dst_ip="127.0.0.1", dst_mac="00:00:00:00:00:00", **{field: value})
     with pytest.raises(ParameterError, match="--" + field.replace("_", "-")):
         run_sender(config)
+
+
+def test_a_frame_due_after_the_deadline_ends_the_run_without_waiting(clock):
+    """An off period running past the run's end: the pacer says no at once instead of sleeping through it."""
+    import time
+
+    pacer = Pacer(RATE_MBPS, on_ms=1.0, off_ms=1000.0)  # 1 ms on, then a second off
+    deadline_ns = time.time_ns() + 100_000_000  # the run ends in 100 ms (wall clock)
+    start = clock.now
+    sent = 0
+    while pacer.wait(FRAME_BYTES, deadline_ns):
+        sent += 1
+        assert sent <= 10
+    assert sent == 10  # the on period's 1 ms at 100 us spacing
+    assert clock.now - start < 1_000_000  # it never slept into the off period
+    assert pacer.frames == 10
