@@ -232,7 +232,8 @@ class Pacer:
                 self.next_ns = now  # at is now already: too far behind to catch up, start again from here
         if resume > at:
             self.next_ns = resume
-        self._sleep_until(resume)
+        if resume > now:
+            self._sleep_until(resume)
         if self.ns_per_byte:
             spacing_ns = frame_bytes * self.ns_per_byte
             if self.pacing == "poisson":

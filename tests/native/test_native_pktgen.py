@@ -34,6 +34,21 @@ def _template(rng):
                                                                  MAX_FRAME])))
 
 
+def test_the_first_frame_comes_at_the_next_multiple_of_the_period():
+    """Two generators configured at different instants fire in step (switches of one period together)."""
+    clock = Clock()
+    first, second = PacketGenerator(clock), PacketGenerator(clock)
+    template = bytes(MIN_FRAME)
+    clock.now = 1_234_567
+    first.configure(0, 1, 1_000_000, template)
+    clock.now = 1_900_000
+    second.configure(0, 1, 1_000_000, template)
+    assert first.next_due_ns() == second.next_due_ns() == 2_000_000
+    clock.now = 2_000_000
+    second.configure(0, 1, 1_000_000, template)  # on a multiple: the next one, never now
+    assert second.next_due_ns() == 3_000_000
+
+
 @pytest.mark.parametrize("seed", range(5))
 def test_native_generator_matches_python(seed):
     """Same configurations, stops and clock steps: same frames (bytes, ports, order), next due time and status;
@@ -135,7 +150,9 @@ def test_loop_generates_on_its_own_timer(loop_with_generator):
     ended = time.monotonic_ns()
     state = generator.status()[0]
     periods = state["generated"] + state["skipped"]
-    assert (called + 500_000_000 - after) // period_ns <= periods <= (ended - before) // period_ns
+    # due times are the period's multiples on the clock: those in (before, ended], at most one more than
+    # whole periods between the two
+    assert (called + 500_000_000 - after) // period_ns <= periods <= (ended - before) // period_ns + 1
     assert state["generated"] >= 1 and state["late_max_us"] < period_ns / 1000
     assert loop.port_stats(5)["rx_packets"] == state["generated"]
     generator.detach()
