@@ -48,13 +48,19 @@ A bad request is answered ``{"error": "FIELD: reason", "field": FIELD,
 "allowed": "..."}`` naming the field and its allowed values.
 
 Used by :class:`testbed.emulation.p4switch.EmbeddedP4Switch` and the
-experiment runner's ``lossy_link`` failure where the kernel has no netem.
+experiment runner's ``lossy_link`` failure where the kernel has no netem.  The
+socket is a file of the switch's machine: for a switch on another server every
+client function takes ``run=``, and the request is made there by this module's
+command line (``python -m testbed.embedded_switch.port_control PATH JSON``).
 """
+import argparse
 import itertools
 import json
 import math
 import os
+import shlex
 import socket
+import sys
 import tempfile
 import threading
 
@@ -202,7 +208,8 @@ def _parse_dsf_history(message):
             "period_ns": int(period_us * 1000), "capacity": capacity}
 
 
-def set_packet_generator(control_path, app, port=None, period_us=None, template=None, stop=False, timeout=2.0):
+def set_packet_generator(control_path, app, port=None, period_us=None, template=None, stop=False, timeout=2.0,
+                         run=None):
     """Start, change or stop an application of a running embedded switch's packet generator.
 
     Args:
@@ -225,7 +232,7 @@ def set_packet_generator(control_path, app, port=None, period_us=None, template=
         message["stop"] = True
     else:
         message.update(port=port, period_us=period_us, template=bytes(template).hex())
-    answer = request(control_path, message, timeout=timeout)
+    answer = request(control_path, message, timeout=timeout, run=run)
     if "error" in answer:
         field = answer.get("field", "message")
         raise ParameterError(field, message.get(field), answer.get("allowed", "see the switch log"),
@@ -233,14 +240,14 @@ def set_packet_generator(control_path, app, port=None, period_us=None, template=
     return answer
 
 
-def configure(control_path, message, timeout=2.0):
+def configure(control_path, message, timeout=2.0, run=None):
     """Send a ``queue`` or ``pfc`` request; return the answer.
 
     Raises:
         ParameterError: the switch refused a field (named, with the allowed values).
         EmulationError: the switch could not be reached.
     """
-    answer = request(control_path, message, timeout=timeout)
+    answer = request(control_path, message, timeout=timeout, run=run)
     if "error" in answer:
         field = answer.get("field", "message")
         raise ParameterError(field, message.get(field), answer.get("allowed", "see the switch log"),
@@ -248,7 +255,7 @@ def configure(control_path, message, timeout=2.0):
     return answer
 
 
-def record_dsf_history(control_path, names, start_ns, period_us, capacity, timeout=2.0):
+def record_dsf_history(control_path, names, start_ns, period_us, capacity, timeout=2.0, run=None):
     """Have a running switch's DSF traffic manager note counters ``names`` every ``period_us`` from ``start_ns``.
 
     Raises:
@@ -256,10 +263,10 @@ def record_dsf_history(control_path, names, start_ns, period_us, capacity, timeo
         EmulationError: the switch could not be reached.
     """
     return configure(control_path, {"command": "dsf_history", "names": list(names), "start_ns": int(start_ns),
-                                    "period_us": period_us, "capacity": capacity}, timeout=timeout)
+                                    "period_us": period_us, "capacity": capacity}, timeout=timeout, run=run)
 
 
-def read_dsf_history(control_path, timeout=2.0):
+def read_dsf_history(control_path, timeout=2.0, run=None):
     """``(notes, overflows)``: every DSF counter note a running switch took since the last read (removed
     there), oldest first, as ``[(time_ns, {name: {index: [packets, bytes]}})]``.
 
@@ -268,7 +275,7 @@ def read_dsf_history(control_path, timeout=2.0):
     """
     notes, overflows = [], 0
     while True:
-        answer = request(control_path, {"command": "dsf_history", "read": True}, timeout=timeout)
+        answer = request(control_path, {"command": "dsf_history", "read": True}, timeout=timeout, run=run)
         if "error" in answer:
             raise EmulationError(f"switch control socket {control_path}: {answer['error']}")
         notes.extend((time_ns, {name: {int(index): cell for index, cell in cells.items()}
@@ -298,20 +305,28 @@ def check_impairment(loss, delay_ms):
             raise ParameterError(field, value, f"a number in [0, {high:g}]")
 
 
-def request(control_path, message, timeout=2.0):
+def request(control_path, message, timeout=2.0, run=None):
     """Send one JSON request to a switch's control socket and return its JSON answer.
 
     Args:
         control_path: the switch's ``--control-socket`` path.
         message: a JSON-able dict.
         timeout: seconds to wait for the answer.
+        run: for a switch on another server (its socket is in that server's files): a callable
+            ``run(shell command, timeout=seconds)`` returning a ``subprocess.CompletedProcess`` with
+            text output, such as :meth:`testbed.emulation.cluster.servers.Server.run`; the request is
+            then made there by this module's command line (``python -m
+            testbed.embedded_switch.port_control PATH JSON``).  None: this machine.
 
     Returns:
         dict: the answer (``{"ok": true, ...}`` or ``{"error": "..."}``).
 
     Raises:
-        EmulationError: the socket does not exist, refuses, or does not answer in time.
+        EmulationError: the socket does not exist, refuses, or does not answer in time (or the
+            server could not be asked).
     """
+    if run is not None:
+        return _request_there(run, control_path, message, timeout)
     # The answer comes to a file-system address: abstract ones belong to a network
     # namespace, and the switch may run in another one.
     reply_path = os.path.join(tempfile.gettempdir(), f"testbed-ctl-{os.getpid()}-{threading.get_ident()}-"
@@ -341,7 +356,48 @@ def request(control_path, message, timeout=2.0):
         raise EmulationError(f"switch control socket {control_path}: answer is not JSON: {answer[:80]!r}") from None
 
 
-def set_port_impairment(control_path, port, loss=0.0, delay_ms=0.0, timeout=2.0):
+#: seconds a request made on another server may take beyond its own timeout (ssh, starting Python)
+REMOTE_SLACK_S = 20.0
+
+
+def _request_there(run, control_path, message, timeout):
+    """:func:`request` made on the switch's server by this module's command line."""
+    command = shlex.join([sys.executable, "-m", __name__, control_path, json.dumps(message), "--timeout",
+                          str(timeout)])
+    done = run(command, timeout=timeout + REMOTE_SLACK_S)
+    if done.returncode != 0:
+        why = (done.stderr or done.stdout or "").strip().splitlines()
+        raise EmulationError(f"switch control socket {control_path} (on its server): "
+                             f"{why[-1] if why else f'status {done.returncode}'}")
+    try:
+        return json.loads(done.stdout)
+    except ValueError:
+        raise EmulationError(f"switch control socket {control_path} (on its server): answer is not JSON: "
+                             f"{done.stdout[:80]!r}") from None
+
+
+def main(argv=None):
+    """``python -m testbed.embedded_switch.port_control PATH JSON [--timeout S]``: one request to the control
+    socket at PATH on this machine; prints the answer (JSON), or the error on stderr with status 1."""
+    parser = argparse.ArgumentParser(description=main.__doc__.splitlines()[0])
+    parser.add_argument("path")
+    parser.add_argument("message", help="the request, a JSON object")
+    parser.add_argument("--timeout", type=float, default=2.0)
+    args = parser.parse_args(argv)
+    try:
+        message = json.loads(args.message)
+    except ValueError as error:
+        parser.error(f"message: not JSON ({error})")
+    try:
+        answer = request(args.path, message, timeout=args.timeout)
+    except EmulationError as error:
+        print(error, file=sys.stderr)
+        return 1
+    print(json.dumps(answer))
+    return 0
+
+
+def set_port_impairment(control_path, port, loss=0.0, delay_ms=0.0, timeout=2.0, run=None):
     """Set the loss probability and added delay of frames leaving ``port`` of a running switch.
 
     Args:
@@ -358,7 +414,7 @@ def set_port_impairment(control_path, port, loss=0.0, delay_ms=0.0, timeout=2.0)
         ParameterError: the switch refused a field (named in the error).
         EmulationError: the switch could not be reached.
     """
-    answer = request(control_path, {"port": port, "loss": loss, "delay_ms": delay_ms}, timeout=timeout)
+    answer = request(control_path, {"port": port, "loss": loss, "delay_ms": delay_ms}, timeout=timeout, run=run)
     if "error" in answer:
         field = answer.get("field", "message")
         value = {"port": port, "loss": loss, "delay_ms": delay_ms}.get(field)
@@ -367,25 +423,25 @@ def set_port_impairment(control_path, port, loss=0.0, delay_ms=0.0, timeout=2.0)
     return answer
 
 
-def switch_status(control_path, timeout=2.0):
+def switch_status(control_path, timeout=2.0, run=None):
     """The whole ``status`` answer of a running switch (see the module docstring).
 
     Raises:
         EmulationError: the switch could not be reached or answered an error.
     """
-    answer = request(control_path, {"command": "status"}, timeout=timeout)
+    answer = request(control_path, {"command": "status"}, timeout=timeout, run=run)
     if "error" in answer:
         raise EmulationError(f"switch control socket {control_path}: {answer['error']}")
     return answer
 
 
-def port_status(control_path, timeout=2.0):
+def port_status(control_path, timeout=2.0, run=None):
     """Return ``{port: {"loss", "delay_ms", "drops"}}`` of a running switch (ports as ints).
 
     Raises:
         EmulationError: the switch could not be reached or answered an error.
     """
-    answer = switch_status(control_path, timeout)
+    answer = switch_status(control_path, timeout, run)
     return {int(port): entry for port, entry in answer.get("ports", {}).items()}
 
 
@@ -433,3 +489,7 @@ class ControlSocket:
             os.remove(self.path)
         except FileNotFoundError:
             pass
+
+
+if __name__ == "__main__":
+    sys.exit(main())

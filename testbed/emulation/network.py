@@ -533,6 +533,17 @@ class FabricNetwork:
         """Names of every switch port (the switches' interfaces, loopback left out)."""
         return [intf.name for switch in self.net.switches for intf in switch.intfs.values() if intf.name != "lo"]
 
+    def _running_switches(self):
+        return [switch for switch in self.net.switches
+                if getattr(switch, "process", None) is not None and switch.process.poll() is None]
+
+    def port_statuses(self):
+        """``{switch: {port: {...}}}``: the control-socket port status of every running switch that has one,
+        asked of all at once (a switch on another server is an ssh command away)."""
+        switches = [switch for switch in self._running_switches() if hasattr(switch, "port_status")]
+        statuses = for_each(switches, lambda switch: switch.port_status(), BRINGUP_WORKERS, name="status")
+        return {switch.name: status for switch, status in zip(switches, statuses)}
+
     def drop_counters(self):
         """Frames each switch port lost, by cause: ``{switch: {port: {"tx_errors", "queue_drops", "socket_drops"}}}``.
 
@@ -546,11 +557,10 @@ class FabricNetwork:
         """
         counters = {}
         queued = qdisc_drops() if self.shape_links else {}
-        for switch in self.net.switches:
-            if getattr(switch, "process", None) is None or switch.process.poll() is not None:
-                continue
+        statuses = self.port_statuses()
+        for switch in self._running_switches():
             ports = {}
-            status = switch.port_status() if hasattr(switch, "port_status") else {}
+            status = statuses.get(switch.name, {})
             for port, intf in switch.intfs.items():
                 if intf.name == "lo":
                     continue
@@ -564,15 +574,8 @@ class FabricNetwork:
         """``{switch: {port: {"samples", "at_least_ms": {...}}}}``: how long frames waited in the
         embedded switches' sockets (cumulative; testbed.packet_sockets.ReceiveLag).  Switches
         that do not measure it (BMv2) and crashed ones are left out."""
-        lags = {}
-        for switch in self.net.switches:
-            if getattr(switch, "process", None) is None or switch.process.poll() is not None:
-                continue
-            if not hasattr(switch, "port_status"):
-                continue
-            lags[switch.name] = {port: entry["receive_lag"] for port, entry in switch.port_status().items()
-                                 if "receive_lag" in entry}
-        return lags
+        return {name: {port: entry["receive_lag"] for port, entry in status.items() if "receive_lag" in entry}
+                for name, status in self.port_statuses().items()}
 
     def _links_between(self, a, b):
         names = {node.name for node in self.net.hosts + self.net.switches}

@@ -166,7 +166,6 @@ def run_experiment(spec, out_dir=None, target=None, progress=print, state_file=N
                 for job in jobs:
                     job.start()
                 t0_ns = _wait_for_time_zero(fabric, jobs, time_zero)
-                lag_before = fabric.network.receive_lag()  # after the traffic processes' start-up burst
                 record["t0_ns"] = t0_ns
                 record["t0_utc"] = format_timestamp(t0_ns)
                 record["traffic_start_s"] = (t0_ns - time_zero.created_ns) / 1e9
@@ -183,6 +182,9 @@ def run_experiment(spec, out_dir=None, target=None, progress=print, state_file=N
                 progress(f"[{spec.name}] running {len(jobs)} traffic entries and {len(spec.failures)} failures "
                          f"for {spec.duration_s:g} s (traffic ready after {record['traffic_start_s']:.1f} s)")
                 scheduler.start()
+                # after the traffic processes' start-up burst; once the failures and recorders run, as asking
+                # switches on other servers takes an ssh command each
+                lag_before = fabric.network.receive_lag()
                 _wait_for_run(spec, fabric, jobs, t0_ns, progress)
                 end_ns = time.time_ns()
                 for recorder in recorders.values():

@@ -2,8 +2,9 @@
 
 The same checks as examples/ on one server: every pair reachable, ECMP spreading (read over
 P4Runtime from a switch on the other server), recovery after a failure of a link between
-the servers; nothing left on either server, also after the run is killed with SIGKILL and
-``testbed cleanup --servers`` has run.
+the servers; a remote switch's port counters from its control socket on its server; nothing
+left on either server, also after the run is killed with SIGKILL and ``testbed cleanup
+--servers`` has run.
 """
 import json
 import os
@@ -47,6 +48,12 @@ def test_fattree_over_two_servers_reaches_spreads_and_recovers(simulated_server,
                         / UDP(sport=10000 + i, dport=4791) for i in range(200)])
     spread = [after - was for after, was in zip(uplinks(), before)]
     assert sum(spread) == 200 and min(spread) >= 50, spread
+
+    # its control socket is in the simulated server's files: asked there, over ssh
+    remote = fabric.switch(REMOTE_EDGE)
+    assert remote.control_run is not None and fabric.switch("e0_0").control_run is None
+    status = remote.port_status()
+    assert set(REMOTE_UPLINKS) <= set(status) and all("tx_errors" in entry for entry in status.values())
 
     fail = (0.5, lambda: fabric.link_down(*CROSSING))
     report = fabric.stream([("h1", "h16"), ("h2", "h15")], duration=2.5, qps=8, rate_mbps=4, events=[fail])

@@ -138,6 +138,19 @@ class ClusterFabricNetwork(FabricNetwork):
                                  f"{', ...' if len(lost) > 6 else ''}); once it is back, "
                                  f"`testbed cleanup --servers {name}` removes what the run left there")
 
+    def port_statuses(self):
+        """As on one server; when asking a switch fails (on another server: an ssh command), wait for the
+        servers' watch connections to decide, so that a lost server is reported as such (naming it and
+        what to clean) rather than as a failed request; the request's error if every server still answers."""
+        try:
+            return super().port_statuses()
+        except EmulationError:
+            deadline = time.monotonic() + WATCH_TIMEOUT_S + 1
+            while time.monotonic() < deadline:
+                self.check_reachable()
+                time.sleep(0.5)
+            raise
+
     def _prepare_switch_ports(self):
         """On every server: the switch ports into the run's interface group, IPv6 and offloads off, up."""
         by_server = {}

@@ -143,14 +143,17 @@ class ClusterEmbeddedSwitch(ClusterNodeMixin, EmbeddedP4Switch):
 
     A remote switch process runs under ``ssh -tt``: when the switch is stopped (its ssh client
     signalled), the server hangs up its terminal and the process goes with it; its output
-    comes back over ssh into the local log file.  Its control socket is on its server, so
-    port impairment and port counters are available on local switches only.
+    comes back over ssh into the local log file.  Its control socket is in its server's files:
+    requests to it (port impairment, port and packet generator counters) are made there, one
+    ssh command each (:attr:`control_run`).
     """
 
     def __init__(self, name, server=None, owner=None, **params):
         if server is not None and not server.local:
             params["launcher"] = None  # the local fork server cannot fork on another server
         super().__init__(name, server=server, owner=owner, **params)
+        if self.isRemote:
+            self.control_run = self.cluster_server.run
 
     @property
     def grpc_address(self):
@@ -183,12 +186,6 @@ class ClusterEmbeddedSwitch(ClusterNodeMixin, EmbeddedP4Switch):
                                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         finally:
             log.close()
-
-    def port_status(self):
-        """Port counters (local switches; a remote switch's control socket is on its server)."""
-        if self.isRemote:
-            return {}
-        return super().port_status()
 
     def describe(self):
         """The state file entry, with the server."""
