@@ -146,7 +146,9 @@ def test_low_entropy_elephants_dsf_balances_in_order_where_ecmp_does_not(no_left
     ecmp = run(tmp_path, data, "ecmp", mode="ecmp", mode_params={})
     assert dsf["summary"]["uplink_mmr"] <= 1.05 and dsf["summary"]["out_of_sequence"] == 0
     assert dsf["dsf"]["tiers"]["rdsw>fdsw"]["mmr"] <= 1.05
-    assert ecmp["summary"]["uplink_mmr"] >= 2
+    # two of the four NIC pairs hashed onto one uplink: 2, less a frame or two of a sender that reached its
+    # deadline a frame early (one frame of 867 made it 1.9994 in a CI run)
+    assert ecmp["summary"]["uplink_mmr"] >= 1.99
     assert dsf["summary"]["goodput_mbps"] >= 0.97 * ecmp["summary"]["goodput_mbps"]
 
 
