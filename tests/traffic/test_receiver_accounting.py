@@ -302,6 +302,23 @@ def test_control_packets_go_to_the_control_callback_not_the_accounting():
     assert receiver.totals()["received"] == 0 and receiver.control_packets == 1
 
 
+def stamped_on_arrival(capture, out, address):
+    """Wait until the kernel stamps packets as they arrive (a packet it has not stamped is stamped when
+    read).  The first socket on the machine that asks for receive timestamps turns them on from a work
+    queue, a moment later; until then every packet looks as late as its reader."""
+    import time
+
+    crafter = Crafter(stream=9)
+    for _ in range(100):
+        probe = RoceReceiver()
+        out.sendto(bytes(crafter.udp_payload(0, tx_ns=time.time_ns())), (address, roce.ROCE_UDP_PORT))
+        time.sleep(0.02)
+        capture.pump(probe)
+        if probe.report()["latency_ns"]["max"] < 10 * MS:
+            return
+    pytest.fail("the kernel never stamped a packet on arrival")
+
+
 def test_a_descheduled_receiver_times_arrivals_by_the_kernel_stamp():
     """A receiver that reads its socket 80 ms late still times each packet when the kernel queued it."""
     import socket
@@ -313,6 +330,7 @@ def test_a_descheduled_receiver_times_arrivals_by_the_kernel_stamp():
     capture = Capture(mode="udp", bind_ip=address)
     out = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     try:
+        stamped_on_arrival(capture, out, address)
         receiver = RoceReceiver()
         crafter = Crafter()
         for seq in range(3):
@@ -359,6 +377,8 @@ def test_the_receiver_reads_in_batches_and_keeps_the_arrival_spacing():
 
     sender = threading.Thread(target=send)
     try:
+        stamped_on_arrival(capture, out, address)
+        reads.clear()
         sender.start()
         report = run_receiver(RoceReceiver(gap_ms=5.0), capture, idle_timeout=0.3, batch_s=0.02)
         sender.join()
