@@ -52,7 +52,7 @@ EMBEDDED_FEATURES = {
 }
 
 
-def embedded_only_needs(program=None, lossy_links=False, features=(), servers=False):
+def embedded_only_needs(program=None, lossy_links=False, features=()):
     """What a run needs that only the embedded target has, one sentence each (empty: BMv2 can run it).
 
     Args:
@@ -60,7 +60,6 @@ def embedded_only_needs(program=None, lossy_links=False, features=(), servers=Fa
         lossy_links: the run makes links lossy; on a kernel without netem only the
             embedded switches' ports can drop frames.
         features: names of :data:`EMBEDDED_FEATURES` the run uses.
-        servers: the fabric runs over several servers (the embedded target only there).
 
     Raises:
         P4LoadError: the program does not parse (file:line).
@@ -76,8 +75,6 @@ def embedded_only_needs(program=None, lossy_links=False, features=(), servers=Fa
             needs.append(f"{os.path.basename(program)} calls externs BMv2 does not have: {listed}")
     for feature in features:
         needs.append(f"the run needs {EMBEDDED_FEATURES[feature]}")
-    if servers:
-        needs.append("a fabric over several servers runs the embedded target only (BMv2 there is not done)")
     if lossy_links and not netem_available():
         needs.append("lossy links need the netem qdisc, which this kernel lacks, or the embedded switches' ports")
     return needs

@@ -126,3 +126,32 @@ class BMv2Runtime:
                 self._transport.close()
             except Exception:  # noqa: BLE001 - closing a dead connection
                 pass
+
+
+def main(argv=None):
+    """``python -m testbed.emulation.bmv2_runtime NAME [INDEX] [--port P]``: read a register of the BMv2 in
+    this namespace and print its cells (JSON); how a switch on another server is read, from its shell there.
+    Exit status 1 with the error on stderr when BMv2 refuses or does not answer."""
+    import argparse
+    import json
+
+    parser = argparse.ArgumentParser(prog="python -m testbed.emulation.bmv2_runtime",
+                                     description="read a register of the BMv2 in this network namespace")
+    parser.add_argument("name")
+    parser.add_argument("index", nargs="?", type=int)
+    parser.add_argument("--port", type=int, default=THRIFT_PORT)
+    args = parser.parse_args(argv)
+    try:
+        runtime = BMv2Runtime(None, args.port)
+        try:
+            print(json.dumps(runtime.register_read(args.name, args.index)))
+        finally:
+            runtime.close()
+    except EmulationError as error:
+        print(error, file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -36,6 +36,9 @@ OWNER_ENV = "TESTBED_OWNER"
 SERVER_ENV = "TESTBED_SERVER"
 #: where a run's remote processes leave their pid (``/tmp/testbed-rpid-<owner>-<node>-<n>``), for signals
 REMOTE_PID_PREFIX = "testbed-rpid-"
+#: the folder of a run's remote node's files on its server (``/tmp/testbed-rnode-<owner>-<node>``: a remote
+#: BMv2's P4Runtime socket, packet log and pcaps)
+REMOTE_DIR_PREFIX = "testbed-rnode-"
 #: the interface group slot of a run's interfaces on another server (same reason)
 SERVER_GROUP_SLOT = 255
 # interface groups of testbed networks: OWNER_GROUP_FLAG | owner pid << 8 | slot (1..255); pids < 2^22
@@ -412,9 +415,12 @@ def server_cleanup(server, owners, log=print):
         for owner in sorted(owners):
             subprocess.run(["ip", "link", "del", "group", str(owner_interface_group(owner, SERVER_GROUP_SLOT))],
                            capture_output=True, check=False)
-    temporary = [path for path, creator in temp_paths()  # the pid files of the runs' remote processes
-                 if creator in owners and os.path.basename(path).startswith(REMOTE_PID_PREFIX)]
+    temporary = [path for path, creator in temp_paths()  # the runs' remote processes' pid files and folders
+                 if creator in owners and os.path.basename(path).startswith((REMOTE_PID_PREFIX, REMOTE_DIR_PREFIX))]
     for path in temporary:
+        if os.path.isdir(path) and not os.path.islink(path):
+            shutil.rmtree(path, ignore_errors=True)
+            continue
         try:
             os.remove(path)
         except OSError:

@@ -12,6 +12,26 @@ from testbed.errors import EmulationError
 OFFLOAD_FEATURES = ("rx", "tx", "sg", "tso", "gso", "gro", "lro")
 
 
+def port_setup_commands(names, up=False):
+    """One shell line turning IPv6 and offloads off on each interface and, with ``up``, setting it up.
+
+    For shells on other servers, which the system calls of :mod:`testbed.emulation.interfaces`
+    cannot reach.  Only a failure to set an interface up prints (a feature the device does not
+    let anyone change stays as it is), so empty output means done.
+
+    >>> port_setup_commands(["s1-eth1"], up=True)  # doctest: +NORMALIZE_WHITESPACE
+    'sysctl -qw net.ipv6.conf.s1-eth1.disable_ipv6=1 >/dev/null 2>&1;
+     ethtool -K s1-eth1 rx off tx off sg off tso off gso off gro off lro off >/dev/null 2>&1;
+     ip link set dev s1-eth1 up'
+    """
+    features = " ".join(f"{feature} off" for feature in OFFLOAD_FEATURES)
+    commands = []
+    for name in names:
+        commands += [f"sysctl -qw net.ipv6.conf.{name}.disable_ipv6=1 >/dev/null 2>&1",
+                     f"ethtool -K {name} {features} >/dev/null 2>&1"] + ([f"ip link set dev {name} up"] if up else [])
+    return "; ".join(commands)
+
+
 def neighbour_lines(interface, neighbours):
     """``ip`` batch lines making a permanent neighbour entry per ``(ip, mac)`` on ``interface``.
 

@@ -78,18 +78,30 @@ def qdisc_drops(interfaces=None):
     Returns:
         dict: ``{interface: drops}``; 0 for an interface without a root qdisc or not shown.
     """
-    result = subprocess.run(["tc", "-s", "-j", "qdisc", "show"], capture_output=True, text=True, check=False)
-    drops = {}
-    try:
-        qdiscs = json.loads(result.stdout or "[]")
-    except ValueError:
-        qdiscs = []
-    for qdisc in qdiscs:
-        if qdisc.get("root"):
-            drops[qdisc.get("dev")] = int(qdisc.get("drops") or 0)
+    result = subprocess.run(QDISC_COMMAND, capture_output=True, text=True, check=False)
+    drops = parse_qdisc_drops(result.stdout)
     if interfaces is None:
         return drops
     return {name: drops.get(name, 0) for name in interfaces}
+
+
+#: what :func:`qdisc_drops` runs (also on other servers)
+QDISC_COMMAND = ("tc", "-s", "-j", "qdisc", "show")
+
+
+def parse_qdisc_drops(text):
+    """``{interface: drops}`` of the root qdiscs in the output of :data:`QDISC_COMMAND` (none if unreadable).
+
+    >>> parse_qdisc_drops('[{"kind":"htb","handle":"5:","dev":"s1-eth1","root":true,"drops":7},'
+    ...                   '{"kind":"pfifo","handle":"10:","dev":"s1-eth1","parent":"5:1","drops":7}]')
+    {'s1-eth1': 7}
+    """
+    try:
+        qdiscs = json.loads(text or "[]")
+    except ValueError:
+        return {}
+    return {qdisc.get("dev"): int(qdisc.get("drops") or 0) for qdisc in qdiscs
+            if isinstance(qdisc, dict) and qdisc.get("root")}
 
 
 class FabricNetwork:
@@ -529,9 +541,19 @@ class FabricNetwork:
         process.wait(timeout=10)
         return [node_pair(a, b) for a, b in self.topo.graph().edges(name)]
 
-    def switch_interfaces(self):
-        """Names of every switch port (the switches' interfaces, loopback left out)."""
-        return [intf.name for switch in self.net.switches for intf in switch.intfs.values() if intf.name != "lo"]
+    def switch_interfaces(self, in_namespace=None):
+        """Names of every switch port (the switches' interfaces, loopback left out); with ``in_namespace``
+        True or False, only those of switches in a namespace of their own (BMv2) or not."""
+        return [intf.name for switch in self.net.switches for intf in switch.intfs.values()
+                if intf.name != "lo" and in_namespace in (None, switch.inNamespace)]
+
+    def queue_drops(self):
+        """``{switch port: drops}`` of the root qdiscs of the switch ports in the root namespace (one ``tc``).
+
+        The ports of switches in namespaces of their own (BMv2) are not read: their queues are in
+        those namespaces (``switch_interfaces(in_namespace=True)`` names them).
+        """
+        return qdisc_drops(self.switch_interfaces(in_namespace=False))
 
     def _running_switches(self):
         return [switch for switch in self.net.switches
@@ -556,7 +578,7 @@ class FabricNetwork:
         Ports of a crashed switch are left out.
         """
         counters = {}
-        queued = qdisc_drops() if self.shape_links else {}
+        queued = self.queue_drops() if self.shape_links else {}
         statuses = self.port_statuses()
         for switch in self._running_switches():
             ports = {}

@@ -431,8 +431,8 @@ class BMv2Switch(P4Switch):
     Args (besides :class:`P4Switch`'s):
         socket_dir: where the P4Runtime server's Unix socket is made (``<socket_dir>/<name>.p4rt``;
             default: ``log_dir``); a short private folder keeps the path within the Unix socket limit.
-        packet_log: write BMv2's per-packet log to ``<log_dir>/<name>.bmv2`` (flushed per
-            line; it slows BMv2 down several times, so it is off unless asked for).
+        packet_log: write BMv2's per-packet log to ``<log_dir>/<name>.bmv2.txt`` (BMv2 adds the
+            ``.txt``; flushed per line; it slows BMv2 down several times, so it is off unless asked for).
         pktgen_port: give the switch a packet-generator port with this number: a veth pair
             ``<name>-eth<N>`` (attached to BMv2 as port N) / ``<name>-pg<N>``, into which
             :mod:`testbed.emulation.pktgen_injector` writes the periodic frames
@@ -514,10 +514,15 @@ class BMv2Switch(P4Switch):
         super().start(controllers)
 
     def launch(self):
-        """Start BMv2 inside the switch's namespace (``mnexec -a``: Mininet's way into a node)."""
-        log = open(self.log_path, "ab")
+        """Start BMv2 inside the switch's namespace, output appended to the log."""
+        return self.spawn_in_namespace(self.command(), self.log_path)
+
+    def spawn_in_namespace(self, argv, log_path):
+        """Start ``argv`` inside the switch's namespace (``mnexec -a``: Mininet's way into a node), output
+        appended to ``log_path``; return its handle."""
+        log = open(log_path, "ab")
         try:
-            return subprocess.Popen(["mnexec", "-a", str(self.pid)] + self.command(), stdout=log,
+            return subprocess.Popen(["mnexec", "-a", str(self.pid)] + argv, stdout=log,
                                     stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
                                     preexec_fn=_raise_priority)
         finally:
@@ -546,16 +551,10 @@ class BMv2Switch(P4Switch):
             raise EmulationError(f"switch {self.name}: BMv2 has no packet generator; its frames come from "
                                  f"an injector on the generator port ({self.pktgen_port}), not port {port}")
         self._stop_injector(app)
-        log = open(os.path.join(self.log_dir, f"{self.name}.pktgen{app}.log"), "ab")
-        try:
-            self.injectors[app] = subprocess.Popen(
-                ["mnexec", "-a", str(self.pid), sys.executable, "-m", "testbed.emulation.pktgen_injector",
-                 "--intf", self._pktgen_interfaces()[1], "--period-us", str(period_us),
-                 "--template", bytes(template).hex()],
-                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
-                preexec_fn=_raise_priority)
-        finally:
-            log.close()
+        self.injectors[app] = self.spawn_in_namespace(
+            [sys.executable, "-m", "testbed.emulation.pktgen_injector", "--intf", self._pktgen_interfaces()[1],
+             "--period-us", str(period_us), "--template", bytes(template).hex()],
+            os.path.join(self.log_dir, f"{self.name}.pktgen{app}.log"))
 
     def _stop_injector(self, app):
         process = self.injectors.pop(app, None)
@@ -592,15 +591,23 @@ class BMv2Switch(P4Switch):
         """argv of ``simple_switch_grpc`` for this switch (run inside its namespace)."""
         argv = [self.binary, "--device-id", str(self.device_id), "--thrift-port", str(self.thrift_port)]
         if self.packet_log:
-            argv += ["--log-file", os.path.join(self.log_dir, f"{self.name}.bmv2"), "--log-flush"]
+            argv += ["--log-file", os.path.join(self.output_dir(), f"{self.name}.bmv2"), "--log-flush"]
         for port, interface in self.port_interfaces().items():
             argv += ["-i", f"{port}@{interface}"]
         if self.pktgen_port is not None:
             argv += ["-i", f"{self.pktgen_port}@{self._pktgen_interfaces()[0]}"]
         if self.pcap:
-            argv += ["--pcap", self.log_dir]
-        argv += ["--no-p4", "--", "--grpc-server-addr", self.grpc_address, "--cpu-port", str(self.cpu_port)]
+            argv += ["--pcap", self.output_dir()]
+        argv += ["--no-p4", "--", "--grpc-server-addr", self.serve_address(), "--cpu-port", str(self.cpu_port)]
         return argv
+
+    def output_dir(self):
+        """Where BMv2 writes its packet log and pcaps: the log folder."""
+        return self.log_dir
+
+    def serve_address(self):
+        """Where BMv2 serves P4Runtime, on the machine it runs on: :attr:`grpc_address`."""
+        return self.grpc_address
 
     def describe(self):
         """The state file entry, with the Thrift port (inside the namespace of ``netns_pid``)."""

@@ -18,6 +18,7 @@ overlap between rows are flagged "not separable" (:func:`noise_flags`).
 import os
 
 from testbed.experiment import plots, repeats
+from testbed.experiment.congestion import complete
 from testbed.experiment.results import write_json
 from testbed.experiment.runner import ExperimentFailed, run_experiment
 from testbed.mechanisms import hooks_for
@@ -45,9 +46,10 @@ def _extra_hops(results):
 
 
 def _congestion_rate(results):
-    """Queue drops over stream packets sent, over the congestion timeline's intervals (shaped links)."""
+    """Queue drops over stream packets sent, over the congestion timeline's intervals (shaped links; None
+    when some ports' queues were not read)."""
     timeline = (results.get("dataplane") or {}).get("congestion_timeline")
-    sent = sum(timeline["sent"]) if timeline else 0
+    sent = sum(timeline["sent"]) if complete(timeline) else 0
     return sum(timeline["drops"]) / sent if sent else None
 
 

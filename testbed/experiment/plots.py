@@ -39,7 +39,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402 - the backend must be chosen first
 
-from testbed.experiment.congestion import cdf  # noqa: E402
+from testbed.experiment.congestion import cdf, complete  # noqa: E402
 
 
 #: colours given to modes in order (matplotlib's tab10, the default cycle); more modes take tab20's
@@ -477,7 +477,8 @@ def congestion_cdf_figure(runs_by_label, title="Congestion loss per interval"):
 
     Args:
         runs_by_label: ``{row label: [results.json of each run]}``; runs without a
-            ``dataplane.congestion_timeline`` (unshaped links) are left out, and so are their rows.
+            ``dataplane.congestion_timeline`` (unshaped links), or with one that did not read every
+            port (:func:`~testbed.experiment.congestion.complete`), are left out, and so are their rows.
             Runs the overload check marked are not counted (the legend says how many).
         title: figure title.
 
@@ -489,7 +490,7 @@ def congestion_cdf_figure(runs_by_label, title="Congestion loss per interval"):
         rates, interval_s, counted, marked = [], None, 0, 0
         for results in runs:
             timeline = (results.get("dataplane") or {}).get("congestion_timeline")
-            if not timeline:
+            if not complete(timeline):
                 continue
             if (results.get("overload") or {}).get("overloaded"):
                 marked += 1

@@ -172,7 +172,9 @@ def run_experiment(spec, out_dir=None, target=None, progress=print, state_file=N
                 fabric.controller.set_time_zero(t0_ns)
                 scheduler = FailureScheduler(fabric, spec.failures, t0_ns, progress)
                 if spec.topology.shape_links:
-                    queue_drops = QueueDropSampler(fabric.network.switch_interfaces())
+                    # BMv2's ports: their queues are in the switches' namespaces, which are not read
+                    queue_drops = QueueDropSampler(fabric.network.queue_drops,
+                                                   not_read=fabric.network.switch_interfaces(in_namespace=True))
                     queue_drops.start(t0_ns)
                 for each in hooks:
                     recorder = each.recorder(spec, fabric, readers)
@@ -231,8 +233,10 @@ def run_experiment(spec, out_dir=None, target=None, progress=print, state_file=N
                                             end_ns)
                     if queue_drops is not None and record["t0_ns"]:
                         bin_ns, sent_bins = analysis.sent_by_bin(reports)
-                        record["dataplane"]["congestion_timeline"] = congestion_timeline(
-                            queue_drops.samples, record["t0_ns"], queue_drops.interval_s, sent_bins, bin_ns)
+                        timeline = congestion_timeline(queue_drops.samples, record["t0_ns"], queue_drops.interval_s,
+                                                       sent_bins, bin_ns)
+                        timeline.update(ports_not_read=queue_drops.not_read, error=queue_drops.error)
+                        record["dataplane"]["congestion_timeline"] = timeline
                     run = RunContext(spec, fabric, controller, readers, fabric.pipeline if fabric else None,
                                      reports, record["t0_ns"])
                     for each in hooks:

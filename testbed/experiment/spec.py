@@ -864,13 +864,14 @@ def resolve_spec_target(spec, target=None):
         SpecError: field ``target``, naming what BMv2 lacks, or BMv2 not installed.
     """
     requested = target or spec.target
+    if spec.servers and requested == "auto":
+        requested = "embedded"  # over several servers auto means the embedded target (as testbed.fabric)
     lossy = any(failure.action == "lossy_link" for failure in spec.failures) \
         or bool(spec.topology.link_delay_us or spec.topology.link_delays)
     mode = mode_table.MODES.get(spec.mode) if spec.mode else None
     features = mode.target_features if mode is not None else ()
     try:
-        return resolve_target(requested, embedded_only_needs(spec.program, lossy_links=lossy, features=features,
-                                                          servers=bool(spec.servers)))
+        return resolve_target(requested, embedded_only_needs(spec.program, lossy_links=lossy, features=features))
     except ParameterError as error:
         raise SpecError("target", requested, f"cannot be {requested} for this spec: {error.reason or error.allowed}",
                         show_value=False) from None

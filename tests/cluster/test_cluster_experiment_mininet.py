@@ -55,3 +55,7 @@ def test_elephants_over_two_servers_keep_the_one_server_ordering(simulated_serve
     measured = cluster["cross_link_measured"]
     assert measured["between"] == ["localhost", SIMULATED_SERVER]
     assert 0 < measured["rtt_ms_avg"] < 50 and measured["rate_mbps"] > 100, measured  # far above the 4 Mbit/s links
+    # every switch port's queue, on both servers, read for the congestion timeline: ECMP's collision drops
+    timeline = results["dataplane"]["congestion_timeline"]
+    assert timeline["ports_not_read"] == [] and timeline["error"] is None
+    assert sum(timeline["drops"]) > 0

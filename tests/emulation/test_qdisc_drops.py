@@ -78,7 +78,7 @@ def test_the_sampler_puts_each_drop_in_the_interval_it_happened(veth):
     subprocess.run(["ip", "link", "set", veth, "txqueuelen", "5"], check=True)
     tc("qdisc", "add", "dev", veth, "root", "handle", "5:", "htb", "default", "1")
     tc("class", "add", "dev", veth, "parent", "5:", "classid", "5:1", "htb", "rate", "1mbit")
-    sampler = QueueDropSampler([veth], interval_s=0.1)
+    sampler = QueueDropSampler(lambda: qdisc_drops([veth]), interval_s=0.1)
     t0_ns = time.time_ns()
     sampler.start(t0_ns)
     try:
@@ -127,3 +127,21 @@ def test_a_queue_length_needs_shaped_links():
         FabricNetwork(topo, queue_frames=64)
     with pytest.raises(ParameterError, match=r"queue_frames.*\[1, 100000\]"):
         FabricNetwork(topo, shape_links=True, queue_frames=0)
+
+
+@pytest.mark.mininet
+@pytest.mark.bmv2
+def test_bmv2s_queues_are_named_as_not_read(tmp_path):
+    """BMv2's ports are in its namespaces, where the root namespace's tc does not see their queues:
+    queue_drops leaves them out and switch_interfaces(in_namespace=True) names them (results record them)."""
+    from testbed.topologies.clos import ClosTopo
+
+    network = FabricNetwork(ClosTopo(leaves=2, spines=1, hosts_per_leaf=1), switch="bmv2", shape_links=True,
+                            log_dir=str(tmp_path))
+    network.start()
+    try:
+        ports = network.switch_interfaces()
+        assert len(ports) == 6 and sorted(network.switch_interfaces(in_namespace=True)) == sorted(ports)
+        assert network.switch_interfaces(in_namespace=False) == [] and network.queue_drops() == {}
+    finally:
+        network.stop()

@@ -236,3 +236,24 @@ def test_no_congestion_cdf_without_shaped_links(tmp_path):
     assert plots.plot_congestion_cdf({"ecmp": [{"dataplane": {"congestion_timeline": None}}]},
                                      str(tmp_path / "c.png")) is None
     assert not (tmp_path / "c.png").exists()
+
+
+def test_the_congestion_cdf_leaves_out_runs_that_did_not_read_every_queue(closing):
+    partial, failed = _run([0.4]), _run([0.6])
+    partial["dataplane"]["congestion_timeline"]["ports_not_read"] = ["s1-eth1"]  # a BMv2 switch's port
+    failed["dataplane"]["congestion_timeline"]["error"] = "server tb-srv1 (198.18.1.2): no answer"
+    figure = plots.congestion_cdf_figure({"bmv2": [partial], "f10": [_run([0.1, 0.2]), failed]}, title="t")
+    closing(figure)
+    axis = figure.axes[0]
+    assert [text.get_text().split(" ")[0] for text in axis.get_legend().get_texts()] == ["f10"]
+    assert [list(line.get_xdata()) for line in axis.get_lines()] == [[0.1, 0.2]]
+
+
+def test_the_comparison_reports_no_congestion_rate_for_a_run_that_did_not_read_every_queue():
+    from testbed.experiment.compare import COLUMNS
+
+    rate, = [column.value for column in COLUMNS if column.key == "congestion_rate"]
+    whole, partial = _run([0.1, 0.2]), _run([0.1, 0.2])
+    whole["dataplane"]["congestion_timeline"]["drops"] = [1, 2]
+    partial["dataplane"]["congestion_timeline"]["ports_not_read"] = ["s1-eth1"]
+    assert rate(whole) == 3 / 20 and rate(partial) is None

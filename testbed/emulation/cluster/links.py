@@ -24,7 +24,9 @@ from mininet.link import TCIntf
 
 from testbed.emulation.cleanup import OWNER_ENV, SERVER_ENV
 from testbed.emulation.cluster.servers import local_address_towards
+from testbed.emulation.hosts import port_setup_commands
 from testbed.emulation.links import MAX_SHAPED_MBPS
+from testbed.emulation.namespaces import set_interface_up
 from testbed.errors import EmulationError
 
 VXLAN_PORT = 4789
@@ -87,7 +89,8 @@ def link_class(kind, owner, groups, tunnels, shape=False):
 
 
 class _ClusterLink(RemoteLink):
-    """Accepts the topology's link options (capacity) like the local FabricLink."""
+    """Accepts the topology's link options (capacity) like the local FabricLink; made as a wire when one of its
+    nodes' ports must never be set down (BMv2, see :func:`make_wire`)."""
 
     run_owner = 0
     #: ``{server name: interface group}`` of the run (its interfaces are tagged as soon as they exist)
@@ -104,23 +107,92 @@ class _ClusterLink(RemoteLink):
         super().__init__(node1, node2, **params)
         for intf in (self.intf1, self.intf2):
             node = intf.node
-            if not node.inNamespace:  # an end in a node's namespace goes with the namespace or its peer
+            if not node.inNamespace and not self.wire:  # an end in a namespace goes with it or its peer
                 group = self.run_groups[node.cluster_server.name]
                 _check(node, node.cmd(f"ip link set {intf.name} group {group}"), f"tagging {intf.name}")
+
+    def makeIntfPair(self, intfname1, intfname2, addr1=None, addr2=None, node1=None, node2=None,
+                     deleteIntfs=True):
+        """As the cluster edition's (a veth pair on one server, a tunnel across), or a wire (:func:`make_wire`)."""
+        node1, node2 = node1 or self.node1, node2 or self.node2
+        if cut_in_wire(node1, node2):
+            self.wire = make_wire(self, (node1, intfname1, addr1), (node2, intfname2, addr2))
+            return None
+        return super().makeIntfPair(intfname1, intfname2, addr1, addr2, node1, node2, deleteIntfs)
+
+    def set_wire(self, up):
+        """Cut (or mend) the wire: its sides down (up) on their servers, this machine's first (the instant)."""
+        for server, side in sorted(self.wire, key=lambda end: not end[0].local):
+            if server.local:
+                set_interface_up(side, up)
+                continue
+            result = server.run(f"ip link set dev {side} {'up' if up else 'down'}")
+            if result.returncode != 0:
+                raise EmulationError(f"wire side {side} on server {server.name}: {result.stderr.strip()}")
+
+
+def cut_in_wire(*nodes):
+    """True when a link between ``nodes`` is made as a wire: one of them must never have a port set down."""
+    return any(getattr(node, "cut_in_wire", False) for node in nodes)
+
+
+def make_wire(link, end1, end2):
+    """Make ``link`` as a wire, as on one server (:mod:`testbed.emulation.links`), on any servers.
+
+    Each end ``(node, port name, address)`` is a veth pair on its node's server: the port in the
+    node, its *side* in the server's root namespace (in the run's interface group there).  The kernel
+    copies frames between the two sides (tc ``mirred``) on one server; across servers, between each
+    side and its end of a tunnel of the run's kind (also in the root namespace).  A failure sets the
+    sides down: the ports lose their carrier and stay up.
+
+    Returns:
+        tuple: ``((server, side name), (server, side name))``.
+    """
+    number = vni(link.run_owner, link.run_index())
+    ends = []
+    for (node, name, addr), letter in ((end1, "a"), (end2, "b")):
+        server, side = node.cluster_server, f"w{number:06x}{letter}"
+        group = link.run_groups[server.name]
+        port = f"name {name}" + (f" address {addr}" if addr else "") + (
+            f" netns {node.pid}" if node.inNamespace else f" group {group}")
+        _check(node, node.rcmd(f"ip link add {port} type veth peer name {side} group {group}"), f"wire end {name}")
+        ends.append((node, server, side, group))
+    (node1, server1, side1, group1), (node2, server2, side2, group2) = ends
+    if server1.name == server2.name:
+        pairs = {server1: [(side1, side2), (side2, side1)]}
+        devices = {server1: [side1, side2]}
+    else:
+        middle1, middle2 = f"x{number:06x}a", f"x{number:06x}b"
+        link.makeTunnel(node1, node2, middle1, middle2, into_nodes=False)
+        for node, middle, group in ((node1, middle1, group1), (node2, middle2, group2)):
+            _check(node, node.rcmd(f"ip link set {middle} group {group}"), f"tagging {middle}")
+        pairs = {server1: [(side1, middle1), (middle1, side1)], server2: [(side2, middle2), (middle2, side2)]}
+        devices = {server1: [side1, middle1], server2: [side2, middle2]}
+    for server, mirrors in pairs.items():
+        script = "; ".join([port_setup_commands(devices[server], up=True)] + [
+            f"tc qdisc add dev {source} ingress && tc filter add dev {source} parent ffff: protocol all u32 "
+            f"match u32 0 0 action mirred egress redirect dev {destination}" for source, destination in mirrors])
+        result = server.run(script)
+        output = (result.stdout + result.stderr).strip()
+        if result.returncode != 0 or output:
+            raise EmulationError(f"wire {side1} -- {side2} on server {server.name}: {output or 'failed'}")
+    return (server1, side1), (server2, side2)
 
 
 class VxlanLink(_ClusterLink):
     """A link whose ends on different servers are joined by VXLAN."""
 
-    def makeTunnel(self, node1, node2, intfname1, intfname2, addr1=None, addr2=None):
-        """Make a VXLAN device on each end's server (moved into the node when it has a namespace)."""
+    def makeTunnel(self, node1, node2, intfname1, intfname2, addr1=None, addr2=None, into_nodes=True):
+        """Make a VXLAN device on each end's server (moved into the node when it has a namespace and
+        ``into_nodes``; else left in the server's root namespace, as a wire's middle)."""
         identifier = vni(self.run_owner, self.run_index())
         for node, name, addr, peer in ((node1, intfname1, addr1, node2), (node2, intfname2, addr2, node1)):
             local, remote = _server_address(node, peer), _server_address(peer, node)
             command = (f"ip link add {name}" + (f" address {addr}" if addr else "")
                        + f" type vxlan id {identifier} local {local} remote {remote} dstport {VXLAN_PORT} nolearning")
             _check(node, node.rcmd(command), f"VXLAN {name}")
-            _move_into(node, name)
+            if into_nodes:
+                _move_into(node, name)
         self.vni = identifier
         return None  # no tunnel process: RemoteLink.status() and stop() see None
 
@@ -128,10 +200,11 @@ class VxlanLink(_ClusterLink):
 class SshTunnelLink(_ClusterLink):
     """A link whose ends on different servers are joined by an SSH Ethernet tunnel (``ssh -w``)."""
 
-    def makeTunnel(self, node1, node2, intfname1, intfname2, addr1=None, addr2=None):
-        """tap<N> on both servers, ``ssh -w N:N`` from node1's server, then each renamed to its port."""
+    def makeTunnel(self, node1, node2, intfname1, intfname2, addr1=None, addr2=None, into_nodes=True):
+        """tap<N> on both servers, ``ssh -w N:N`` from node1's server, then each renamed to its port (and
+        moved into its node as VxlanLink's)."""
         if not node1.cluster_server.local and node2.cluster_server.local:
-            return self.makeTunnel(node2, node1, intfname2, intfname1, addr2, addr1)
+            return self.makeTunnel(node2, node1, intfname2, intfname1, addr2, addr1, into_nodes)
         number = vni(self.run_owner, self.run_index())
         tap = f"tap{number}"
         made = []
@@ -155,7 +228,8 @@ class SshTunnelLink(_ClusterLink):
                 command = f"ip link set {tap} name {name}" + (f" address {addr}" if addr else "")
                 _check(node, node.rcmd(command), f"renaming {tap} to {name}")
                 made.remove(node)
-                _move_into(node, name)
+                if into_nodes:
+                    _move_into(node, name)
         except BaseException:
             for node in made:
                 node.rcmd(f"ip link del {tap}")

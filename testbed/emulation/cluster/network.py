@@ -17,23 +17,25 @@ import re
 import shlex
 import subprocess
 import sys
+import threading
 import time
 
 from mininet.net import Mininet
 
 from testbed.emulation.cleanup import OWNER_ENV, SERVER_ENV, SERVER_GROUP_SLOT, mark_owner, owner_interface_group
 from testbed.emulation.cluster import links as cluster_links
-from testbed.emulation.cluster.nodes import ClusterEmbeddedSwitch, ClusterHost
+from testbed.emulation.cluster.nodes import ClusterBMv2Switch, ClusterEmbeddedSwitch, ClusterHost
 from testbed.emulation.cluster.placement import crossing_links, place
-from testbed.emulation.cluster.servers import WATCH_TIMEOUT_S, check_servers, resolve_all, watch
-from testbed.emulation.hosts import OFFLOAD_FEATURES
+from testbed.emulation.cluster.servers import (WATCH_TIMEOUT_S, RepeatedCommand, check_servers, resolve_all,
+                                               watch)
+from testbed.emulation.hosts import port_setup_commands
 from testbed.emulation.links import ip_batch, unused_interface_group
 from testbed.emulation.namespaces import set_interface_up
-from testbed.emulation.network import FabricNetwork
+from testbed.emulation.network import QDISC_COMMAND, FabricNetwork, parse_qdisc_drops, qdisc_drops
 from testbed.errors import EmulationError, ParameterError
 
 LINK_KINDS = ("vxlan", "ssh")
-SWITCH_KINDS = {"embedded": ClusterEmbeddedSwitch}
+SWITCH_KINDS = {"embedded": ClusterEmbeddedSwitch, "bmv2": ClusterBMv2Switch}
 #: hosts' MTU: room for the VXLAN header (50 bytes) within the servers' 1500
 HOST_MTU = 1450
 #: the cross-link probe: two namespaces (names no topology uses), their addresses (a /30 of their own,
@@ -76,6 +78,8 @@ class ClusterFabricNetwork(FabricNetwork):
         self._groups = {}
         self._tunnels = []  # the run's tunnel processes (SSH tunnels)
         self._watches = {}  # {server name: its watch connection} (see check_reachable)
+        self._readers = {}  # {server name: its queue drop reader} (see queue_drops)
+        self._readers_lock = threading.Lock()
         self._link_class = None
         self.cross_link_measured = None  # see measure_cross_link
 
@@ -151,23 +155,50 @@ class ClusterFabricNetwork(FabricNetwork):
                 time.sleep(0.5)
             raise
 
-    def _prepare_switch_ports(self):
-        """On every server: the switch ports into the run's interface group, IPv6 and offloads off, up."""
+    def queue_drops(self):
+        """As on one server, each server's switch ports read there: this machine's with ``tc``, another's
+        through one ssh connection kept for it (:class:`~testbed.emulation.cluster.servers.RepeatedCommand`).
+
+        Raises:
+            EmulationError: a server's connection ended (the server is lost).
+        """
         by_server = {}
         for switch in self.net.switches:
+            if not switch.inNamespace:
+                by_server.setdefault(switch.cluster_server.name, []).extend(
+                    intf.name for intf in switch.intfList() if intf.name != "lo")
+        drops = {}
+        for name, interfaces in by_server.items():
+            server = self.server_by_name[name]
+            if server.local:
+                drops.update(qdisc_drops(interfaces))
+                continue
+            with self._readers_lock:
+                reader = self._readers.get(name)
+                if reader is None:
+                    owner = os.environ.get(OWNER_ENV, str(os.getpid()))
+                    reader = self._readers[name] = RepeatedCommand(
+                        server, shlex.join(QDISC_COMMAND), [f"{OWNER_ENV}={owner}", f"{SERVER_ENV}={name}"])
+            found = parse_qdisc_drops(reader.output())
+            drops.update({interface: found.get(interface, 0) for interface in interfaces})
+        return drops
+
+    def _prepare_switch_ports(self):
+        """On every server: the root-namespace switch ports IPv6 and offloads off, and up (a switch in a
+        namespace of its own, BMv2, sets up its ports itself)."""
+        by_server = {}
+        for switch in self.net.switches:
+            if switch.inNamespace:
+                continue
             for intf in switch.intfList():
                 if intf.name != "lo":
                     by_server.setdefault(switch.cluster_server.name, []).append(intf.name)
         for name, interfaces in by_server.items():
             server = self.server_by_name[name]
-            lines = [f"link set dev {each} up" for each in interfaces]
-            features = " ".join(f"{feature} off" for feature in OFFLOAD_FEATURES)
-            script = (f"printf '%s\\n' {shlex.quote(chr(10).join(lines))} | ip -batch - && "
-                      + "".join(f"sysctl -qw net.ipv6.conf.{each}.disable_ipv6=1 >/dev/null 2>&1; "
-                                f"ethtool -K {each} {features} >/dev/null 2>&1; " for each in interfaces))
-            result = server.run(script, timeout=120)
-            if result.returncode != 0:
-                raise EmulationError(f"server {name}: preparing switch ports failed: {result.stderr.strip()}")
+            result = server.run(port_setup_commands(interfaces, up=True), timeout=120)
+            output = (result.stdout + result.stderr).strip()
+            if result.returncode != 0 or output:
+                raise EmulationError(f"server {name}: preparing switch ports failed: {output or 'ssh failed'}")
 
     def _configure_hosts(self):
         super()._configure_hosts()
@@ -184,6 +215,10 @@ class ClusterFabricNetwork(FabricNetwork):
         except EmulationError as error:
             errors.append(str(error))
         cluster_links.stop_tunnels(self._tunnels)
+        with self._readers_lock:
+            readers, self._readers = self._readers, {}
+        for reader in readers.values():
+            reader.close()
         watches, self._watches = self._watches, {}
         cluster_links.stop_tunnels(list(watches.values()))
         for server in self.servers:
@@ -201,10 +236,13 @@ class ClusterFabricNetwork(FabricNetwork):
             raise EmulationError("teardown: " + "; ".join(errors))
 
     def link_status(self, a, b, status):
-        """Bring every link between ``a`` and ``b`` up or down, each end on its own server."""
+        """Bring every link between ``a`` and ``b`` up or down, each end (or wire side) on its own server."""
         if status not in ("up", "down"):
             raise ParameterError("status", status, "up or down")
         for link in self._links_between(a, b):
+            if link.wire:
+                link.set_wire(status == "up")
+                continue
             for intf in (link.intf1, link.intf2):
                 node = intf.node
                 if getattr(node, "isRemote", False) or node.inNamespace:

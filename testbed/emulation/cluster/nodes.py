@@ -12,19 +12,21 @@ processes started over ssh, ``mnexec`` on the server) with its defects worked ar
 * the cluster edition's cleanup callback (``ssh <server> sudo mn -c``, which would remove every
   other user's network on that server) is never registered.
 """
+import json
 import os
 import shlex
 import signal
 import subprocess
+import sys
 import threading
 
 from mininet.examples.cluster import ClusterCleanup, RemoteMixin
 from mininet.node import Node
 
-from testbed.emulation.cleanup import OWNER_ENV, REMOTE_PID_PREFIX, SERVER_ENV
+from testbed.emulation.cleanup import OWNER_ENV, REMOTE_DIR_PREFIX, REMOTE_PID_PREFIX, SERVER_ENV
 from testbed.emulation.cluster.servers import forwarded_environment
-from testbed.emulation.hosts import FabricHost
-from testbed.emulation.p4switch import EmbeddedP4Switch, SWITCHD_MODULE
+from testbed.emulation.hosts import FabricHost, port_setup_commands
+from testbed.emulation.p4switch import BMv2Switch, EmbeddedP4Switch, SWITCHD_MODULE
 from testbed.errors import EmulationError
 
 #: how often a remote node waiting for its shell's output checks that the shell's connection still runs
@@ -129,8 +131,7 @@ class ClusterHost(ClusterNodeMixin, FabricHost):
         names = [each.name for each in self.intfList() if each.name != "lo"]
         script = "\\n".join(lines)  # one shell line: the node's interactive shell would prompt for more
         output = self.cmd("sysctl -qw net.ipv6.conf.all.disable_ipv6=1 >/dev/null 2>&1; "
-                          + "".join(f"ethtool -K {name} rx off tx off sg off tso off gso off gro off "
-                                    f">/dev/null 2>&1; " for name in names)
+                          + (port_setup_commands(names) + "; " if names else "")
                           + f"printf '%b\\n' {shlex.quote(script)} | ip -batch -")
         if output.strip():
             raise EmulationError(f"host {self.name} on {self.cluster_server.name}: configuring its "
@@ -177,9 +178,6 @@ class ClusterEmbeddedSwitch(ClusterNodeMixin, EmbeddedP4Switch):
         """Local: as the embedded switch; remote: ``python -m switchd`` over ``ssh -tt``, output to the log."""
         if not self.isRemote:
             return super().launch()
-        import subprocess
-        import sys
-
         log = open(self.log_path, "ab")
         try:
             return self._popen([sys.executable, "-m", SWITCHD_MODULE] + self.switchd_args(), tt=True,
@@ -192,3 +190,156 @@ class ClusterEmbeddedSwitch(ClusterNodeMixin, EmbeddedP4Switch):
         entry = super().describe()
         entry["server"] = self.cluster_server.name
         return entry
+
+
+class ClusterBMv2Switch(ClusterNodeMixin, BMv2Switch):
+    """BMv2 on any server, in a network namespace of its own there (as on one server).
+
+    A remote BMv2 runs under ``ssh -tt`` as :class:`ClusterEmbeddedSwitch` does (it goes when its
+    terminal hangs up; its output comes back into the local log).  Its files are in a run folder
+    on its server (``/tmp/testbed-rnode-<owner>-<name>``, removed at stop and by ``testbed cleanup
+    --servers``): the P4Runtime Unix socket, and the packet log and pcaps when asked for, which
+    are fetched into the log folder at stop.  The controller reaches P4Runtime through an ssh
+    forward of a local Unix socket to that one (:attr:`grpc_address` is the local end), so, as
+    on one server, only root on either machine reaches it.  The Thrift server (registers)
+    listens only inside the switch's namespace: reads run ``python -m testbed.emulation.bmv2_runtime``
+    in the switch's shell there.
+    """
+
+    #: how long a readiness check waits for P4Runtime to answer through the forward
+    READY_PROBE_S = 0.3
+
+    def __init__(self, name, server=None, owner=None, **params):
+        super().__init__(name, server=server, owner=owner, **params)
+        self.server_dir = f"/tmp/{REMOTE_DIR_PREFIX}{self.owner}-{name}" if self.isRemote else None
+        self._forward = None
+
+    def output_dir(self):
+        """Remote: the run folder on the switch's server (fetched into the log folder at stop)."""
+        return self.server_dir if self.isRemote else super().output_dir()
+
+    def serve_address(self):
+        """Remote: the Unix socket in the run folder on the switch's server."""
+        return f"unix:{self.server_dir}/p4rt" if self.isRemote else super().serve_address()
+
+    def start(self, controllers):
+        """Remote: the run folder, the ports (and generator port) set up in the namespace, then BMv2."""
+        if not self.isRemote:
+            return super().start(controllers)
+        ports = list(self.port_interfaces().values())
+        commands = [f"rm -rf {self.server_dir} && mkdir -m 700 {self.server_dir}"]
+        if self.pktgen_port is not None:
+            switch_end, injector_end = self._pktgen_interfaces()
+            commands.append(f"ip link add {switch_end} type veth peer name {injector_end}")
+            ports += [switch_end, injector_end]
+        commands.append(port_setup_commands(ports + ["lo"], up=True))
+        output = self.cmd(" && ".join(commands))
+        if output.strip():
+            raise EmulationError(f"switch {self.name} on server {self.cluster_server.name}: setting up its "
+                                 f"ports failed: {output.strip()}")
+        return super(BMv2Switch, self).start(controllers)
+
+    def spawn_in_namespace(self, argv, log_path):
+        """Remote: ``mnexec -a`` on the switch's server; BMv2 itself under ``ssh -tt`` (see the class),
+        other processes (packet generator injectors) as :class:`RemoteProcess`."""
+        if not self.isRemote:
+            return super().spawn_in_namespace(argv, log_path)
+        log = open(log_path, "ab")
+        try:
+            if argv[:1] == [self.binary]:
+                process = self._popen(["mnexec", "-a", str(self.pid)] + argv, tt=True, stdout=log,
+                                      stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+                self._forward = self._forward_p4runtime(log)
+                return process
+            return self.popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        finally:
+            log.close()
+
+    def _forward_p4runtime(self, log):
+        """``ssh -L <local socket>:<server socket>``: its remote side reads the stdin this run holds, so the
+        forward ends with the run (also a killed one)."""
+        if os.path.exists(self.socket_path):
+            os.remove(self.socket_path)
+        argv = self.cluster_server.ssh_argv()
+        argv[-1:] = ["-o", "ExitOnForwardFailure=yes", "-o", "StreamLocalBindUnlink=yes",
+                     "-o", "StreamLocalBindMask=0177", "-L", f"{self.socket_path}:{self.server_dir}/p4rt",
+                     argv[-1], self.remote_command(["sh", "-c", "exec cat >/dev/null"])]
+        return subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=log,
+                                process_group=0)
+
+    def _listening(self):
+        """Remote: P4Runtime answers through the forward (the forward's socket accepts before BMv2 listens)."""
+        if not self.isRemote:
+            return super()._listening()
+        import grpc
+
+        if self._forward is None or self._forward.poll() is not None or not os.path.exists(self.socket_path):
+            return False
+        with grpc.insecure_channel(self.grpc_address) as channel:
+            try:
+                grpc.channel_ready_future(channel).result(timeout=self.READY_PROBE_S)
+                return True
+            except grpc.FutureTimeoutError:
+                return False
+
+    def read_register(self, name, index=None, client=None):
+        """Remote: ``python -m testbed.emulation.bmv2_runtime`` in the switch's shell on its server (Thrift
+        listens only in the switch's namespace there).
+
+        Raises:
+            EmulationError: the switch is not running, or BMv2 refused the read (its message).
+        """
+        if not self.isRemote:
+            return super().read_register(name, index, client)
+        self.check_alive()
+        argv = [sys.executable, "-m", "testbed.emulation.bmv2_runtime", name] + (
+            [] if index is None else [str(int(index))]) + ["--port", str(self.thrift_port)]
+        output = self.cmd(shlex.join(argv) + " 2>&1").strip()
+        try:
+            return json.loads(output.splitlines()[-1])
+        except (IndexError, ValueError):
+            raise EmulationError(f"switch {self.name} on server {self.cluster_server.name}: reading register "
+                                 f"{name}: {output[-300:] or 'no answer'}") from None
+
+    def stop(self, deleteIntfs=True):
+        """As on one server; remote: then the forward, and the run folder fetched (packet log, pcaps) and removed."""
+        try:
+            super().stop(deleteIntfs)
+        finally:
+            if self.isRemote:
+                forward, self._forward = self._forward, None
+                if forward is not None:
+                    from testbed.emulation.cluster.links import stop_tunnels
+
+                    stop_tunnels([forward])
+                self._fetch_server_dir()
+
+    def _fetch_server_dir(self):
+        """Copy the run folder's files (but the socket) into the log folder, then remove the folder."""
+        server = self.cluster_server
+        if server.lost or self.server_dir is None:
+            return
+        if self.packet_log or self.pcap:
+            fetched = subprocess.run(server.ssh_argv() + [f"tar -C {self.server_dir} -cf - --exclude p4rt ."],
+                                     capture_output=True, timeout=120, check=False)
+            if fetched.returncode == 0:
+                import io
+                import shutil
+                import tarfile
+
+                with tarfile.open(fileobj=io.BytesIO(fetched.stdout)) as archive:
+                    for member in archive.getmembers():
+                        if member.isfile():  # by its own name only: the folder holds no subfolders
+                            target = os.path.join(self.log_dir, os.path.basename(member.name))
+                            with archive.extractfile(member) as source, open(target, "wb") as sink:
+                                shutil.copyfileobj(source, sink)
+        server.run(f"rm -rf {self.server_dir}")
+
+    def describe(self):
+        """The state file entry, with the server and (remote) the run folder there."""
+        entry = super().describe()
+        entry["server"] = self.cluster_server.name
+        if self.isRemote:
+            entry["server_dir"] = self.server_dir
+        return entry
+

@@ -12,6 +12,7 @@ import os
 import shlex
 import socket
 import subprocess
+import threading
 
 from testbed.emulation.cluster import simserver
 from testbed.errors import EmulationError, ParameterError
@@ -88,6 +89,55 @@ def watch(server, marks):
     remote = shlex.join(["env", *marks, "sh", "-c", "exec cat >/dev/null"])
     return subprocess.Popen(server.ssh_argv(alive_s=WATCH_TIMEOUT_S) + [remote], stdin=subprocess.PIPE,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, process_group=0)
+
+
+class RepeatedCommand:
+    """One ssh connection to ``server`` that runs ``command`` there at each :meth:`output` call: a round trip
+    over an open connection rather than an ssh login each time (a sampler asks every 100 ms).  ``marks``
+    are the owner marks of the remote loop (``NAME=value``); it ends when :meth:`close` (or the run's
+    end) closes its stdin."""
+
+    END = "@@testbed-end@@"
+
+    def __init__(self, server, command, marks):
+        self.server = server
+        loop = f"while read _; do {command}; echo {self.END}; done"
+        self.process = subprocess.Popen(
+            server.ssh_argv(alive_s=WATCH_TIMEOUT_S) + [shlex.join(["env", *marks, "sh", "-c", loop])],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, process_group=0)
+        self.lock = threading.Lock()
+
+    def output(self):
+        """The command's output this time.
+
+        Raises:
+            EmulationError: the connection ended (naming the server).
+        """
+        with self.lock:
+            lines = []
+            try:
+                self.process.stdin.write("\n")
+                self.process.stdin.flush()
+                for line in self.process.stdout:
+                    if line.rstrip("\n") == self.END:
+                        return "".join(lines)
+                    lines.append(line)
+            except (OSError, ValueError):
+                pass
+            raise EmulationError(f"server {self.server.name} ({self.server.address}): the connection that "
+                                 f"reads it ended (status {self.process.poll()})")
+
+    def close(self):
+        """End the remote loop and the connection (safe to call twice)."""
+        with self.lock:
+            if self.process.stdin and not self.process.stdin.closed:
+                self.process.stdin.close()
+            try:
+                self.process.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+            self.process.stdout.close()
 
 
 def forwarded_environment():
@@ -188,7 +238,9 @@ def requirements(switch_kind, link_kind):
         checks.append(("the embedded switch (testbed.embedded_switch.switchd)",
                        f"{shlex.quote(_python())} -c 'import testbed.embedded_switch.switchd'"))
     elif switch_kind == "bmv2":
-        checks.append(("BMv2 (simple_switch_grpc)", "command -v simple_switch_grpc >/dev/null"))
+        checks.append(("BMv2 (simple_switch_grpc and its Thrift runtime modules)",
+                       f"command -v simple_switch_grpc >/dev/null && {shlex.quote(_python())} -c "
+                       "'from testbed.emulation.bmv2_runtime import runtime_modules; runtime_modules()'"))
     return checks
 
 
@@ -233,4 +285,4 @@ def local_address_towards(server):
 
 
 __all__ = ["Server", "resolve", "resolve_all", "check_servers", "parse_servers_option", "LOCAL",
-           "local_address_towards", "forwarded_environment", "watch", "WATCH_TIMEOUT_S"]
+           "local_address_towards", "forwarded_environment", "watch", "WATCH_TIMEOUT_S", "RepeatedCommand"]
