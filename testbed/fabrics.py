@@ -25,10 +25,8 @@ on an exception inside the ``with`` block, on Ctrl-C, on SIGTERM/SIGHUP
 during teardown does not interrupt it.  Nothing is left behind.
 """
 import os
-import shutil
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 
@@ -655,63 +653,58 @@ class Fabric:
 
 
 class Capture:
-    """A tcpdump on a host's fabric interface, writing a temporary pcap (see :meth:`Fabric.capture`)."""
+    """A tcpdump on a host's fabric interface, its pcap read from its stdout (see :meth:`Fabric.capture`);
+    no file, so a host on another server is captured the same way."""
 
     def __init__(self, host, bpf_filter="", count=None, registry=None):
         self.host = host
         self.bpf_filter = bpf_filter
         self.count = count
         self._registry = registry
-        self._dir = None
         self._process = None
 
     def __enter__(self):
-        self._dir = tempfile.mkdtemp(prefix="testbed-capture-")
-        path = os.path.join(self._dir, "capture.pcap")
-        argv = ["tcpdump", "-i", self.host.defaultIntf().name, "-U", "-n", "-w", path]
+        argv = ["tcpdump", "-i", self.host.defaultIntf().name, "-U", "-n", "-w", "-"]
         if self.count:
             argv += ["-c", str(int(self.count))]
         argv += self.bpf_filter.split()
         launch = self.host.popen
         if self._registry is not None:
             launch = self._registry.wrap(from_mininet(self.host)).popen
-        self._process = launch(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        self._process = launch(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         line = self._process.stderr.readline().decode(errors="replace")  # "listening on ..." once attached
         if "listening on" not in line:
-            self.__exit__(None, None, None)
+            self._discard()
             raise EmulationError(f"tcpdump on {self.host.name} did not start: {line.strip()}")
         return self
 
     def packets(self, wait_s=1.0):
         """Stop capturing after ``wait_s`` more seconds (or when ``count`` frames came) and return them (Scapy)."""
+        import io
+
         from scapy.utils import rdpcap
 
         process, self._process = self._process, None
-        if process is not None:
-            try:
-                process.wait(timeout=wait_s)
-            except subprocess.TimeoutExpired:
-                process.terminate()
-                process.wait(timeout=10)
-            process.stderr.close()
-        path = os.path.join(self._dir, "capture.pcap")
-        return list(rdpcap(path)) if os.path.exists(path) and os.path.getsize(path) > 0 else []
+        if process is None:
+            return []
+        try:
+            pcap, _ = process.communicate(timeout=wait_s)
+        except subprocess.TimeoutExpired:
+            process.terminate()
+            pcap, _ = process.communicate(timeout=10)
+        return list(rdpcap(io.BytesIO(pcap))) if pcap else []
 
     def __exit__(self, *exc_info):
-        if exc_info[0] is not None or self._dir is None:
+        if exc_info[0] is not None:
             self._discard()
         return False
 
     def _discard(self):
         process, self._process = self._process, None
-        if process is not None and process.poll() is None:
-            process.kill()
-            process.wait()
         if process is not None:
-            process.stderr.close()
-        if self._dir is not None:
-            shutil.rmtree(self._dir, ignore_errors=True)
-            self._dir = None
+            if process.poll() is None:
+                process.kill()
+            process.communicate()
 
     def __del__(self):
         self._discard()

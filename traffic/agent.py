@@ -2,13 +2,14 @@
 
 Started by :func:`testbed.traffic.collectives.run_collective` inside a host::
 
-    python -m testbed.traffic.agent --plan plan-3.json
+    python -m testbed.traffic.agent --plan -
 
-Protocol on stdin/stdout: the agent opens its sockets and prints ``READY``;
-it reads ``GO <start_ns>``, waits for that instant (hosts share the clock),
-runs its steps and prints ``DONE``; it keeps receiving (and acknowledging
-retransmissions) until it reads ``EXIT``, then writes its JSON report to the
-path named in the plan and exits.
+Protocol on stdin/stdout: the agent reads its plan (one JSON line; or from a
+file with ``--plan PATH``), opens its sockets and prints ``READY``; it reads
+``GO <start_ns>``, waits for that instant (hosts share the clock), runs its
+steps and prints ``DONE``; it keeps receiving (and acknowledging
+retransmissions) until it reads ``EXIT``, then prints its JSON report (one
+line) and exits.
 
 A receiver thread captures RoCEv2 packets (raw socket, kernel-filtered on
 the run's traffic job, see :mod:`testbed.traffic.qp`) and accounts them
@@ -498,10 +499,13 @@ class Agent:
 def main(argv=None):
     """Entry point: run one rank's plan under the READY / GO / DONE / EXIT protocol."""
     parser = argparse.ArgumentParser(prog="python -m testbed.traffic.agent", description=__doc__.split("\n")[0])
-    parser.add_argument("--plan", required=True)
+    parser.add_argument("--plan", required=True, help="the plan (JSON), or - for one line of stdin")
     args = parser.parse_args(argv)
-    with open(args.plan) as handle:
-        spec = json.load(handle)
+    if args.plan == "-":
+        spec = json.loads(sys.stdin.readline())
+    else:
+        with open(args.plan) as handle:
+            spec = json.load(handle)
     sys.setswitchinterval(0.0005)
     agent = Agent(spec)
     try:
@@ -524,8 +528,7 @@ def main(argv=None):
         report = agent.final_report(report)
     finally:
         agent.close()
-    with open(spec["report"], "w") as handle:
-        json.dump(report, handle)
+    print(json.dumps(report), flush=True)  # the report, after DONE, on the same pipe
     return 0
 
 

@@ -18,9 +18,10 @@ Patterns (``size`` is the per-rank buffer in bytes, ``n`` ranks):
   rank receiving exactly once (a seeded derangement).
 
 :func:`run_collective` runs a plan on hosts (:mod:`testbed.traffic.hosts`):
-it starts one agent per host (``python -m testbed.traffic.agent``), waits
-until every agent's receiver is open, releases them at a common instant
-(hosts share the clock) and gathers their reports.  The completion time is
+it starts one agent per host (``python -m testbed.traffic.agent``; its plan on
+its stdin, its report on its stdout, so an agent on another server needs no
+file of this one), waits until every agent's receiver is open, releases them
+at a common instant (hosts share the clock) and gathers their reports.  The completion time is
 from that instant to the last rank finishing its last step.  With
 ``admission=True`` every chunk waits for a clear-to-send from its receiver
 (seed 004 5.2.2).
@@ -29,11 +30,8 @@ import dataclasses
 import json
 import os
 import random
-import select
-import shutil
 import subprocess
 import sys
-import tempfile
 import time
 from typing import Optional
 
@@ -137,25 +135,6 @@ def validate_options(pattern, size, qps, rate_mbps, qp_scaling, hosts_count=None
         raise ParameterError("--hosts", hosts_count, "at least 2 hosts")
 
 
-def _read_line(process, deadline, name):
-    """Read one line of an agent's stdout before ``deadline`` (monotonic seconds)."""
-    line = b""
-    fd = process.stdout.fileno()
-    while not line.endswith(b"\n"):
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            raise EmulationError(f"agent on {name} did not answer in time")
-        ready, _, _ = select.select([fd], [], [], remaining)
-        if not ready:
-            continue
-        chunk = os.read(fd, 1)
-        if not chunk:
-            error = process.stderr.read().decode(errors="replace") if process.stderr else ""
-            raise EmulationError(f"agent on {name} exited early: {error.strip()[-2000:]}")
-        line += chunk
-    return line.decode().strip()
-
-
 @dataclasses.dataclass(frozen=True)
 class CollectiveOptions:
     """How :func:`run_collective` sends a collective's data and measures it.
@@ -228,7 +207,7 @@ def run_collective(hosts, pattern, size, options=None, *, python=None, on_start=
         on_start: optional callable ``(start_ns)`` called right after the agents are released
             (e.g. to schedule a failure); if it returns an int, that is taken as the failure
             time in ns and the report's ``recovery`` says when delivery resumed after it.
-        workdir: directory for plan and report files (default: a temporary one, removed).
+        workdir: where to keep each agent's report (``report-<rank>.json``; default: nowhere).
 
     Returns:
         dict: ``completion_time_s``, ``complete`` (every rank got all its bytes),
@@ -251,19 +230,17 @@ def run_collective(hosts, pattern, size, options=None, *, python=None, on_start=
     if not 0 <= job <= qp_module.MAX_JOB:
         raise ParameterError("job", job, f"an integer in 0..{qp_module.MAX_JOB}")
     python = python or sys.executable
-    own_dir = workdir is None
-    workdir = workdir or tempfile.mkdtemp(prefix="testbed-collective-")
     processes = []
     try:
         for rank, host in enumerate(hosts):
-            path = os.path.join(workdir, f"plan-{rank}.json")
-            with open(path, "w") as handle:
-                json.dump(_agent_spec(hosts, rank, plan, options, job, workdir), handle)
-            processes.append(host.popen([python, "-m", "testbed.traffic.agent", "--plan", path],
-                                        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE))
+            process = host.popen([python, "-m", "testbed.traffic.agent", "--plan", "-"],
+                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+            processes.append(process)
+            process.stdin.write(json.dumps(_agent_spec(hosts, rank, plan, options, job)).encode() + b"\n")
+            process.stdin.flush()
         deadline = time.monotonic() + options.timeout
         for host, process in zip(hosts, processes):
-            line = _read_line(process, deadline, host.name)
+            line = host_module.read_line(process, deadline, f"agent on {host.name}")
             if line != "READY":
                 raise EmulationError(f"agent on {host.name} said {line!r} instead of READY")
         start_ns = time.time_ns() + 200_000_000
@@ -272,18 +249,19 @@ def run_collective(hosts, pattern, size, options=None, *, python=None, on_start=
             process.stdin.flush()
         failure_ns = on_start(start_ns) if on_start is not None else None
         for host, process in zip(hosts, processes):
-            line = _read_line(process, deadline, host.name)
+            line = host_module.read_line(process, deadline, f"agent on {host.name}")
             if line != "DONE":
                 raise EmulationError(f"agent on {host.name} said {line!r} instead of DONE")
         for process in processes:
             process.stdin.write(b"EXIT\n")
             process.stdin.flush()
-        for process in processes:
-            process.wait(timeout=30)
         reports = []
-        for rank in range(len(hosts)):
-            with open(os.path.join(workdir, f"report-{rank}.json")) as handle:
-                reports.append(json.load(handle))
+        for rank, (host, process) in enumerate(zip(hosts, processes)):
+            report = host_module.finish(process, 30, f"agent on {host.name}")
+            reports.append(report)
+            if workdir is not None:
+                with open(os.path.join(workdir, f"report-{rank}.json"), "w") as handle:
+                    json.dump(report, handle)
         return summarize(pattern, hosts, plan, reports, start_ns, failure_ns if isinstance(failure_ns, int) else None,
                          {"size": size, "qps": options.qps, "qp_scaling": options.qp_scaling,
                           "rate_mbps": options.rate_mbps, "mtu": options.mtu, "chunk_bytes": options.chunk_bytes,
@@ -292,12 +270,10 @@ def run_collective(hosts, pattern, size, options=None, *, python=None, on_start=
                           "retry_count": options.retry_count, "job": job, "udp_sport": options.udp_sport})
     finally:
         host_module.stop_processes(processes)
-        if own_dir:
-            shutil.rmtree(workdir, ignore_errors=True)
 
 
-def _agent_spec(hosts, rank, plan, options, job, workdir):
-    """The plan file of one rank's agent (:mod:`testbed.traffic.agent`)."""
+def _agent_spec(hosts, rank, plan, options, job):
+    """The plan of one rank's agent (:mod:`testbed.traffic.agent`), which it reads on its stdin."""
     host = hosts[rank]
     # "mac" is the Ethernet destination this rank's frames to that peer carry
     peers = [{"rank": peer_rank, "name": peer.name, "ip": peer.ip,
@@ -309,7 +285,7 @@ def _agent_spec(hosts, rank, plan, options, job, workdir):
             "seed": options.seed, "step_timeout": options.resolved_step_timeout(),
             "loss_timeout": options.loss_timeout, "bin_ms": options.bin_ms, "retransmit": options.retransmit,
             "ack_timeout": options.ack_timeout, "retry_count": options.retry_count, "job": job,
-            "udp_sport": options.udp_sport, "report": os.path.join(workdir, f"report-{rank}.json")}
+            "udp_sport": options.udp_sport}
 
 
 def summarize(pattern, hosts, plan, reports, start_ns, failure_ns, options):

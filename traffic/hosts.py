@@ -18,10 +18,13 @@ Two sources of hosts:
   that Ethernet destination (a routed fabric whose first-hop switch expects
   its own router MAC) instead of the destination host's MAC.
 """
+import json
 import os
+import select
 import shutil
 import subprocess
 import threading
+import time
 from dataclasses import dataclass, replace
 from typing import Callable, Optional
 
@@ -141,6 +144,55 @@ def select_hosts(available, names, option="--hosts"):
             raise ParameterError(option, name, "each host at most once")
         chosen.append(available[name])
     return chosen
+
+
+def read_line(process, deadline, what):
+    """One line of a traffic process's stdout, read before ``deadline`` (monotonic seconds).
+
+    Read a byte at a time straight from the pipe, so nothing after the line is taken into a
+    buffer that a later ``communicate()`` (which reads the pipe itself) would not see.  The
+    processes announce themselves this way (``ready``, ``READY``) and hand their reports back on
+    the same pipe, which is how a process on another server talks to the run too.
+
+    Raises:
+        EmulationError: naming ``what``: no line before the deadline, or the process ended first
+            (its stderr's tail quoted).
+    """
+    line = b""
+    fd = process.stdout.fileno()
+    while not line.endswith(b"\n"):
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise EmulationError(f"{what} did not answer in time")
+        ready, _, _ = select.select([fd], [], [], remaining)
+        if not ready:
+            continue
+        chunk = os.read(fd, 1)
+        if not chunk:
+            error = process.stderr.read().decode(errors="replace") if process.stderr else ""
+            raise EmulationError(f"{what} exited early: {error.strip()[-2000:]}")
+        line += chunk
+    return line.decode().strip()
+
+
+def finish(process, timeout, what):
+    """Wait until a traffic process ends and return the JSON report it printed (the rest of its stdout).
+
+    Raises:
+        EmulationError: naming ``what``: it did not end in time, it failed (its stderr's tail
+            quoted), or what it printed is not a report.
+    """
+    try:
+        out, err = process.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise EmulationError(f"{what} did not finish in time") from None
+    if process.returncode != 0:
+        raise EmulationError(f"{what} failed (status {process.returncode}): "
+                             f"{(err or b'').decode(errors='replace').strip()[-2000:]}")
+    try:
+        return json.loads(out)
+    except ValueError:
+        raise EmulationError(f"{what} printed no report: {out[-300:]!r}") from None
 
 
 def stop_processes(processes, timeout=5.0):

@@ -1,4 +1,4 @@
-"""How the traffic processes hand their JSON reports back."""
+"""How the traffic processes say they are ready and hand their JSON reports back."""
 import json
 
 
@@ -10,3 +10,15 @@ def emit_report(report, path=None):
             handle.write(text)
     else:
         print(text)
+
+
+def announce(path, word):
+    """Say the process is ready: ``word`` as a line on stdout when ``path`` is ``-`` (its report then
+    follows there), else written into the file ``path``; nothing when ``path`` is None."""
+    if not path:
+        return
+    if path == "-":
+        print(word, flush=True)
+        return
+    with open(path, "w") as handle:
+        handle.write(word + "\n")

@@ -57,7 +57,7 @@ from array import array
 
 from testbed.packet_sockets import SocketDrops, enable_timestamps, kernel_stamp, open_packet_socket
 from testbed.traffic import roce
-from testbed.traffic.json_report import emit_report
+from testbed.traffic.json_report import announce, emit_report
 from testbed.traffic.qp import psn_delta
 
 DEFAULT_LOSS_TIMEOUT = 0.2
@@ -638,7 +638,8 @@ def build_argument_parser():
                         help="record a queue pair's delivery gaps at least this long (qp_gaps)")
     parser.add_argument("--check-icrc", action="store_true")
     parser.add_argument("--job", type=int, help="raw capture: keep only this traffic job's packets (0..255)")
-    parser.add_argument("--ready-file", help="touch this file once the socket is open")
+    parser.add_argument("--ready-file", help="write 'ready' into this file once the socket is open "
+                        "(-: a line on stdout, before the report)")
     parser.add_argument("--json", help="write the report here (default: stdout)")
     return parser
 
@@ -656,9 +657,7 @@ def main(argv=None):
     signal.signal(signal.SIGTERM, lambda *_: stop.append(True))
     signal.signal(signal.SIGINT, lambda *_: stop.append(True))
     try:
-        if args.ready_file:
-            with open(args.ready_file, "w") as handle:
-                handle.write("ready\n")
+        announce(args.ready_file, "ready")
         report = run_receiver(receiver, capture, duration=args.duration, idle_timeout=args.idle_timeout,
                               until=lambda: bool(stop))
     finally:

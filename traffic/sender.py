@@ -28,7 +28,7 @@ from typing import Optional
 from testbed.errors import ParameterError
 from testbed.traffic import qp as qp_module
 from testbed.traffic import roce
-from testbed.traffic.json_report import emit_report
+from testbed.traffic.json_report import announce, emit_report
 from testbed.traffic.pause import PauseGate
 
 DEFAULT_BIN_MS = 10.0
@@ -577,7 +577,8 @@ def build_argument_parser():
     parser.add_argument("--start-at-stdin", action="store_true",
                         help="once ready, read the wall-clock time (ns since the epoch) of the first packet "
                              "from a line on stdin (a run that starts many senders sets it when all are ready)")
-    parser.add_argument("--ready-file", help="create this file when ready to send (before waiting for the start)")
+    parser.add_argument("--ready-file", help="write 'sending' into this file when ready to send (before waiting "
+                        "for the start; -: a line on stdout, before the report)")
     parser.add_argument("--json", help="write the report here (default: stdout)")
     return parser
 
@@ -610,13 +611,8 @@ def main(argv=None):
                           start_psn=args.start_psn, job=args.job, udp_sport=args.udp_sport,
                           start_at_ns=args.start_at_ns, pacing=args.pacing, gap_sigma=args.gap_sigma,
                           on_sigma=args.on_sigma, off_sigma=args.off_sigma, seed=args.seed)
-    def touch_ready_file():
-        if args.ready_file:
-            with open(args.ready_file, "w") as handle:
-                handle.write("sending\n")
-
     try:
-        report = run_sender(config, on_ready=touch_ready_file,
+        report = run_sender(config, on_ready=lambda: announce(args.ready_file, "sending"),
                             start_time=read_start_time if args.start_at_stdin else None)
     except ParameterError as error:
         print(f"sender: error: {error}", file=sys.stderr)

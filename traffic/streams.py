@@ -7,16 +7,15 @@ combines both sides' JSON reports: per-QP loss (PSN gaps and sender-vs-receiver
 counts, so tail loss is included), out-of-sequence counts, throughput
 timeline, latency, and delivery gaps from which
 :func:`testbed.traffic.metrics.time_to_recover` tells when delivery resumed
-after a failure.
+after a failure.  Each process announces itself and hands its report back on
+its stdout, so a host on another server needs no file of this one.
 """
 import dataclasses
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 from typing import Optional
 
@@ -27,6 +26,10 @@ from testbed.traffic import qp as qp_module
 from testbed.traffic import roce
 from testbed.traffic.receiver import DEFAULT_FLOW_GAP_MS, reconcile
 from testbed.traffic.sender import PACING_RULES
+
+
+#: how long the receivers (then the senders) of a run may take to start and announce themselves
+START_TIMEOUT_S = 120
 
 
 def pair_hosts(hosts):
@@ -40,16 +43,15 @@ def pair_hosts(hosts):
     return [(hosts[i], hosts[i + 1]) for i in range(0, len(hosts), 2)]
 
 
-def _wait_files(paths, processes, deadline, what="receivers"):
-    """Wait until every path exists; fail if a process exits first or the deadline passes."""
-    while not all(os.path.exists(path) for path in paths):
-        for process in processes:
-            if process.poll() is not None and process.returncode != 0:
-                error = process.stderr.read().decode(errors="replace") if process.stderr else ""
-                raise EmulationError(f"{what}: a process exited early: {error.strip()[-2000:]}")
-        if time.monotonic() > deadline:
-            raise EmulationError(f"{what} did not start in time")
-        time.sleep(0.01)
+def _expect_line(process, deadline, what, expected):
+    """Read a traffic process's announcement (``ready``, ``sending``) before ``deadline``.
+
+    Raises:
+        EmulationError: it said something else, did not answer in time or exited first.
+    """
+    line = host_module.read_line(process, deadline, what)
+    if line != expected:
+        raise EmulationError(f"{what} said {line!r} instead of {expected!r}")
 
 
 def packet_spacing_ms(rate_mbps, qps, mtu):
@@ -142,7 +144,7 @@ def run_streams(hosts, options=None, *, python=None, on_start=None, failure_ns=N
         on_start: callable ``(start_ns)`` run once the senders start (schedule failures here);
             it may return the failure time in ns to compute the time to recover.
         failure_ns: when a failure happened (alternative to ``on_start``'s return value).
-        workdir: where reports go (default: a temporary directory, removed).
+        workdir: where to keep the raw reports (``tx-<pair>.json``, ``rx-<pair>.json``; default: nowhere).
         start_at_ns: wall-clock time (ns) the senders start sending: the processes start at once
             and wait for it, so a run's schedule does not depend on how long they take to start
             (a sender ready only later starts when ready; ``start_ns`` in the report is then late).
@@ -174,53 +176,48 @@ def run_streams(hosts, options=None, *, python=None, on_start=None, failure_ns=N
         raise ParameterError("--pacing", options.pacing, "one of: " + ", ".join(PACING_RULES))
     job = qp_module.allocate_job() if options.job is None else options.job
     python = python or sys.executable
-    own_dir = workdir is None
-    workdir = workdir or tempfile.mkdtemp(prefix="testbed-streams-")
     processes = []
     try:
         receivers = []
-        ready_files = []
-        for index, (_, dst) in enumerate(pairs):
-            ready = os.path.join(workdir, f"ready-{index}")
-            report = os.path.join(workdir, f"rx-{index}.json")
-            process = dst.popen(_receiver_argv(python, dst, job, options, ready, report),
-                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        for _, dst in pairs:
+            process = dst.popen(_receiver_argv(python, dst, job, options), stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE)
             processes.append(process)
-            receivers.append((process, report))
-            ready_files.append(ready)
-        _wait_files(ready_files, [p for p, _ in receivers], time.monotonic() + 120)
+            receivers.append(process)
+        deadline = time.monotonic() + START_TIMEOUT_S
+        for (_, dst), process in zip(pairs, receivers):
+            _expect_line(process, deadline, f"receiver on {dst.name}", "ready")
         senders = []
         for index, (src, dst) in enumerate(pairs):
-            report = os.path.join(workdir, f"tx-{index}.json")
-            argv = _sender_argv(python, src, dst, index, job, options, os.path.join(workdir, f"sending-{index}"),
-                                report)
+            argv = _sender_argv(python, src, dst, index, job, options)
             if start_gate is not None:
                 argv += ["--start-at-stdin"]
             elif start_at_ns is not None:
                 argv += ["--start-at-ns", str(int(start_at_ns))]
-            process = src.popen(argv, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+            process = src.popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
             processes.append(process)
-            senders.append((process, report))
+            senders.append(process)
         # time zero is when every sender is about to send (process start-up can take long)
-        _wait_files([os.path.join(workdir, f"sending-{index}") for index in range(len(pairs))],
-                    [p for p, _ in senders], time.monotonic() + 120, what="senders")
+        deadline = time.monotonic() + START_TIMEOUT_S
+        for (src, _), process in zip(pairs, senders):
+            _expect_line(process, deadline, f"sender on {src.name}", "sending")
         if start_gate is not None:
             start_at_ns = start_gate()
-            for process, _ in senders:
+            for process in senders:
                 process.stdin.write(f"{int(start_at_ns)}\n".encode())
-                process.stdin.close()
+                process.stdin.flush()  # stdin stays open: communicate() closes it (it flushes it first)
         start_ns = time.time_ns() if start_at_ns is None else max(time.time_ns(), start_at_ns)
         if on_start is not None:
             returned = on_start(start_ns)
             if failure_ns is None and isinstance(returned, int):
                 failure_ns = returned
-        _finish(senders, receivers, options)
+        tx_reports, rx_reports = _finish(pairs, senders, receivers, options)
         results = []
-        for (src, dst), (_, tx_path), (_, rx_path) in zip(pairs, senders, receivers):
-            with open(tx_path) as handle:
-                tx = json.load(handle)
-            with open(rx_path) as handle:
-                rx = json.load(handle)
+        for index, ((src, dst), tx, rx) in enumerate(zip(pairs, tx_reports, rx_reports)):
+            if workdir is not None:
+                for name, report in ((f"tx-{index}.json", tx), (f"rx-{index}.json", rx)):
+                    with open(os.path.join(workdir, name), "w") as handle:
+                        json.dump(report, handle, indent=1)
             results.append({"src": src.name, "dst": dst.name, "sender": tx, "receiver": rx,
                             "reconcile": reconcile(tx, rx)})
         return summarize_streams(results, start_ns, failure_ns,
@@ -232,21 +229,18 @@ def run_streams(hosts, options=None, *, python=None, on_start=None, failure_ns=N
                                   "on_sigma": options.on_sigma, "off_sigma": options.off_sigma})
     finally:
         host_module.stop_processes(processes)
-        if own_dir:
-            shutil.rmtree(workdir, ignore_errors=True)
 
 
-def _receiver_argv(python, dst, job, options, ready_file, report):
+def _receiver_argv(python, dst, job, options):
     """The command line of the receiver of one pair, on ``dst``."""
     flow_gap_ms = flow_gap_threshold_ms(options.rate_mbps, options.qps, options.mtu)
     return [python, "-m", "testbed.traffic.receiver", "--capture", "raw", "--intf", dst.intf,
             "--job", str(job), "--duration", str(options.duration + options.linger + 60.0),
             "--bin-ms", str(options.bin_ms), "--gap-ms", str(options.gap_ms), "--flow-gap-ms", str(flow_gap_ms),
-            "--loss-timeout", str(options.loss_timeout),
-            "--ready-file", ready_file, "--json", report]
+            "--loss-timeout", str(options.loss_timeout), "--ready-file", "-"]
 
 
-def _sender_argv(python, src, dst, index, job, options, ready_file, report):
+def _sender_argv(python, src, dst, index, job, options):
     """The command line of the sender of pair ``index`` (ranks ``2 * index`` -> ``2 * index + 1``), on ``src``."""
     return [python, "-m", "testbed.traffic.sender", "--intf", src.intf, "--src-ip", src.ip,
             "--dst-ip", dst.ip, "--dst-mac", src.frame_destination(dst), "--src-rank", str(2 * index),
@@ -259,32 +253,23 @@ def _sender_argv(python, src, dst, index, job, options, ready_file, report):
             "--off-sigma", str(options.off_sigma),
             # the seed also sets the start PSNs: given only where it draws gaps or periods
             *(("--seed", str(options.seed + index)) if options.draws() else ()),
-            "--ready-file", ready_file, "--json", report]
+            "--ready-file", "-"]
 
 
-def _finish(senders, receivers, options):
-    """Wait for the senders, let the receivers linger, stop them, and check every process succeeded.
+def _finish(pairs, senders, receivers, options):
+    """Wait for the senders, let the receivers linger, stop them; return the senders' and receivers' reports.
 
     Raises:
-        EmulationError: a process did not finish in time or failed (its stderr's tail quoted).
+        EmulationError: a process did not finish in time or failed (named, its stderr's tail quoted).
     """
-    for process, _ in senders:
-        try:
-            process.wait(timeout=options.duration + 30)
-        except subprocess.TimeoutExpired:
-            raise EmulationError("a sender did not finish in time")
+    tx = [host_module.finish(process, options.duration + 30, f"sender on {src.name}")
+          for (src, _), process in zip(pairs, senders)]
     time.sleep(options.linger)
-    for process, _ in receivers:
+    for process in receivers:
         if process.poll() is None:
             process.send_signal(signal.SIGTERM)
-    for process, _ in senders + receivers:
-        try:
-            process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            raise EmulationError("a traffic process did not finish in time")
-        if process.returncode != 0:
-            error = process.stderr.read().decode(errors="replace") if process.stderr else ""
-            raise EmulationError(f"a traffic process failed: {error.strip()[-2000:]}")
+    rx = [host_module.finish(process, 30, f"receiver on {dst.name}") for (_, dst), process in zip(pairs, receivers)]
+    return tx, rx
 
 
 def summarize_streams(results, start_ns, failure_ns, options):

@@ -7,7 +7,6 @@ the switch ports lose their carrier and stay up; a register read over Thrift on 
 switch's server; nothing left on either server, also after the run is killed with SIGKILL and
 ``testbed cleanup --servers`` has run.
 """
-import glob
 import json
 import os
 import signal
@@ -90,7 +89,7 @@ def test_a_remote_bmv2s_packet_log_and_pcaps_come_back_at_stop(simulated_server,
     assert "Processing packet received on port" in packet_log
     pcaps = sorted(path.name for path in logs.glob("leaf1-eth*.pcap"))
     assert pcaps and all((logs / name).stat().st_size > 24 for name in pcaps), pcaps  # more than the header
-    assert not os.path.exists(remote.server_dir)
+    assert simulated_server.run(f"test -e {remote.server_dir}").returncode == 1  # removed there
 
 
 def test_killed_bmv2_run_over_two_servers_is_cleaned_on_both(simulated_server, tmp_path):
@@ -110,6 +109,9 @@ def test_killed_bmv2_run_over_two_servers_is_cleaned_on_both(simulated_server, t
         switch = json.loads(state.read_text())["switches"]["leaf1"]
         assert switch["server"] == SIMULATED_SERVER and switch["target"] == "bmv2"
         assert os.path.basename(switch["server_dir"]).startswith(f"{REMOTE_DIR_PREFIX}{run.pid}-")
+        # on the server (its /tmp is its own, as a real server's), not here
+        assert simulated_server.run(f"test -S {switch['server_dir']}/p4rt").returncode == 0
+        assert not os.path.exists(switch["server_dir"])
         assert server_marks(SIMULATED_SERVER)[run.pid]["processes"] > 0
     finally:
         run.send_signal(signal.SIGKILL)
@@ -120,8 +122,7 @@ def test_killed_bmv2_run_over_two_servers_is_cleaned_on_both(simulated_server, t
     assert cleaned.returncode == 0, cleaned.stderr
     assert leftovers(owner=run.pid)["processes"] == [] and leftovers(owner=run.pid)["temp_paths"] == []
     assert run.pid not in server_marks(SIMULATED_SERVER)
-    # the simulated server's /tmp is this machine's: its run folder is gone there
-    assert glob.glob(f"/tmp/{REMOTE_DIR_PREFIX}{run.pid}-*") == []
+    assert simulated_server.run(f"ls -d /tmp/{REMOTE_DIR_PREFIX}{run.pid}-*").stdout == ""  # its folder too
     remote_links = subprocess.run(["ip", "-n", SIMULATED_SERVER, "-o", "link", "show"], capture_output=True,
                                   text=True).stdout
     assert [line.split(":")[1].strip().split("@")[0] for line in remote_links.splitlines()] == ["lo", "eth0"]

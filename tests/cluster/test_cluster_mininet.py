@@ -2,9 +2,9 @@
 
 The same checks as examples/ on one server: every pair reachable, ECMP spreading (read over
 P4Runtime from a switch on the other server), recovery after a failure of a link between
-the servers; a remote switch's port counters from its control socket on its server; nothing
-left on either server, also after the run is killed with SIGKILL and ``testbed cleanup
---servers`` has run.
+the servers; a remote switch's port counters from its control socket on its server; a capture
+and a collective on remote hosts; nothing left on either server, also after the run is killed
+with SIGKILL and ``testbed cleanup --servers`` has run.
 """
 import json
 import os
@@ -54,6 +54,17 @@ def test_fattree_over_two_servers_reaches_spreads_and_recovers(simulated_server,
     assert remote.control_run is not None and fabric.switch("e0_0").control_run is None
     status = remote.port_status()
     assert set(REMOTE_UPLINKS) <= set(status) and all("tx_errors" in entry for entry in status.values())
+
+    # no file crosses servers (the simulated server's /tmp is its own): a capture on a remote host comes
+    # back on tcpdump's stdout, a collective's agents take their plans on stdin and report on stdout
+    with fabric.capture("h16", "udp dst port 4791") as capture:
+        fabric.send("h1", [Ether(src=dst.MAC(), dst=src.MAC()) / IP(src=dst.IP(), dst=src.IP())
+                           / UDP(sport=20000 + i, dport=4791) for i in range(5)])
+        captured = capture.packets(wait_s=1.0)
+    assert sorted(packet[UDP].sport for packet in captured) == [20000 + i for i in range(5)]
+    report = fabric.collective("allreduce", ["h1", "h2", "h15", "h16"], 64 * 1024, qps=2, rate_mbps=50.0,
+                               ack_timeout=5.0)
+    assert report["complete"] and report["missing_bytes"] == 0, report["ranks_report"]
 
     fail = (0.5, lambda: fabric.link_down(*CROSSING))
     report = fabric.stream([("h1", "h16"), ("h2", "h15")], duration=2.5, qps=8, rate_mbps=4, events=[fail])

@@ -18,58 +18,73 @@ class _Stop(Exception):
 
 
 class _Process:
-    """A started process that stops the run the first time it is waited for."""
+    """A started process that has announced itself (``line`` on its stdout) and stops the run the first
+    time it is waited for; what is written to its stdin goes to ``on_input``."""
 
-    stdin = stdout = stderr = None
+    stderr = None
     returncode = 0
 
-    def __init__(self):
-        self.waited = False
+    def __init__(self, line=b"", on_input=None):
+        read, write = os.pipe()
+        os.write(write, line)
+        os.close(write)
+        self.stdout = os.fdopen(read, "rb")
+        self.stdin = _Input(on_input)
 
     def poll(self):
         return 0
 
-    def wait(self, timeout=None):
-        if not self.waited:
-            self.waited = True
-            raise _Stop()
-        return 0
+    def communicate(self, timeout=None):
+        raise _Stop()
+
+    wait = communicate
+
+    def kill(self):
+        pass
+
+
+class _Input:
+    """A process's stdin handing each line written to ``on_input``."""
+
+    closed = False
+
+    def __init__(self, on_input):
+        self.on_input = on_input
+
+    def write(self, data):
+        if self.on_input is not None:
+            self.on_input(data)
+
+    def flush(self):
+        pass
+
+    def close(self):
+        self.closed = True
 
 
 def _hosts(count, started):
-    """``count`` hosts whose launcher appends to ``started`` each argv (stream processes) or agent plan.
-
-    File paths are reduced to their names so runs in different work directories compare equal.
-    """
+    """``count`` hosts whose launcher appends to ``started`` each argv (stream processes) or agent plan
+    (which the run writes on the agent's stdin)."""
     def launcher(argv, **_popen_kwargs):
         if "--plan" in argv:
-            with open(argv[argv.index("--plan") + 1]) as handle:
-                plan = json.load(handle)
-            plan["report"] = os.path.basename(plan["report"])
-            started.append(plan)
-            if plan["rank"] == count - 1:
-                raise _Stop()
-            return _Process()
-        argv = list(argv)
-        for flag in ("--ready-file", "--json"):
-            index = argv.index(flag)
-            if flag == "--ready-file":
-                open(argv[index + 1], "w").close()
-            argv[index + 1] = os.path.basename(argv[index + 1])
-        started.append(argv)
-        return _Process()
+            def plan_written(data):
+                plan = json.loads(data)
+                started.append(plan)
+                if plan["rank"] == count - 1:
+                    raise _Stop()
+            return _Process(on_input=plan_written)
+        started.append(list(argv))
+        return _Process(b"sending\n" if "testbed.traffic.sender" in argv else b"ready\n")
 
     return [HostHandle(f"h{i}", f"10.0.0.{i}", f"00:00:00:00:00:{i:02x}", f"h{i}-eth0", launcher)
             for i in range(1, count + 1)]
 
 
-def _started(run, count, tmp_path, *args, **kwargs):
+def _started(run, count, *args, **kwargs):
     """What ``run(hosts, *args, **kwargs)`` starts before the run is stopped."""
     started = []
-    workdir = tmp_path / f"run-{len(list(tmp_path.iterdir()))}"
-    workdir.mkdir()
     with pytest.raises(_Stop):
-        run(_hosts(count, started), *args, python="python3", workdir=str(workdir), **kwargs)
+        run(_hosts(count, started), *args, python="python3", **kwargs)
     return started
 
 
@@ -78,9 +93,9 @@ STREAM_FIELDS = dict(duration=1.5, size=4096, qps=4, qp_scaling="split", rate_mb
                      udp_sport="per_nic_pair")
 
 
-def test_stream_options_as_dataclass_or_keywords_start_the_same_processes(tmp_path):
-    by_keywords = _started(streams.run_streams, 4, tmp_path, **STREAM_FIELDS)
-    by_dataclass = _started(streams.run_streams, 4, tmp_path, streams.StreamOptions(**STREAM_FIELDS))
+def test_stream_options_as_dataclass_or_keywords_start_the_same_processes():
+    by_keywords = _started(streams.run_streams, 4, **STREAM_FIELDS)
+    by_dataclass = _started(streams.run_streams, 4, streams.StreamOptions(**STREAM_FIELDS))
     assert by_keywords == by_dataclass
     assert len(by_keywords) == 4  # a receiver and a sender per pair
     sender = by_keywords[2]
@@ -88,10 +103,10 @@ def test_stream_options_as_dataclass_or_keywords_start_the_same_processes(tmp_pa
     assert sender[sender.index("--udp-sport") + 1] == "per_nic_pair"
 
 
-def test_stream_keywords_replace_fields_of_the_options(tmp_path):
+def test_stream_keywords_replace_fields_of_the_options():
     options = streams.StreamOptions(**STREAM_FIELDS)
-    combined = _started(streams.run_streams, 2, tmp_path, options, qps=2, rate_mbps=10.0)
-    expected = _started(streams.run_streams, 2, tmp_path, dataclasses.replace(options, qps=2, rate_mbps=10.0))
+    combined = _started(streams.run_streams, 2, options, qps=2, rate_mbps=10.0)
+    expected = _started(streams.run_streams, 2, dataclasses.replace(options, qps=2, rate_mbps=10.0))
     assert combined == expected
     assert options.qps == 4  # the caller's options are left as they were
 
@@ -107,9 +122,9 @@ COLLECTIVE_FIELDS = dict(qps=3, qp_scaling="split", rate_mbps=None, mtu=700, chu
 
 
 @pytest.mark.parametrize("pattern", ["allreduce", "alltoallv"])
-def test_collective_options_as_dataclass_or_keywords_write_the_same_plans(tmp_path, pattern):
-    by_keywords = _started(collectives.run_collective, 3, tmp_path, pattern, 10000, **COLLECTIVE_FIELDS)
-    by_dataclass = _started(collectives.run_collective, 3, tmp_path, pattern, 10000,
+def test_collective_options_as_dataclass_or_keywords_write_the_same_plans(pattern):
+    by_keywords = _started(collectives.run_collective, 3, pattern, 10000, **COLLECTIVE_FIELDS)
+    by_dataclass = _started(collectives.run_collective, 3, pattern, 10000,
                             collectives.CollectiveOptions(**COLLECTIVE_FIELDS))
     assert by_keywords == by_dataclass
     assert [plan["rank"] for plan in by_keywords] == [0, 1, 2]

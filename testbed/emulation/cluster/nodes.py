@@ -12,12 +12,15 @@ processes started over ssh, ``mnexec`` on the server) with its defects worked ar
 * the cluster edition's cleanup callback (``ssh <server> sudo mn -c``, which would remove every
   other user's network on that server) is never registered.
 """
+import io
 import json
 import os
 import shlex
+import shutil
 import signal
 import subprocess
 import sys
+import tarfile
 import threading
 
 from mininet.examples.cluster import ClusterCleanup, RemoteMixin
@@ -64,6 +67,42 @@ class ClusterNodeMixin(RemoteMixin):
         if self.isRemote and not self.readbuf and self.shell is not None:
             self.waitReadable()
         return super().read(size)
+
+    @property
+    def server_dir(self):
+        """The folder of a remote node's files on its server (``/tmp/testbed-rnode-<owner>-<name>``: control
+        sockets, packet logs, pcaps), None on this machine; ``testbed cleanup --servers`` removes it too."""
+        return f"/tmp/{REMOTE_DIR_PREFIX}{self.owner}-{self.name}" if self.isRemote else None
+
+    def make_server_dir(self):
+        """Make the (empty) server folder, through the node's shell.
+
+        Raises:
+            EmulationError: naming node and server, with the shell's message.
+        """
+        output = self.cmd(f"rm -rf {self.server_dir} && mkdir -m 700 {self.server_dir}")
+        if output.strip():
+            raise EmulationError(f"node {self.name} on server {self.cluster_server.name}: making "
+                                 f"{self.server_dir}: {output.strip()}")
+
+    def fetch_server_dir(self, into, fetch=True):
+        """Copy the server folder's regular files (sockets left out) into the local folder ``into`` (with
+        ``fetch``), then remove the folder; nothing on a server lost to the run."""
+        server = self.cluster_server
+        if server.lost or not self.isRemote:
+            return
+        if fetch:
+            fetched = subprocess.run(server.ssh_argv() + [f"find {self.server_dir} -maxdepth 1 -type f -printf "
+                                                          f"'%f\\0' | tar -C {self.server_dir} --null -T - -cf -"],
+                                     capture_output=True, timeout=120, check=False)
+            if fetched.returncode == 0 and fetched.stdout:
+                with tarfile.open(fileobj=io.BytesIO(fetched.stdout)) as archive:
+                    for member in archive.getmembers():
+                        if member.isfile():
+                            target = os.path.join(into, os.path.basename(member.name))
+                            with archive.extractfile(member) as source, open(target, "wb") as sink:
+                                shutil.copyfileobj(source, sink)
+        server.run(f"rm -rf {self.server_dir}")
 
     def remote_command(self, argv):
         """``env TESTBED_OWNER=... TESTBED_SERVER=... argv`` as one quoted shell string for ssh."""
@@ -155,6 +194,7 @@ class ClusterEmbeddedSwitch(ClusterNodeMixin, EmbeddedP4Switch):
         super().__init__(name, server=server, owner=owner, **params)
         if self.isRemote:
             self.control_run = self.cluster_server.run
+            self.control_path = f"{self.server_dir}/ctl"
 
     @property
     def grpc_address(self):
@@ -167,6 +207,8 @@ class ClusterEmbeddedSwitch(ClusterNodeMixin, EmbeddedP4Switch):
         argv = super().switchd_args()
         if self.isRemote:
             argv[argv.index("--grpc-addr") + 1] = f"0.0.0.0:{self.grpc_port}"
+            if "--pcap-dir" in argv:
+                argv[argv.index("--pcap-dir") + 1] = self.server_dir
         return argv
 
     def _listening(self):
@@ -178,6 +220,7 @@ class ClusterEmbeddedSwitch(ClusterNodeMixin, EmbeddedP4Switch):
         """Local: as the embedded switch; remote: ``python -m switchd`` over ``ssh -tt``, output to the log."""
         if not self.isRemote:
             return super().launch()
+        self.make_server_dir()
         log = open(self.log_path, "ab")
         try:
             return self._popen([sys.executable, "-m", SWITCHD_MODULE] + self.switchd_args(), tt=True,
@@ -185,10 +228,17 @@ class ClusterEmbeddedSwitch(ClusterNodeMixin, EmbeddedP4Switch):
         finally:
             log.close()
 
+    def stop(self, deleteIntfs=True):
+        """As on one server; remote: then its server folder fetched (pcaps) and removed."""
+        try:
+            super().stop(deleteIntfs)
+        finally:
+            self.fetch_server_dir(self.log_dir, fetch=self.pcap)
+
     def describe(self):
-        """The state file entry, with the server."""
+        """The state file entry, with the server (and its folder there)."""
         entry = super().describe()
-        entry["server"] = self.cluster_server.name
+        entry.update(server=self.cluster_server.name, server_dir=self.server_dir)
         return entry
 
 
@@ -211,7 +261,6 @@ class ClusterBMv2Switch(ClusterNodeMixin, BMv2Switch):
 
     def __init__(self, name, server=None, owner=None, **params):
         super().__init__(name, server=server, owner=owner, **params)
-        self.server_dir = f"/tmp/{REMOTE_DIR_PREFIX}{self.owner}-{name}" if self.isRemote else None
         self._forward = None
 
     def output_dir(self):
@@ -227,7 +276,8 @@ class ClusterBMv2Switch(ClusterNodeMixin, BMv2Switch):
         if not self.isRemote:
             return super().start(controllers)
         ports = list(self.port_interfaces().values())
-        commands = [f"rm -rf {self.server_dir} && mkdir -m 700 {self.server_dir}"]
+        self.make_server_dir()
+        commands = []
         if self.pktgen_port is not None:
             switch_end, injector_end = self._pktgen_interfaces()
             commands.append(f"ip link add {switch_end} type veth peer name {injector_end}")
@@ -312,34 +362,11 @@ class ClusterBMv2Switch(ClusterNodeMixin, BMv2Switch):
                     from testbed.emulation.cluster.links import stop_tunnels
 
                     stop_tunnels([forward])
-                self._fetch_server_dir()
-
-    def _fetch_server_dir(self):
-        """Copy the run folder's files (but the socket) into the log folder, then remove the folder."""
-        server = self.cluster_server
-        if server.lost or self.server_dir is None:
-            return
-        if self.packet_log or self.pcap:
-            fetched = subprocess.run(server.ssh_argv() + [f"tar -C {self.server_dir} -cf - --exclude p4rt ."],
-                                     capture_output=True, timeout=120, check=False)
-            if fetched.returncode == 0:
-                import io
-                import shutil
-                import tarfile
-
-                with tarfile.open(fileobj=io.BytesIO(fetched.stdout)) as archive:
-                    for member in archive.getmembers():
-                        if member.isfile():  # by its own name only: the folder holds no subfolders
-                            target = os.path.join(self.log_dir, os.path.basename(member.name))
-                            with archive.extractfile(member) as source, open(target, "wb") as sink:
-                                shutil.copyfileobj(source, sink)
-        server.run(f"rm -rf {self.server_dir}")
+                self.fetch_server_dir(self.log_dir, fetch=self.packet_log or self.pcap)
 
     def describe(self):
         """The state file entry, with the server and (remote) the run folder there."""
         entry = super().describe()
-        entry["server"] = self.cluster_server.name
-        if self.isRemote:
-            entry["server_dir"] = self.server_dir
+        entry.update(server=self.cluster_server.name, server_dir=self.server_dir)
         return entry
 

@@ -13,7 +13,9 @@ makes
   ``/run/testbed-servers/tb-srv<index>/`` (``server.json`` tells the cluster code how to log in).
 
 The simulated server shares the kernel, the process table, the filesystem and the
-project install with the local one; only its network stack is its own.  Ownership:
+project install with the local one; its network stack is its own, and so is its ``/tmp``
+(a tmpfs mounted in its sshd's mount namespace, gone with it): what a run leaves or reads
+there is not this machine's, as on a real server.  Ownership:
 sshd carries ``TESTBED_OWNER=<its own pid>``, so ``testbed cleanup`` leaves a running
 simulated server alone like any running network, and ``testbed cleanup --all`` (or
 ``down``) removes it; the root end of its veth is in sshd's owner interface group.
@@ -154,7 +156,9 @@ def up(index=1):
         log = open(f"{folder}/sshd.log", "ab")
         try:
             process = subprocess.Popen(
-                ["sh", "-c", f'export {OWNER_ENV}=$$; exec ip netns exec {name} {SSHD} -D -e -f {folder}/sshd_config'],
+                ["sh", "-c", f"export {OWNER_ENV}=$$; exec ip netns exec {name} sh -c "
+                             f"'mount -t tmpfs -o mode=1777 testbed-{name}-tmp /tmp && "
+                             f"exec {SSHD} -D -e -f {folder}/sshd_config'"],
                 stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
         finally:
             log.close()
