@@ -220,11 +220,12 @@ def requirements(switch_kind, link_kind):
     """``[(what, shell command that succeeds when it is there)]`` a server needs for this run."""
     import testbed
 
+    digest = project_digest()
     checks = [
         ("root login with sudo-free root shell", "test $(id -u) -eq 0"),
-        (f"the testbed project {testbed.__version__}",
-         f"{shlex.quote(_python())} -c 'import testbed,sys; sys.exit(testbed.__version__ != "
-         f"{json.dumps(testbed.__version__)})'"),
+        (f"the testbed project as here ({testbed.__version__}, sources {digest[:12]})",
+         f"{shlex.quote(_python())} -c 'import sys; from testbed.emulation.cluster.servers import project_digest; "
+         f"sys.exit(project_digest() != {json.dumps(digest)})'"),
         ("Mininet (mnexec and the Python package)",
          f"command -v mnexec >/dev/null && {shlex.quote(_python())} -c 'import mininet.net'"),
         ("network namespaces (ip netns)", "ip netns list >/dev/null"),
@@ -242,6 +243,32 @@ def requirements(switch_kind, link_kind):
                        f"command -v simple_switch_grpc >/dev/null && {shlex.quote(_python())} -c "
                        "'from testbed.emulation.bmv2_runtime import runtime_modules; runtime_modules()'"))
     return checks
+
+
+#: the project's packages (setup.py's PACKAGE_DIRS) and the files of theirs that make a version
+PROJECT_PACKAGES = ("testbed", "testbed.topologies", "testbed.controllers", "testbed.traffic", "testbed.p4src")
+PROJECT_SUFFIXES = (".py", ".p4", ".lark", ".h", ".c", ".json")
+
+
+def project_digest():
+    """SHA-256 over the project's source files as installed here (relative path and content of each), so
+    that servers running different code are told apart even when ``testbed.__version__`` is the same."""
+    import hashlib
+    import importlib
+
+    files = []
+    for package in PROJECT_PACKAGES:
+        folder = os.path.dirname(importlib.import_module(package).__file__)
+        for root, dirs, names in os.walk(folder):
+            dirs[:] = [d for d in dirs if not d.startswith((".", "__"))]
+            files += [(f"{package}/{os.path.relpath(os.path.join(root, name), folder)}", os.path.join(root, name))
+                      for name in names if name.endswith(PROJECT_SUFFIXES)]
+    digest = hashlib.sha256()
+    for relative, path in sorted(files):
+        digest.update(relative.encode() + b"\0")
+        with open(path, "rb") as handle:
+            digest.update(handle.read())
+    return digest.hexdigest()
 
 
 def _python():
@@ -285,4 +312,5 @@ def local_address_towards(server):
 
 
 __all__ = ["Server", "resolve", "resolve_all", "check_servers", "parse_servers_option", "LOCAL",
-           "local_address_towards", "forwarded_environment", "watch", "WATCH_TIMEOUT_S", "RepeatedCommand"]
+           "local_address_towards", "forwarded_environment", "watch", "WATCH_TIMEOUT_S", "RepeatedCommand",
+           "project_digest"]

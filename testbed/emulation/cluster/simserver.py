@@ -23,6 +23,7 @@ simulated server alone like any running network, and ``testbed cleanup --all`` (
 import ipaddress
 import json
 import os
+import shlex
 import shutil
 import signal
 import socket
@@ -110,15 +111,23 @@ def _sshd_config(folder, address):
     ])
 
 
-def up(index=1):
+def up(index=1, hide=()):
     """Start simulated server ``index``; return its ``server.json`` entry.
 
+    Args:
+        index: 1..250.
+        hide: files the server lacks: ``/dev/null`` is mounted over each in its mount namespace
+            (an empty file that nothing can run), to try a server without, say, BMv2.
+
     Raises:
-        ParameterError: a bad index.
+        ParameterError: a bad index, or a file to hide that does not exist here.
         EmulationError: sshd is not installed, the namespace exists already, an address collides,
             or sshd did not come up (what was made is removed).
     """
     name = server_name(index)
+    for path in hide:
+        if not os.path.isabs(path) or not os.path.isfile(path):
+            raise ParameterError("hide", path, "absolute paths of files on this machine")
     if not os.path.exists(SSHD) or shutil.which("ssh-keygen") is None:
         raise EmulationError("simulated server: sshd/ssh-keygen missing (apt-get install openssh-server, "
                              "as scripts/install.sh does)")
@@ -157,8 +166,10 @@ def up(index=1):
         try:
             process = subprocess.Popen(
                 ["sh", "-c", f"export {OWNER_ENV}=$$; exec ip netns exec {name} sh -c "
-                             f"'mount -t tmpfs -o mode=1777 testbed-{name}-tmp /tmp && "
-                             f"exec {SSHD} -D -e -f {folder}/sshd_config'"],
+                             + shlex.quote(f"mount -t tmpfs -o mode=1777 testbed-{name}-tmp /tmp && "
+                                           + "".join(f"mount --bind /dev/null {shlex.quote(path)} && "
+                                                     for path in hide)
+                                           + f"exec {SSHD} -D -e -f {folder}/sshd_config")],
                 stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
         finally:
             log.close()
@@ -169,7 +180,7 @@ def up(index=1):
                 with open(f"{folder}/sshd.log") as handle:
                     raise EmulationError(f"simulated server {name}: sshd did not start: {handle.read()[-800:]}")
             time.sleep(0.05)
-        entry = {"name": name, "address": address, "user": "root", "sshd_pid": process.pid,
+        entry = {"name": name, "address": address, "user": "root", "sshd_pid": process.pid, "hidden": list(hide),
                  "identity": f"{folder}/id_ed25519", "known_hosts": f"{folder}/known_hosts",
                  "root_end": root_end, "interface": veth, "namespace": name}
         with open(f"{folder}/server.json", "w") as handle:
