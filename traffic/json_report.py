@@ -1,6 +1,9 @@
 """How the traffic processes say they are ready and hand their JSON reports back."""
 import json
 
+#: the width of the time bins of the reports' timelines (packets sent and received per bin), in ms
+DEFAULT_BIN_MS = 10.0
+
 
 def emit_report(report, path=None):
     """Write ``report`` as indented JSON to ``path``, or print it when no path is given."""

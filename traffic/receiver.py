@@ -57,11 +57,10 @@ from array import array
 
 from testbed.packet_sockets import SocketDrops, enable_timestamps, kernel_stamp, open_packet_socket
 from testbed.traffic import roce
-from testbed.traffic.json_report import announce, emit_report
+from testbed.traffic.json_report import DEFAULT_BIN_MS, announce, emit_report
 from testbed.traffic.qp import psn_delta
 
 DEFAULT_LOSS_TIMEOUT = 0.2
-DEFAULT_BIN_MS = 10.0
 DEFAULT_GAP_MS = 5.0
 DEFAULT_FLOW_GAP_MS = 20.0  # per QP: longer than the packet spacing of a few-Mbit/s flow
 MAX_QP_GAPS = 100_000

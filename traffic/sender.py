@@ -28,10 +28,8 @@ from typing import Optional
 from testbed.errors import ParameterError
 from testbed.traffic import qp as qp_module
 from testbed.traffic import roce
-from testbed.traffic.json_report import announce, emit_report
+from testbed.traffic.json_report import DEFAULT_BIN_MS, announce, emit_report
 from testbed.traffic.pause import PauseGate
-
-DEFAULT_BIN_MS = 10.0
 
 
 def open_raw_socket(intf, sndbuf=4 * 1024 * 1024):

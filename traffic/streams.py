@@ -24,6 +24,7 @@ from testbed.traffic import hosts as host_module
 from testbed.traffic import metrics
 from testbed.traffic import qp as qp_module
 from testbed.traffic import roce
+from testbed.traffic.json_report import DEFAULT_BIN_MS
 from testbed.traffic.receiver import DEFAULT_FLOW_GAP_MS, reconcile
 from testbed.traffic.sender import PACING_RULES
 
@@ -114,7 +115,7 @@ class StreamOptions:
     mtu: int = roce.DEFAULT_MTU
     on_ms: float = 0.0
     off_ms: float = 0.0
-    bin_ms: float = 10.0
+    bin_ms: float = DEFAULT_BIN_MS
     gap_ms: float = 5.0
     loss_timeout: float = 0.2
     linger: float = 1.0

@@ -101,23 +101,23 @@ class FCPlusController:
             if not control:
                 raise TestbedError(f"switch {name}: no control socket; PFC and port queues need the embedded target")
             # a switch on another server is configured there (one ssh command per request)
-            run = getattr(network.net.get(name), "control_run", None)
+            via = getattr(network.net.get(name), "control_via", None)
             ports = sorted((port_toward(data, name), is_host(graph, other))
                            for _, other, data in graph.edges(name, data=True))
             for port, to_host in ports:
                 configure(control, {"command": "queue", "port": port,
                                     "rate_pps": host_rate if to_host else fabric_rate,
                                     "depth_packets": _param(mode_params, "queue_depth_packets"), "priorities": 8},
-                          run=run)
+                          via=via)
             settings = self.pfc_switches.get(name) or {field: _param(mode_params, field) for field in PFC_SWITCH_FIELDS}
             self.pfc_settings[name] = dict(settings)
             lossless = settings["pfc_lossless"]   # 0: PFC off, n: classes 1..n lossless
             if lossless:
                 configure(control, {"command": "pfc", "lossless": list(range(1, lossless + 1)),
                                     **{field[len("pfc_"):]: settings[field] for field in PFC_SWITCH_FIELDS[1:]}},
-                          run=run)
+                          via=via)
             else:
-                configure(control, {"command": "pfc", "off": True}, run=run)
+                configure(control, {"command": "pfc", "off": True}, via=via)
 
     @staticmethod
     def _write(client, tables):

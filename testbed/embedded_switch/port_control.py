@@ -50,19 +50,23 @@ A bad request is answered ``{"error": "FIELD: reason", "field": FIELD,
 Used by :class:`testbed.emulation.p4switch.EmbeddedP4Switch` and the
 experiment runner's ``lossy_link`` failure where the kernel has no netem.  The
 socket is a file of the switch's machine: for a switch on another server every
-client function takes ``run=``, and the request is made there by this module's
-command line (``python -m testbed.embedded_switch.port_control PATH JSON``).
+client function takes ``via=``, a relay that makes the request there: a
+:class:`ControlRelay` (this module's ``--serve`` running there, one kept
+connection) or a :class:`CommandRelay` (its command line, one command each).
 """
 import argparse
 import itertools
 import json
 import math
 import os
+import select
 import shlex
 import socket
+import subprocess
 import sys
 import tempfile
 import threading
+import time
 
 from testbed.errors import EmulationError, ParameterError
 
@@ -209,7 +213,7 @@ def _parse_dsf_history(message):
 
 
 def set_packet_generator(control_path, app, port=None, period_us=None, template=None, stop=False, timeout=2.0,
-                         run=None):
+                         via=None):
     """Start, change or stop an application of a running embedded switch's packet generator.
 
     Args:
@@ -232,7 +236,7 @@ def set_packet_generator(control_path, app, port=None, period_us=None, template=
         message["stop"] = True
     else:
         message.update(port=port, period_us=period_us, template=bytes(template).hex())
-    answer = request(control_path, message, timeout=timeout, run=run)
+    answer = request(control_path, message, timeout=timeout, via=via)
     if "error" in answer:
         field = answer.get("field", "message")
         raise ParameterError(field, message.get(field), answer.get("allowed", "see the switch log"),
@@ -240,14 +244,14 @@ def set_packet_generator(control_path, app, port=None, period_us=None, template=
     return answer
 
 
-def configure(control_path, message, timeout=2.0, run=None):
+def configure(control_path, message, timeout=2.0, via=None):
     """Send a ``queue`` or ``pfc`` request; return the answer.
 
     Raises:
         ParameterError: the switch refused a field (named, with the allowed values).
         EmulationError: the switch could not be reached.
     """
-    answer = request(control_path, message, timeout=timeout, run=run)
+    answer = request(control_path, message, timeout=timeout, via=via)
     if "error" in answer:
         field = answer.get("field", "message")
         raise ParameterError(field, message.get(field), answer.get("allowed", "see the switch log"),
@@ -255,7 +259,7 @@ def configure(control_path, message, timeout=2.0, run=None):
     return answer
 
 
-def record_dsf_history(control_path, names, start_ns, period_us, capacity, timeout=2.0, run=None):
+def record_dsf_history(control_path, names, start_ns, period_us, capacity, timeout=2.0, via=None):
     """Have a running switch's DSF traffic manager note counters ``names`` every ``period_us`` from ``start_ns``.
 
     Raises:
@@ -263,10 +267,10 @@ def record_dsf_history(control_path, names, start_ns, period_us, capacity, timeo
         EmulationError: the switch could not be reached.
     """
     return configure(control_path, {"command": "dsf_history", "names": list(names), "start_ns": int(start_ns),
-                                    "period_us": period_us, "capacity": capacity}, timeout=timeout, run=run)
+                                    "period_us": period_us, "capacity": capacity}, timeout=timeout, via=via)
 
 
-def read_dsf_history(control_path, timeout=2.0, run=None):
+def read_dsf_history(control_path, timeout=2.0, via=None):
     """``(notes, overflows)``: every DSF counter note a running switch took since the last read (removed
     there), oldest first, as ``[(time_ns, {name: {index: [packets, bytes]}})]``.
 
@@ -275,7 +279,7 @@ def read_dsf_history(control_path, timeout=2.0, run=None):
     """
     notes, overflows = [], 0
     while True:
-        answer = request(control_path, {"command": "dsf_history", "read": True}, timeout=timeout, run=run)
+        answer = request(control_path, {"command": "dsf_history", "read": True}, timeout=timeout, via=via)
         if "error" in answer:
             raise EmulationError(f"switch control socket {control_path}: {answer['error']}")
         notes.extend((time_ns, {name: {int(index): cell for index, cell in cells.items()}
@@ -305,18 +309,16 @@ def check_impairment(loss, delay_ms):
             raise ParameterError(field, value, f"a number in [0, {high:g}]")
 
 
-def request(control_path, message, timeout=2.0, run=None):
+def request(control_path, message, timeout=2.0, via=None):
     """Send one JSON request to a switch's control socket and return its JSON answer.
 
     Args:
         control_path: the switch's ``--control-socket`` path.
         message: a JSON-able dict.
         timeout: seconds to wait for the answer.
-        run: for a switch on another server (its socket is in that server's files): a callable
-            ``run(shell command, timeout=seconds)`` returning a ``subprocess.CompletedProcess`` with
-            text output, such as :meth:`testbed.emulation.cluster.servers.Server.run`; the request is
-            then made there by this module's command line (``python -m
-            testbed.embedded_switch.port_control PATH JSON``).  None: this machine.
+        via: for a switch on another server (its socket is in that server's files): a relay that
+            makes the request there, :class:`ControlRelay` (one kept connection) or
+            :class:`CommandRelay` (one command each); None: this machine.
 
     Returns:
         dict: the answer (``{"ok": true, ...}`` or ``{"error": "..."}``).
@@ -325,8 +327,8 @@ def request(control_path, message, timeout=2.0, run=None):
         EmulationError: the socket does not exist, refuses, or does not answer in time (or the
             server could not be asked).
     """
-    if run is not None:
-        return _request_there(run, control_path, message, timeout)
+    if via is not None:
+        return via.request(control_path, message, timeout)
     # The answer comes to a file-system address: abstract ones belong to a network
     # namespace, and the switch may run in another one.
     reply_path = os.path.join(tempfile.gettempdir(), f"testbed-ctl-{os.getpid()}-{threading.get_ident()}-"
@@ -360,30 +362,126 @@ def request(control_path, message, timeout=2.0, run=None):
 REMOTE_SLACK_S = 20.0
 
 
-def _request_there(run, control_path, message, timeout):
-    """:func:`request` made on the switch's server by this module's command line."""
-    command = shlex.join([sys.executable, "-m", __name__, control_path, json.dumps(message), "--timeout",
-                          str(timeout)])
-    done = run(command, timeout=timeout + REMOTE_SLACK_S)
-    if done.returncode != 0:
-        why = (done.stderr or done.stdout or "").strip().splitlines()
-        raise EmulationError(f"switch control socket {control_path} (on its server): "
-                             f"{why[-1] if why else f'status {done.returncode}'}")
-    try:
-        return json.loads(done.stdout)
-    except ValueError:
-        raise EmulationError(f"switch control socket {control_path} (on its server): answer is not JSON: "
-                             f"{done.stdout[:80]!r}") from None
+class CommandRelay:
+    """Makes requests on a switch's server with this module's command line, one command each
+    (``python -m testbed.embedded_switch.port_control PATH JSON``).
+
+    Args:
+        run: ``run(shell command, timeout=seconds)`` returning a ``subprocess.CompletedProcess`` with
+            text output, such as :meth:`testbed.emulation.cluster.servers.Server.run`.
+    """
+
+    def __init__(self, run):
+        self.run = run
+
+    def request(self, control_path, message, timeout):
+        """:func:`request` made there."""
+        command = shlex.join([sys.executable, "-m", __name__, control_path, json.dumps(message), "--timeout",
+                              str(timeout)])
+        done = self.run(command, timeout=timeout + REMOTE_SLACK_S)
+        if done.returncode != 0:
+            why = (done.stderr or done.stdout or "").strip().splitlines()
+            raise EmulationError(f"switch control socket {control_path} (on its server): "
+                                 f"{why[-1] if why else f'status {done.returncode}'}")
+        try:
+            return json.loads(done.stdout)
+        except ValueError:
+            raise EmulationError(f"switch control socket {control_path} (on its server): answer is not JSON: "
+                                 f"{done.stdout[:80]!r}") from None
+
+
+class ControlRelay:
+    """Makes requests through one ``python -m testbed.embedded_switch.port_control --serve`` kept running
+    (on a switch's server, through ssh): a request is a line each way, about a millisecond, instead of
+    an ssh login and a Python start (a third of a second) each.  Requests are made one at a time.
+
+    Args:
+        argv: the command that starts the serving process (its stdin and stdout are the relay's).
+        where: what to call its place in messages (``server tb-srv1``).
+    """
+
+    def __init__(self, argv, where):
+        self.where = where
+        self.process = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                        stderr=subprocess.DEVNULL, process_group=0)
+        self.lock = threading.Lock()
+        self._buffer = b""
+
+    def request(self, control_path, message, timeout):
+        """:func:`request` made through the serving process."""
+        line = json.dumps({"path": control_path, "message": message, "timeout": timeout}).encode() + b"\n"
+        deadline = time.monotonic() + timeout + REMOTE_SLACK_S
+        with self.lock:
+            try:
+                self.process.stdin.write(line)
+                self.process.stdin.flush()
+                reply = self._read_line(deadline)
+            except (OSError, ValueError):
+                reply = None
+            if reply is None:
+                raise EmulationError(f"switch control socket {control_path} ({self.where}): the relay's "
+                                     f"connection ended or did not answer (status {self.process.poll()})")
+        answer = json.loads(reply)
+        if "error" in answer and "answer" not in answer:
+            raise EmulationError(f"switch control socket {control_path} ({self.where}): {answer['error']}")
+        return answer["answer"]
+
+    def _read_line(self, deadline):
+        fd = self.process.stdout.fileno()
+        while b"\n" not in self._buffer:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0 or not select.select([fd], [], [], remaining)[0]:
+                return None
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                return None
+            self._buffer += chunk
+        line, self._buffer = self._buffer.split(b"\n", 1)
+        return line
+
+    def close(self):
+        """End the serving process (safe to call twice)."""
+        with self.lock:
+            if not self.process.stdin.closed:
+                self.process.stdin.close()
+            try:
+                self.process.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+            self.process.stdout.close()
+
+
+def serve(lines, out):
+    """The relay's far end: answer each request line (``{"path", "message", "timeout"}``) of ``lines`` with
+    one line on ``out``: ``{"answer": ...}``, or ``{"error": "..."}`` when the socket could not be asked."""
+    for line in lines:
+        if not line.strip():
+            continue
+        try:
+            asked = json.loads(line)
+            reply = {"answer": request(asked["path"], asked["message"], timeout=float(asked.get("timeout", 2.0)))}
+        except (EmulationError, ValueError, KeyError, TypeError) as error:
+            reply = {"error": str(error)}
+        out.write(json.dumps(reply) + "\n")
+        out.flush()
 
 
 def main(argv=None):
     """``python -m testbed.embedded_switch.port_control PATH JSON [--timeout S]``: one request to the control
-    socket at PATH on this machine; prints the answer (JSON), or the error on stderr with status 1."""
+    socket at PATH on this machine; prints the answer (JSON), or the error on stderr with status 1.
+    ``--serve``: answer request lines on stdin instead (the far end of a :class:`ControlRelay`)."""
     parser = argparse.ArgumentParser(description=main.__doc__.splitlines()[0])
-    parser.add_argument("path")
-    parser.add_argument("message", help="the request, a JSON object")
+    parser.add_argument("path", nargs="?")
+    parser.add_argument("message", nargs="?", help="the request, a JSON object")
     parser.add_argument("--timeout", type=float, default=2.0)
+    parser.add_argument("--serve", action="store_true", help="answer JSON request lines on stdin, one line each")
     args = parser.parse_args(argv)
+    if args.serve:
+        serve(sys.stdin, sys.stdout)
+        return 0
+    if args.path is None or args.message is None:
+        parser.error("PATH and JSON are needed (or --serve)")
     try:
         message = json.loads(args.message)
     except ValueError as error:
@@ -397,7 +495,7 @@ def main(argv=None):
     return 0
 
 
-def set_port_impairment(control_path, port, loss=0.0, delay_ms=0.0, timeout=2.0, run=None):
+def set_port_impairment(control_path, port, loss=0.0, delay_ms=0.0, timeout=2.0, via=None):
     """Set the loss probability and added delay of frames leaving ``port`` of a running switch.
 
     Args:
@@ -414,7 +512,7 @@ def set_port_impairment(control_path, port, loss=0.0, delay_ms=0.0, timeout=2.0,
         ParameterError: the switch refused a field (named in the error).
         EmulationError: the switch could not be reached.
     """
-    answer = request(control_path, {"port": port, "loss": loss, "delay_ms": delay_ms}, timeout=timeout, run=run)
+    answer = request(control_path, {"port": port, "loss": loss, "delay_ms": delay_ms}, timeout=timeout, via=via)
     if "error" in answer:
         field = answer.get("field", "message")
         value = {"port": port, "loss": loss, "delay_ms": delay_ms}.get(field)
@@ -423,25 +521,25 @@ def set_port_impairment(control_path, port, loss=0.0, delay_ms=0.0, timeout=2.0,
     return answer
 
 
-def switch_status(control_path, timeout=2.0, run=None):
+def switch_status(control_path, timeout=2.0, via=None):
     """The whole ``status`` answer of a running switch (see the module docstring).
 
     Raises:
         EmulationError: the switch could not be reached or answered an error.
     """
-    answer = request(control_path, {"command": "status"}, timeout=timeout, run=run)
+    answer = request(control_path, {"command": "status"}, timeout=timeout, via=via)
     if "error" in answer:
         raise EmulationError(f"switch control socket {control_path}: {answer['error']}")
     return answer
 
 
-def port_status(control_path, timeout=2.0, run=None):
+def port_status(control_path, timeout=2.0, via=None):
     """Return ``{port: {"loss", "delay_ms", "drops"}}`` of a running switch (ports as ints).
 
     Raises:
         EmulationError: the switch could not be reached or answered an error.
     """
-    answer = switch_status(control_path, timeout, run)
+    answer = switch_status(control_path, timeout, via)
     return {int(port): entry for port, entry in answer.get("ports", {}).items()}
 
 

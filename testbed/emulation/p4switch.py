@@ -303,9 +303,9 @@ class EmbeddedP4Switch(P4Switch):
     """
 
     target_name = "embedded"
-    #: how control requests reach a socket on another server (``run`` of
+    #: how control requests reach a socket on another server (``via`` of
     #: :func:`testbed.embedded_switch.port_control.request`); None: the socket is on this machine
-    control_run = None
+    control_via = None
 
     def __init__(self, name, log_dir=None, seed=0, launcher=None, backend=None, **params):
         super().__init__(name, log_dir=log_dir, **params)
@@ -362,29 +362,29 @@ class EmbeddedP4Switch(P4Switch):
         if self.process is None:
             raise EmulationError(f"switch {self.name}: not started")
         set_packet_generator(self.control_path, app, port=port, period_us=period_us, template=template,
-                             run=self.control_run)
+                             via=self.control_via)
 
     def port_status(self):
         """``{port: {"loss", "delay_ms", "drops", "tx_errors"}}`` from the control socket."""
-        return port_status(self.control_path, run=self.control_run)
+        return port_status(self.control_path, via=self.control_via)
 
     def clock_origin_ns(self):
         """CLOCK_MONOTONIC ns at which the pipeline's timestamps are 0 (from the control socket)."""
-        return switch_status(self.control_path, run=self.control_run)["clock_origin_ns"]
+        return switch_status(self.control_path, via=self.control_via)["clock_origin_ns"]
 
     def packet_generator_status(self):
         """``{app: {"generated", "skipped", "late_max_us", ...}}`` of the packet generator."""
-        status = switch_status(self.control_path, run=self.control_run)
+        status = switch_status(self.control_path, via=self.control_via)
         return {int(app): state for app, state in status["packet_generator"].items()}
 
     def record_dsf_history(self, names, start_ns, period_us, capacity):
         """Have the DSF traffic manager note counters ``names`` every ``period_us`` from ``start_ns``
         (CLOCK_MONOTONIC), keeping at most ``capacity`` notes unread (:mod:`testbed.p4.v1model.dsf.history`)."""
-        record_dsf_history(self.control_path, names, start_ns, period_us, capacity, run=self.control_run)
+        record_dsf_history(self.control_path, names, start_ns, period_us, capacity, via=self.control_via)
 
     def read_dsf_history(self):
         """``(notes, overflows)``: the DSF counter notes since the last read (see port_control.read_dsf_history)."""
-        return read_dsf_history(self.control_path, run=self.control_run)
+        return read_dsf_history(self.control_path, via=self.control_via)
 
     def read_register(self, name, index=None, client=None):
         """Read a register over P4Runtime (the embedded server implements RegisterEntry reads).
@@ -412,7 +412,7 @@ class EmbeddedP4Switch(P4Switch):
         self.check_alive()
         if self.process is None:
             raise EmulationError(f"switch {self.name}: not started")
-        set_port_impairment(self.control_path, port, loss=loss, delay_ms=delay_ms, run=self.control_run)
+        set_port_impairment(self.control_path, port, loss=loss, delay_ms=delay_ms, via=self.control_via)
 
     def stop(self, deleteIntfs=True):
         """Stop the process and remove its control socket (left behind when it was killed)."""

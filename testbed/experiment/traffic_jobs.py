@@ -24,10 +24,10 @@ import threading
 import time
 
 from testbed.traffic.hosts import from_mininet
+from testbed.traffic.json_report import DEFAULT_BIN_MS
 
 READY_MARGIN_S = 0.3  # time zero this long after the last traffic process is ready (telling them takes a moment)
 READY_TIMEOUT_S = 180.0  # traffic processes not all ready after this long: the run fails
-DEFAULT_BIN_MS = 10.0
 GAP_MS = 5.0
 STREAM_LINGER_S = 0.5
 MIN_STREAM_S = 0.2

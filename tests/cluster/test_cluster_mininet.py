@@ -49,9 +49,9 @@ def test_fattree_over_two_servers_reaches_spreads_and_recovers(simulated_server,
     spread = [after - was for after, was in zip(uplinks(), before)]
     assert sum(spread) == 200 and min(spread) >= 50, spread
 
-    # its control socket is in the simulated server's files: asked there, over ssh
+    # its control socket is in the simulated server's files: asked there, through the server's relay
     remote = fabric.switch(REMOTE_EDGE)
-    assert remote.control_run is not None and fabric.switch("e0_0").control_run is None
+    assert remote.control_via is not None and fabric.switch("e0_0").control_via is None
     status = remote.port_status()
     assert set(REMOTE_UPLINKS) <= set(status) and all("tx_errors" in entry for entry in status.values())
 

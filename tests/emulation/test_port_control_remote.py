@@ -1,11 +1,15 @@
-"""Control requests to a switch on another server: made there by port_control's command line.
+"""Control requests to a switch on another server: made there through a relay.
 
-The server is stood in for by a ``run`` that executes the command on this machine (what
-``Server.run`` does over ssh), against a control socket served here by a thread.
+Two relays: :class:`~testbed.embedded_switch.port_control.CommandRelay` (port_control's command line,
+one command each) with a ``run`` that executes the command on this machine (what ``Server.run``
+does over ssh), and :class:`~testbed.embedded_switch.port_control.ControlRelay` (one kept
+``port_control --serve`` process, started here instead of over ssh); both against a control socket
+served here by a thread.
 """
 import json
 import os
 import subprocess
+import sys
 import threading
 
 import pytest
@@ -55,8 +59,9 @@ def test_a_request_made_on_the_switchs_server_gets_the_switchs_answer(answering_
         commands.append(command)
         return run_here(command, timeout)
 
-    assert port_control.port_status(path, run=run) == {1: {"loss": 0.0, "drops": 3}}
-    assert port_control.switch_status(path, run=run)["clock_origin_ns"] == 7
+    via = port_control.CommandRelay(run)
+    assert port_control.port_status(path, via=via) == {1: {"loss": 0.0, "drops": 3}}
+    assert port_control.switch_status(path, via=via)["clock_origin_ns"] == 7
     assert seen == [{"command": "status"}, {"command": "status"}]
     assert all("-m testbed.embedded_switch.port_control" in command and path in command for command in commands)
 
@@ -64,13 +69,13 @@ def test_a_request_made_on_the_switchs_server_gets_the_switchs_answer(answering_
 def test_a_switch_that_does_not_answer_on_its_server_is_an_error_naming_its_socket(tmp_path):
     missing = str(tmp_path / "gone.ctl")
     with pytest.raises(EmulationError, match=f"switch control socket {missing} \\(on its server\\):"):
-        port_control.port_status(missing, timeout=0.5, run=run_here)
+        port_control.port_status(missing, timeout=0.5, via=port_control.CommandRelay(run_here))
 
     def unreachable(command, timeout):
         return subprocess.CompletedProcess([], 255, "", "ssh: connect to host 198.18.9.2 port 22: No route to host")
 
     with pytest.raises(EmulationError, match="No route to host"):
-        port_control.switch_status(missing, run=unreachable)
+        port_control.switch_status(missing, via=port_control.CommandRelay(unreachable))
 
 
 def test_the_command_line_prints_the_answer_or_the_error(answering_socket, capsys):
@@ -79,3 +84,23 @@ def test_the_command_line_prints_the_answer_or_the_error(answering_socket, capsy
     assert json.loads(capsys.readouterr().out)["ports"]["1"]["drops"] == 3
     assert port_control.main([path + ".none", '{"command": "status"}', "--timeout", "0.2"]) == 1
     assert path + ".none" in capsys.readouterr().err
+
+
+def test_a_kept_relay_answers_each_request_and_names_a_socket_that_does_not(answering_socket, tmp_path):
+    path, seen = answering_socket
+    relay = port_control.ControlRelay([sys.executable, "-m", "testbed.embedded_switch.port_control", "--serve"],
+                                      "on server here")
+    try:
+        for _ in range(20):  # one process for all of them
+            assert port_control.port_status(path, via=relay) == {1: {"loss": 0.0, "drops": 3}}
+        assert len(seen) == 20
+        missing = str(tmp_path / "gone.ctl")
+        with pytest.raises(EmulationError, match=f"switch control socket {missing} \\(on server here\\): "
+                                                 f"switch control socket {missing}: "):
+            port_control.switch_status(missing, timeout=0.3, via=relay)
+        assert port_control.switch_status(path, via=relay)["clock_origin_ns"] == 7  # still serving
+    finally:
+        relay.close()
+    relay.close()  # a second close changes nothing
+    with pytest.raises(EmulationError, match="on server here.*the relay's connection ended"):
+        port_control.switch_status(path, via=relay)

@@ -219,6 +219,8 @@ class ClusterFabricNetwork(FabricNetwork):
             readers, self._readers = self._readers, {}
         for reader in readers.values():
             reader.close()
+        for server in self.servers:
+            server.close_control_relay()
         watches, self._watches = self._watches, {}
         cluster_links.stop_tunnels(list(watches.values()))
         for server in self.servers:

@@ -183,9 +183,9 @@ class ClusterEmbeddedSwitch(ClusterNodeMixin, EmbeddedP4Switch):
 
     A remote switch process runs under ``ssh -tt``: when the switch is stopped (its ssh client
     signalled), the server hangs up its terminal and the process goes with it; its output
-    comes back over ssh into the local log file.  Its control socket is in its server's files:
-    requests to it (port impairment, port and packet generator counters) are made there, one
-    ssh command each (:attr:`control_run`).
+    comes back over ssh into the local log file.  Its control socket is in its run folder on its
+    server: requests to it (port impairment, port and packet generator counters, PFC) are made
+    there, through the server's control relay (:attr:`control_via`, one kept ssh connection).
     """
 
     def __init__(self, name, server=None, owner=None, **params):
@@ -193,7 +193,8 @@ class ClusterEmbeddedSwitch(ClusterNodeMixin, EmbeddedP4Switch):
             params["launcher"] = None  # the local fork server cannot fork on another server
         super().__init__(name, server=server, owner=owner, **params)
         if self.isRemote:
-            self.control_run = self.cluster_server.run
+            self.control_via = self.cluster_server.control_relay(
+                [f"{OWNER_ENV}={self.owner}", f"{SERVER_ENV}={self.cluster_server.name}"])
             self.control_path = f"{self.server_dir}/ctl"
 
     @property

@@ -39,6 +39,8 @@ class Server:
         self.known_hosts = known_hosts
         #: why the server is lost to the run (set when its watch connection ended), else None
         self.lost = None
+        self._relay = None
+        self._relay_lock = threading.Lock()
 
     @property
     def local(self):
@@ -73,6 +75,27 @@ class Server:
             return subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False)
         except subprocess.TimeoutExpired:
             return subprocess.CompletedProcess(argv, 255, "", f"no answer within {timeout} s")
+
+    def control_relay(self, marks):
+        """The run's relay to the embedded switches' control sockets on this server (started on first use:
+        ``python -m testbed.embedded_switch.port_control --serve`` there, carrying ``marks``, the run's
+        ``NAME=value`` owner marks; it ends with its connection).  See :meth:`close_control_relay`."""
+        from testbed.embedded_switch.port_control import ControlRelay
+
+        with self._relay_lock:
+            if self._relay is None:
+                remote = shlex.join(["env", *marks, *forwarded_environment(), _python(), "-m",
+                                     "testbed.embedded_switch.port_control", "--serve"])
+                self._relay = ControlRelay(self.ssh_argv(alive_s=WATCH_TIMEOUT_S) + [remote],
+                                           f"on server {self.name}")
+            return self._relay
+
+    def close_control_relay(self):
+        """End the relay of :meth:`control_relay`, if one was started (safe to call twice)."""
+        with self._relay_lock:
+            relay, self._relay = self._relay, None
+        if relay is not None:
+            relay.close()
 
     def describe(self):
         """The JSON-able entry of results and state files."""

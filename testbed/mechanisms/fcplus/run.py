@@ -159,10 +159,9 @@ class PauseRecorder:
     def __init__(self, spec, fabric):
         hold_ms = (spec.mode_params or {}).get("deadlock_hold_ms", PARAMETERS["deadlock_hold_ms"].default)
         self.hold_ms = int(hold_ms)
-        # (socket, how a request gets there): a switch on another server is asked there, one ssh command
-        # per request (about 330 ms on the simulated server), so a poll over remote switches takes that
-        # long per switch, not POLL_S
-        self.controls = {switch.name: (switch.control_path, getattr(switch, "control_run", None))
+        # (socket, how a request gets there): a switch on another server is asked there, through its
+        # server's control relay
+        self.controls = {switch.name: (switch.control_path, getattr(switch, "control_via", None))
                          for switch in fabric.switches if getattr(switch, "control_path", None)}
         graph = fabric.topo.graph()
         self.detector = DeadlockDetector(fabric_links(graph), self.hold_ms * 1_000_000)
@@ -197,9 +196,9 @@ class PauseRecorder:
     def poll(self):
         """Read every switch once and give the snapshot to the detector."""
         snapshot, now = {}, None
-        for name, (path, run) in sorted(self.controls.items()):
+        for name, (path, via) in sorted(self.controls.items()):
             try:
-                answer = request(path, {"command": "pfc_status"}, timeout=2.0, run=run)
+                answer = request(path, {"command": "pfc_status"}, timeout=2.0, via=via)
             except Exception as error:  # noqa: BLE001 - a crashed switch; recorded
                 if len(self.errors) < 20:
                     self.errors.append(f"{name}: {error}")
