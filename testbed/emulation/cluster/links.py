@@ -126,9 +126,9 @@ class _ClusterLink(RemoteLink):
             if server.local:
                 set_interface_up(side, up)
                 continue
-            result = server.run(f"ip link set dev {side} {'up' if up else 'down'}")
+            result = server.run_kept(f"ip link set dev {side} {'up' if up else 'down'}")
             if result.returncode != 0:
-                raise EmulationError(f"wire side {side} on server {server.name}: {result.stderr.strip()}")
+                raise EmulationError(f"wire side {side} on server {server.name}: {result.stdout.strip()}")
 
 
 def cut_in_wire(*nodes):
@@ -172,8 +172,8 @@ def make_wire(link, end1, end2):
         script = "; ".join([port_setup_commands(devices[server], up=True)] + [
             f"tc qdisc add dev {source} ingress && tc filter add dev {source} parent ffff: protocol all u32 "
             f"match u32 0 0 action mirred egress redirect dev {destination}" for source, destination in mirrors])
-        result = server.run(script)
-        output = (result.stdout + result.stderr).strip()
+        result = server.run_kept(script)
+        output = result.stdout.strip()
         if result.returncode != 0 or output:
             raise EmulationError(f"wire {side1} -- {side2} on server {server.name}: {output or 'failed'}")
     return (server1, side1), (server2, side2)

@@ -26,8 +26,7 @@ from testbed.emulation.cleanup import OWNER_ENV, SERVER_ENV, SERVER_GROUP_SLOT, 
 from testbed.emulation.cluster import links as cluster_links
 from testbed.emulation.cluster.nodes import ClusterBMv2Switch, ClusterEmbeddedSwitch, ClusterHost
 from testbed.emulation.cluster.placement import crossing_links, place
-from testbed.emulation.cluster.servers import (WATCH_TIMEOUT_S, RepeatedCommand, check_servers, resolve_all,
-                                               watch)
+from testbed.emulation.cluster.servers import WATCH_TIMEOUT_S, RemoteShell, check_servers, resolve_all, watch
 from testbed.emulation.hosts import port_setup_commands
 from testbed.emulation.links import ip_batch, unused_interface_group
 from testbed.emulation.namespaces import set_interface_up
@@ -157,7 +156,7 @@ class ClusterFabricNetwork(FabricNetwork):
 
     def queue_drops(self):
         """As on one server, each server's switch ports read there: this machine's with ``tc``, another's
-        through one ssh connection kept for it (:class:`~testbed.emulation.cluster.servers.RepeatedCommand`).
+        through a shell kept for it (:class:`~testbed.emulation.cluster.servers.RemoteShell`).
 
         Raises:
             EmulationError: a server's connection ended (the server is lost).
@@ -173,13 +172,11 @@ class ClusterFabricNetwork(FabricNetwork):
             if server.local:
                 drops.update(qdisc_drops(interfaces))
                 continue
-            with self._readers_lock:
+            with self._readers_lock:  # a shell of its own: the samples never wait behind failures or set-up
                 reader = self._readers.get(name)
                 if reader is None:
-                    owner = os.environ.get(OWNER_ENV, str(os.getpid()))
-                    reader = self._readers[name] = RepeatedCommand(
-                        server, shlex.join(QDISC_COMMAND), [f"{OWNER_ENV}={owner}", f"{SERVER_ENV}={name}"])
-            found = parse_qdisc_drops(reader.output())
+                    reader = self._readers[name] = RemoteShell(server, server.marks())
+            found = parse_qdisc_drops(reader.run(shlex.join(QDISC_COMMAND)).stdout)
             drops.update({interface: found.get(interface, 0) for interface in interfaces})
         return drops
 
@@ -195,8 +192,8 @@ class ClusterFabricNetwork(FabricNetwork):
                     by_server.setdefault(switch.cluster_server.name, []).append(intf.name)
         for name, interfaces in by_server.items():
             server = self.server_by_name[name]
-            result = server.run(port_setup_commands(interfaces, up=True), timeout=120)
-            output = (result.stdout + result.stderr).strip()
+            result = server.run_kept(port_setup_commands(interfaces, up=True))
+            output = result.stdout.strip()
             if result.returncode != 0 or output:
                 raise EmulationError(f"server {name}: preparing switch ports failed: {output or 'ssh failed'}")
 
@@ -220,7 +217,7 @@ class ClusterFabricNetwork(FabricNetwork):
         for reader in readers.values():
             reader.close()
         for server in self.servers:
-            server.close_control_relay()
+            server.close_kept()
         watches, self._watches = self._watches, {}
         cluster_links.stop_tunnels(list(watches.values()))
         for server in self.servers:

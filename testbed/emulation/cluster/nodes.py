@@ -104,6 +104,14 @@ class ClusterNodeMixin(RemoteMixin):
                                 shutil.copyfileobj(source, sink)
         server.run(f"rm -rf {self.server_dir}")
 
+    def rcmd(self, *cmd, **opts):
+        """A command in the server's root namespace, its output: as the cluster edition's, but on another
+        server through the run's kept shell there (:meth:`~testbed.emulation.cluster.servers.Server.shell`),
+        not an ssh login per command."""
+        if not self.isRemote:
+            return super().rcmd(*cmd, **opts)
+        return self.cluster_server.shell().run(" ".join(str(part) for part in cmd)).stdout
+
     def remote_command(self, argv):
         """``env TESTBED_OWNER=... TESTBED_SERVER=... argv`` as one quoted shell string for ssh."""
         return shlex.join(["env", f"{OWNER_ENV}={self.owner}", f"{SERVER_ENV}={self.cluster_server.name}",
@@ -193,8 +201,7 @@ class ClusterEmbeddedSwitch(ClusterNodeMixin, EmbeddedP4Switch):
             params["launcher"] = None  # the local fork server cannot fork on another server
         super().__init__(name, server=server, owner=owner, **params)
         if self.isRemote:
-            self.control_via = self.cluster_server.control_relay(
-                [f"{OWNER_ENV}={self.owner}", f"{SERVER_ENV}={self.cluster_server.name}"])
+            self.control_via = self.cluster_server.control_relay()
             self.control_path = f"{self.server_dir}/ctl"
 
     @property

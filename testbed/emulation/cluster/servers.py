@@ -14,6 +14,7 @@ import socket
 import subprocess
 import threading
 
+from testbed.emulation.cleanup import OWNER_ENV, SERVER_ENV
 from testbed.emulation.cluster import simserver
 from testbed.errors import EmulationError, ParameterError
 
@@ -39,8 +40,8 @@ class Server:
         self.known_hosts = known_hosts
         #: why the server is lost to the run (set when its watch connection ended), else None
         self.lost = None
-        self._relay = None
-        self._relay_lock = threading.Lock()
+        self._kept = {}  # the run's kept connections: {"shell": RemoteShell, "relay": ControlRelay}
+        self._kept_lock = threading.Lock()
 
     @property
     def local(self):
@@ -76,26 +77,44 @@ class Server:
         except subprocess.TimeoutExpired:
             return subprocess.CompletedProcess(argv, 255, "", f"no answer within {timeout} s")
 
-    def control_relay(self, marks):
+    def marks(self):
+        """The ``NAME=value`` owner marks of what the run (this process's owner) starts on this server."""
+        return [f"{OWNER_ENV}={os.environ.get(OWNER_ENV, os.getpid())}", f"{SERVER_ENV}={self.name}"]
+
+    def _kept_connection(self, kind, start):
+        with self._kept_lock:
+            if kind not in self._kept:
+                self._kept[kind] = start()
+            return self._kept[kind]
+
+    def shell(self):
+        """The run's :class:`RemoteShell` on this (remote) server, started on first use."""
+        return self._kept_connection("shell", lambda: RemoteShell(self, self.marks()))
+
+    def run_kept(self, command):
+        """As :meth:`run` (stderr with stdout), over the kept shell on another server: no ssh login."""
+        if self.local:
+            result = self.run(command)
+            return subprocess.CompletedProcess(command, result.returncode, result.stdout + result.stderr, "")
+        return self.shell().run(command)
+
+    def control_relay(self):
         """The run's relay to the embedded switches' control sockets on this server (started on first use:
-        ``python -m testbed.embedded_switch.port_control --serve`` there, carrying ``marks``, the run's
-        ``NAME=value`` owner marks; it ends with its connection).  See :meth:`close_control_relay`."""
+        ``python -m testbed.embedded_switch.port_control --serve`` there, with the run's marks; it ends
+        with its connection)."""
         from testbed.embedded_switch.port_control import ControlRelay
 
-        with self._relay_lock:
-            if self._relay is None:
-                remote = shlex.join(["env", *marks, *forwarded_environment(), _python(), "-m",
-                                     "testbed.embedded_switch.port_control", "--serve"])
-                self._relay = ControlRelay(self.ssh_argv(alive_s=WATCH_TIMEOUT_S) + [remote],
-                                           f"on server {self.name}")
-            return self._relay
+        remote = shlex.join(["env", *self.marks(), *forwarded_environment(), _python(), "-m",
+                             "testbed.embedded_switch.port_control", "--serve"])
+        return self._kept_connection("relay", lambda: ControlRelay(self.ssh_argv(alive_s=WATCH_TIMEOUT_S) + [remote],
+                                                                   f"on server {self.name}"))
 
-    def close_control_relay(self):
-        """End the relay of :meth:`control_relay`, if one was started (safe to call twice)."""
-        with self._relay_lock:
-            relay, self._relay = self._relay, None
-        if relay is not None:
-            relay.close()
+    def close_kept(self):
+        """End the kept shell and relay, if they were started (safe to call twice)."""
+        with self._kept_lock:
+            kept, self._kept = self._kept, {}
+        for connection in kept.values():
+            connection.close()
 
     def describe(self):
         """The JSON-able entry of results and state files."""
@@ -114,24 +133,23 @@ def watch(server, marks):
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, process_group=0)
 
 
-class RepeatedCommand:
-    """One ssh connection to ``server`` that runs ``command`` there at each :meth:`output` call: a round trip
-    over an open connection rather than an ssh login each time (a sampler asks every 100 ms).  ``marks``
-    are the owner marks of the remote loop (``NAME=value``); it ends when :meth:`close` (or the run's
-    end) closes its stdin."""
+class RemoteShell:
+    """A root shell on ``server`` kept open for the run: each :meth:`run` is a round trip over its ssh
+    connection rather than an ssh login (about a third of a second here).  Commands run one at a time,
+    their stdin from ``/dev/null`` and their stderr with their stdout.  It carries ``marks`` (the run's
+    ``NAME=value`` owner marks) and ends when :meth:`close` (or the run's end) closes its stdin."""
 
-    END = "@@testbed-end@@"
+    END = "@@testbed-end"
 
-    def __init__(self, server, command, marks):
+    def __init__(self, server, marks):
         self.server = server
-        loop = f"while read _; do {command}; echo {self.END}; done"
-        self.process = subprocess.Popen(
-            server.ssh_argv(alive_s=WATCH_TIMEOUT_S) + [shlex.join(["env", *marks, "sh", "-c", loop])],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, process_group=0)
+        self.process = subprocess.Popen(server.ssh_argv(alive_s=WATCH_TIMEOUT_S) + [shlex.join(["env", *marks, "sh"])],
+                                        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                        text=True, process_group=0)
         self.lock = threading.Lock()
 
-    def output(self):
-        """The command's output this time.
+    def run(self, command):
+        """Run a shell command there; return a ``subprocess.CompletedProcess`` (its output in ``stdout``).
 
         Raises:
             EmulationError: the connection ended (naming the server).
@@ -139,19 +157,19 @@ class RepeatedCommand:
         with self.lock:
             lines = []
             try:
-                self.process.stdin.write("\n")
+                self.process.stdin.write(f"{{ {command}\n}} </dev/null 2>&1; echo \"{self.END} $?\"\n")
                 self.process.stdin.flush()
                 for line in self.process.stdout:
-                    if line.rstrip("\n") == self.END:
-                        return "".join(lines)
+                    if line.startswith(self.END + " "):
+                        return subprocess.CompletedProcess(command, int(line.split()[1]), "".join(lines), "")
                     lines.append(line)
             except (OSError, ValueError):
                 pass
-            raise EmulationError(f"server {self.server.name} ({self.server.address}): the connection that "
-                                 f"reads it ended (status {self.process.poll()})")
+            raise EmulationError(f"server {self.server.name} ({self.server.address}): its kept shell's connection "
+                                 f"ended (status {self.process.poll()})")
 
     def close(self):
-        """End the remote loop and the connection (safe to call twice)."""
+        """End the shell and the connection (safe to call twice)."""
         with self.lock:
             if self.process.stdin and not self.process.stdin.closed:
                 self.process.stdin.close()
@@ -335,5 +353,5 @@ def local_address_towards(server):
 
 
 __all__ = ["Server", "resolve", "resolve_all", "check_servers", "parse_servers_option", "LOCAL",
-           "local_address_towards", "forwarded_environment", "watch", "WATCH_TIMEOUT_S", "RepeatedCommand",
+           "local_address_towards", "forwarded_environment", "watch", "WATCH_TIMEOUT_S", "RemoteShell",
            "project_digest"]
