@@ -390,43 +390,35 @@ class CommandRelay:
                                  f"{done.stdout[:80]!r}") from None
 
 
-class ControlRelay:
-    """Makes requests through one ``python -m testbed.embedded_switch.port_control --serve`` kept running
-    (on a switch's server, through ssh): a request is a line each way, about a millisecond, instead of
-    an ssh login and a Python start (a third of a second) each.  Requests are made one at a time.
+class KeptProcess:
+    """A process kept for a run's requests, a line each way over its stdin and stdout (through ssh for one on
+    another server); it ends when its stdin closes (:meth:`close`, or the run's end).  One request at a
+    time: hold :attr:`lock` around a :meth:`send` and its :meth:`read_line` calls.
 
     Args:
-        argv: the command that starts the serving process (its stdin and stdout are the relay's).
-        where: what to call its place in messages (``server tb-srv1``).
+        argv: the command that starts it.
     """
 
-    def __init__(self, argv, where):
-        self.where = where
+    def __init__(self, argv):
         self.process = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                         stderr=subprocess.DEVNULL, process_group=0)
         self.lock = threading.Lock()
         self._buffer = b""
 
-    def request(self, control_path, message, timeout):
-        """:func:`request` made through the serving process."""
-        line = json.dumps({"path": control_path, "message": message, "timeout": timeout}).encode() + b"\n"
-        deadline = time.monotonic() + timeout + REMOTE_SLACK_S
-        with self.lock:
-            try:
-                self.process.stdin.write(line)
-                self.process.stdin.flush()
-                reply = self._read_line(deadline)
-            except (OSError, ValueError):
-                reply = None
-            if reply is None:
-                raise EmulationError(f"switch control socket {control_path} ({self.where}): the relay's "
-                                     f"connection ended or did not answer (status {self.process.poll()})")
-        answer = json.loads(reply)
-        if "error" in answer and "answer" not in answer:
-            raise EmulationError(f"switch control socket {control_path} ({self.where}): {answer['error']}")
-        return answer["answer"]
+    def send(self, data):
+        """Write ``data`` (bytes) to its stdin; False when the process is gone."""
+        try:
+            self.process.stdin.write(data)
+            self.process.stdin.flush()
+            return True
+        except (OSError, ValueError):
+            return False
 
-    def _read_line(self, deadline):
+    def read_line(self, deadline):
+        """The next line of its stdout (bytes, without the newline), or None at its end or at ``deadline``
+        (monotonic seconds)."""
+        if self.process.stdout.closed:
+            return None
         fd = self.process.stdout.fileno()
         while b"\n" not in self._buffer:
             remaining = deadline - time.monotonic()
@@ -440,7 +432,7 @@ class ControlRelay:
         return line
 
     def close(self):
-        """End the serving process (safe to call twice)."""
+        """End the process (safe to call twice)."""
         with self.lock:
             if not self.process.stdin.closed:
                 self.process.stdin.close()
@@ -450,6 +442,34 @@ class ControlRelay:
                 self.process.kill()
                 self.process.wait()
             self.process.stdout.close()
+
+
+class ControlRelay(KeptProcess):
+    """Makes requests through one ``python -m testbed.embedded_switch.port_control --serve`` kept running
+    (on a switch's server, through ssh): a request is a line each way, about a millisecond, instead of
+    an ssh login and a Python start (a third of a second) each.
+
+    Args:
+        argv: the command that starts the serving process.
+        where: what to call its place in messages (``on server tb-srv1``).
+    """
+
+    def __init__(self, argv, where):
+        super().__init__(argv)
+        self.where = where
+
+    def request(self, control_path, message, timeout):
+        """:func:`request` made through the serving process."""
+        line = json.dumps({"path": control_path, "message": message, "timeout": timeout}).encode() + b"\n"
+        with self.lock:
+            reply = self.read_line(time.monotonic() + timeout + REMOTE_SLACK_S) if self.send(line) else None
+            if reply is None:
+                raise EmulationError(f"switch control socket {control_path} ({self.where}): the relay's "
+                                     f"connection ended or did not answer (status {self.process.poll()})")
+        answer = json.loads(reply)
+        if "error" in answer and "answer" not in answer:
+            raise EmulationError(f"switch control socket {control_path} ({self.where}): {answer['error']}")
+        return answer["answer"]
 
 
 def serve(lines, out):

@@ -36,6 +36,7 @@ import threading
 
 from testbed.errors import ParameterError, TestbedError
 from testbed.p4.native.build import COMPILER_ENV, SANITIZE_ENV, SANITIZE_FLAGS, header_cdef
+from testbed.p4.v1model import pfc
 from testbed.p4.v1model.pfc import DEFAULT_QUANTUM_NS, PRIORITIES
 
 __all__ = ["build", "ports_with_qdisc", "NativeLoop", "NativeTrafficManager", "NativeDeparture",
@@ -99,6 +100,7 @@ def build(extra_flags=()):
         with open(path, "rb") as handle:
             digest.update(handle.read())
     flags = ["-O2", "-g", "-fPIC", "-shared", "-Wall", "-Wextra", "-Wno-unused-function",
+             *(f"-D{name}={value}" for name, value in pfc.c_layout().items()),
              *(SANITIZE_FLAGS if sanitizing() else ()), *extra_flags]
     digest.update(" ".join(flags).encode())
     directory = cache_dir()

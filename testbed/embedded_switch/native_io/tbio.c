@@ -36,10 +36,14 @@
 #define MASK32 0xffffffffull
 #define MASK48 0xffffffffffffull
 #define QDEPTH_MASK 0x7ffffu
-#define PFC_CLASSES 8          /* pfc.PRIORITIES: the classes a PAUSE frame carries */
-#define PAUSE_BYTES 60         /* pfc.build_pause's frame */
 #define ETH_HEADER 14 /* destination, source, EtherType */
-#define PAUSE_HEADER 34        /* dst, src, ethertype, opcode, class-enable vector, 8 quanta (pfc._HEADER) */
+/* The PAUSE frame's layout comes from its one definition, testbed/p4/v1model/pfc.py (c_layout), as -D flags:
+ * PFC_CLASSES, PAUSE_BYTES (the whole frame), PAUSE_HEADER (up to the last quanta), PAUSE_VECTOR_AT
+ * (the class-enable vector) and PAUSE_QUANTA_AT (the first class's quanta). */
+#if !defined(PFC_CLASSES) || !defined(PAUSE_BYTES) || !defined(PAUSE_HEADER) || !defined(PAUSE_VECTOR_AT) || \
+    !defined(PAUSE_QUANTA_AT)
+#error "build with the PAUSE frame layout of pfc.c_layout() (testbed.embedded_switch.native_io.build)"
+#endif
 
 typedef __int128 i128;
 
@@ -1164,8 +1168,9 @@ static void send_pauses(tbio_loop_t *L, int64_t now)
             if (!L->pause_frame || p->port >= MAX_PORTS || !L->pause_frame[p->port][0]) continue; /* no frame: no port */
             uint8_t frame[PAUSE_BYTES];
             memcpy(frame, L->pause_frame[p->port], PAUSE_BYTES);
-            frame[16] = (uint8_t)(1u << p->priority >> 8), frame[17] = (uint8_t)(1u << p->priority);
-            frame[18 + 2 * p->priority] = (uint8_t)(p->quanta >> 8), frame[19 + 2 * p->priority] = (uint8_t)p->quanta;
+            uint8_t *vector = frame + PAUSE_VECTOR_AT, *quanta = frame + PAUSE_QUANTA_AT + 2 * p->priority;
+            vector[0] = (uint8_t)(1u << p->priority >> 8), vector[1] = (uint8_t)(1u << p->priority);
+            quanta[0] = (uint8_t)(p->quanta >> 8), quanta[1] = (uint8_t)p->quanta;
             port_stats(L, p->port)->tx_packets++;
             port_stats(L, p->port)->tx_bytes += PAUSE_BYTES;
             output(L, p->port, frame, PAUSE_BYTES, now);
@@ -1234,9 +1239,10 @@ static void on_frame(void *ctx, const uint8_t *data, uint32_t len)
     if (len >= PAUSE_HEADER && L->pause_kind[0] && !memcmp(data + 12, L->pause_kind, 4) &&
         tbio_tm_pfc(L->tm, &config)) { /* a PAUSE frame: honoured by the port's egress queues (Device.receive) */
         uint32_t priorities[PFC_CLASSES], quanta[PFC_CLASSES], n = 0;
-        uint32_t vector = (uint32_t)data[16] << 8 | data[17];
+        const uint8_t *at = data + PAUSE_QUANTA_AT;
+        uint32_t vector = (uint32_t)data[PAUSE_VECTOR_AT] << 8 | data[PAUSE_VECTOR_AT + 1];
         for (uint32_t p = 0; p < PFC_CLASSES; p++)
-            if (vector >> p & 1) priorities[n] = p, quanta[n++] = (uint32_t)data[18 + 2 * p] << 8 | data[19 + 2 * p];
+            if (vector >> p & 1) priorities[n] = p, quanta[n++] = (uint32_t)at[2 * p] << 8 | at[2 * p + 1];
         L->stats[c->port].rx_packets++;
         L->stats[c->port].rx_bytes += len;
         tbio_tm_receive_pause(L->tm, c->port, n, priorities, quanta, clock_ns());

@@ -14,6 +14,11 @@ server when both ends are on one server), with its defects worked around:
   lives as long as its ssh connection (it reads the stdin the run holds): a tunnel ends
   with its run, even a killed one, on both servers (the cluster edition's ``echo @`` with
   ``-n`` leaves nothing to end it).
+
+A link of a switch whose ports must never be set down (BMv2) is a *wire* on any servers
+(:func:`make_wire`): its ports' veth pairs end in their servers' root namespaces, joined by
+the kernel there (directly, or through a tunnel end of the run's kind), and a failure
+sets those ends down.
 """
 import itertools
 import shlex

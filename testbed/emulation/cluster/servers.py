@@ -13,7 +13,9 @@ import shlex
 import socket
 import subprocess
 import threading
+import time
 
+from testbed.embedded_switch.port_control import ControlRelay, KeptProcess
 from testbed.emulation.cleanup import OWNER_ENV, SERVER_ENV
 from testbed.emulation.cluster import simserver
 from testbed.errors import EmulationError, ParameterError
@@ -102,8 +104,6 @@ class Server:
         """The run's relay to the embedded switches' control sockets on this server (started on first use:
         ``python -m testbed.embedded_switch.port_control --serve`` there, with the run's marks; it ends
         with its connection)."""
-        from testbed.embedded_switch.port_control import ControlRelay
-
         remote = shlex.join(["env", *self.marks(), *forwarded_environment(), _python(), "-m",
                              "testbed.embedded_switch.port_control", "--serve"])
         return self._kept_connection("relay", lambda: ControlRelay(self.ssh_argv(alive_s=WATCH_TIMEOUT_S) + [remote],
@@ -133,20 +133,19 @@ def watch(server, marks):
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, process_group=0)
 
 
-class RemoteShell:
+class RemoteShell(KeptProcess):
     """A root shell on ``server`` kept open for the run: each :meth:`run` is a round trip over its ssh
     connection rather than an ssh login (about a third of a second here).  Commands run one at a time,
     their stdin from ``/dev/null`` and their stderr with their stdout.  It carries ``marks`` (the run's
     ``NAME=value`` owner marks) and ends when :meth:`close` (or the run's end) closes its stdin."""
 
-    END = "@@testbed-end"
+    END = b"@@testbed-end"
+    #: the longest a command may take before the shell counts as lost
+    COMMAND_TIMEOUT_S = 300
 
     def __init__(self, server, marks):
+        super().__init__(server.ssh_argv(alive_s=WATCH_TIMEOUT_S) + [shlex.join(["env", *marks, "sh"])])
         self.server = server
-        self.process = subprocess.Popen(server.ssh_argv(alive_s=WATCH_TIMEOUT_S) + [shlex.join(["env", *marks, "sh"])],
-                                        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                                        text=True, process_group=0)
-        self.lock = threading.Lock()
 
     def run(self, command):
         """Run a shell command there; return a ``subprocess.CompletedProcess`` (its output in ``stdout``).
@@ -154,31 +153,17 @@ class RemoteShell:
         Raises:
             EmulationError: the connection ended (naming the server).
         """
+        deadline = time.monotonic() + self.COMMAND_TIMEOUT_S
         with self.lock:
             lines = []
-            try:
-                self.process.stdin.write(f"{{ {command}\n}} </dev/null 2>&1; echo \"{self.END} $?\"\n")
-                self.process.stdin.flush()
-                for line in self.process.stdout:
-                    if line.startswith(self.END + " "):
-                        return subprocess.CompletedProcess(command, int(line.split()[1]), "".join(lines), "")
-                    lines.append(line)
-            except (OSError, ValueError):
-                pass
+            if self.send(f"{{ {command}\n}} </dev/null 2>&1; echo \"{self.END.decode()} $?\"\n".encode()):
+                while (line := self.read_line(deadline)) is not None:
+                    if line.startswith(self.END + b" "):
+                        return subprocess.CompletedProcess(command, int(line.split()[1]),
+                                                           b"".join(lines).decode(errors="replace"), "")
+                    lines.append(line + b"\n")
             raise EmulationError(f"server {self.server.name} ({self.server.address}): its kept shell's connection "
                                  f"ended (status {self.process.poll()})")
-
-    def close(self):
-        """End the shell and the connection (safe to call twice)."""
-        with self.lock:
-            if self.process.stdin and not self.process.stdin.closed:
-                self.process.stdin.close()
-            try:
-                self.process.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-            self.process.stdout.close()
 
 
 def forwarded_environment():

@@ -22,7 +22,7 @@ from typing import FrozenSet, Iterable, List, Optional, Tuple
 from testbed.errors import ParameterError
 
 __all__ = ["PFC_ETHERTYPE", "PFC_OPCODE", "PFC_DST_MAC", "PRIORITIES", "MAX_QUANTA",
-           "DEFAULT_QUANTUM_NS", "PfcConfig", "build_pause", "parse_pause", "quantum_ns"]
+           "DEFAULT_QUANTUM_NS", "PfcConfig", "build_pause", "parse_pause", "quantum_ns", "c_layout"]
 
 #: MAC control ethertype.
 PFC_ETHERTYPE = 0x8808
@@ -39,6 +39,18 @@ DEFAULT_QUANTUM_NS = 512
 
 _HEADER = struct.Struct("!6s6sHHH8H")
 _FRAME_BYTES = 60  # the minimum Ethernet frame without FCS
+
+
+def c_layout():
+    """The frame's layout as C macros, for the native packet loop (which builds and reads PAUSE frames
+    too): ``{name: value}``, passed to its compiler as ``-Dname=value``.
+
+    >>> c_layout()
+    {'PFC_CLASSES': 8, 'PAUSE_BYTES': 60, 'PAUSE_HEADER': 34, 'PAUSE_VECTOR_AT': 16, 'PAUSE_QUANTA_AT': 18}
+    """
+    vector_at = struct.calcsize("!6s6sHH")  # dst, src, ethertype, opcode
+    return {"PFC_CLASSES": PRIORITIES, "PAUSE_BYTES": _FRAME_BYTES, "PAUSE_HEADER": _HEADER.size,
+            "PAUSE_VECTOR_AT": vector_at, "PAUSE_QUANTA_AT": vector_at + 2}
 
 
 def quantum_ns(rate_bps: Optional[int]) -> float:
