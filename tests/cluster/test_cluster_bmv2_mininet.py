@@ -9,23 +9,17 @@ switch's server; nothing left on either server, also after the run is killed wit
 """
 import json
 import os
-import signal
-import subprocess
-import sys
-import time
 
 import pytest
-from scapy.layers.inet import IP, UDP
-from scapy.layers.l2 import Ether
 
-from testbed.emulation.cleanup import REMOTE_DIR_PREFIX, leftovers, server_marks
+from testbed.emulation.cleanup import REMOTE_DIR_PREFIX, server_marks
 from testbed.pytest_plugin import SIMULATED_SERVER
-from testbed.testing import assert_all_pairs_reachable, assert_recovers_within, settled
+from testbed.testing import assert_all_pairs_reachable, assert_recovers_within
+
+from test_cluster_mininet import (CROSSING, REMOTE_EDGE, assert_reachable_and_spread_from_the_remote_edge,
+                                  kill_and_clean, net_up_as_another_run)
 
 pytestmark = [pytest.mark.mininet, pytest.mark.cluster, pytest.mark.bmv2]
-
-REMOTE_EDGE, REMOTE_UPLINKS = "e3_1", (3, 4)  # h16's edge switch, in pod 3: on the simulated server
-CROSSING = ("a0_1", "c2")  # pod 0 (here) to a core on the simulated server
 
 
 def _link_flags(switch, interface):
@@ -45,17 +39,7 @@ def test_bmv2_fattree_over_two_servers_reaches_spreads_and_recovers(simulated_se
     assert remote.serve_address() == f"unix:{remote.server_dir}/p4rt"
     assert remote.grpc_address.startswith("unix:") and remote.grpc_address != remote.serve_address()
 
-    assert_all_pairs_reachable(fabric)
-
-    def uplinks():
-        cells = settled(lambda: fabric.read_counter(REMOTE_EDGE, "MyEgress.egress_port_counter"))
-        return [cells[port][0] for port in REMOTE_UPLINKS]
-    src, dst = fabric["h16"], fabric["h1"]
-    before = uplinks()
-    fabric.send("h16", [Ether(src=src.MAC(), dst=dst.MAC()) / IP(src=src.IP(), dst=dst.IP())
-                        / UDP(sport=10000 + i, dport=4791) for i in range(200)])
-    spread = [after - was for after, was in zip(uplinks(), before)]
-    assert sum(spread) == 200 and min(spread) >= 50, spread
+    assert_reachable_and_spread_from_the_remote_edge(fabric)
 
     # registers over Thrift, which listens only in the switch's namespace: simple_switch_CLI there
     cells = fabric.read_register(REMOTE_EDGE, "port_qdepth")
@@ -94,18 +78,9 @@ def test_a_remote_bmv2s_packet_log_and_pcaps_come_back_at_stop(simulated_server,
 
 def test_killed_bmv2_run_over_two_servers_is_cleaned_on_both(simulated_server, tmp_path):
     state = tmp_path / "net.json"
-    environment = {name: value for name, value in os.environ.items() if name != "TESTBED_OWNER"}
-    run = subprocess.Popen([sys.executable, "-m", "testbed.cli", "net", "up", "clos", "leaves=2", "spines=2",
-                            "hosts_per_leaf=1", "--program", "ecmp", "--target", "bmv2", "--placement",
-                            f"leaf1={SIMULATED_SERVER}", "--servers", SIMULATED_SERVER, "--no-cli", "--quiet",
-                            "--state-file", str(state)],
-                           env=environment, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    run = net_up_as_another_run(["clos", "leaves=2", "spines=2", "hosts_per_leaf=1", "--program", "ecmp",
+                                 "--target", "bmv2", "--placement", f"leaf1={SIMULATED_SERVER}"], state)
     try:
-        deadline = time.monotonic() + 180
-        while not state.exists():
-            assert run.poll() is None, run.stderr.read().decode()
-            assert time.monotonic() < deadline, "the fabric did not come up"
-            time.sleep(0.2)
         switch = json.loads(state.read_text())["switches"]["leaf1"]
         assert switch["server"] == SIMULATED_SERVER and switch["target"] == "bmv2"
         assert os.path.basename(switch["server_dir"]).startswith(f"{REMOTE_DIR_PREFIX}{run.pid}-")
@@ -114,15 +89,4 @@ def test_killed_bmv2_run_over_two_servers_is_cleaned_on_both(simulated_server, t
         assert not os.path.exists(switch["server_dir"])
         assert server_marks(SIMULATED_SERVER)[run.pid]["processes"] > 0
     finally:
-        run.send_signal(signal.SIGKILL)
-        run.wait()
-        run.stderr.close()
-    cleaned = subprocess.run([sys.executable, "-m", "testbed.cli", "cleanup", "--servers", SIMULATED_SERVER],
-                             capture_output=True, text=True, timeout=120)
-    assert cleaned.returncode == 0, cleaned.stderr
-    assert leftovers(owner=run.pid)["processes"] == [] and leftovers(owner=run.pid)["temp_paths"] == []
-    assert run.pid not in server_marks(SIMULATED_SERVER)
-    assert simulated_server.run(f"ls -d /tmp/{REMOTE_DIR_PREFIX}{run.pid}-*").stdout == ""  # its folder too
-    remote_links = subprocess.run(["ip", "-n", SIMULATED_SERVER, "-o", "link", "show"], capture_output=True,
-                                  text=True).stdout
-    assert [line.split(":")[1].strip().split("@")[0] for line in remote_links.splitlines()] == ["lo", "eth0"]
+        kill_and_clean(run)  # its run folder there too
