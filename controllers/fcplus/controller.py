@@ -100,7 +100,7 @@ class FCPlusController:
             control = entry.get("control_path")
             if not control:
                 raise TestbedError(f"switch {name}: no control socket; PFC and port queues need the embedded target")
-            # a switch on another server is configured there (one ssh command per request)
+            # a switch on another server is configured there (through its server's control relay)
             via = getattr(network.net.get(name), "control_via", None)
             ports = sorted((port_toward(data, name), is_host(graph, other))
                            for _, other, data in graph.edges(name, data=True))

@@ -52,7 +52,7 @@ experiment runner's ``lossy_link`` failure where the kernel has no netem.  The
 socket is a file of the switch's machine: for a switch on another server every
 client function takes ``via=``, a relay that makes the request there: a
 :class:`ControlRelay` (this module's ``--serve`` running there, one kept
-connection) or a :class:`CommandRelay` (its command line, one command each).
+connection).
 """
 import argparse
 import itertools
@@ -60,7 +60,6 @@ import json
 import math
 import os
 import select
-import shlex
 import socket
 import subprocess
 import sys
@@ -316,9 +315,8 @@ def request(control_path, message, timeout=2.0, via=None):
         control_path: the switch's ``--control-socket`` path.
         message: a JSON-able dict.
         timeout: seconds to wait for the answer.
-        via: for a switch on another server (its socket is in that server's files): a relay that
-            makes the request there, :class:`ControlRelay` (one kept connection) or
-            :class:`CommandRelay` (one command each); None: this machine.
+        via: for a switch on another server (its socket is in that server's files): the
+            :class:`ControlRelay` that makes the request there; None: this machine.
 
     Returns:
         dict: the answer (``{"ok": true, ...}`` or ``{"error": "..."}``).
@@ -360,34 +358,6 @@ def request(control_path, message, timeout=2.0, via=None):
 
 #: seconds a request made on another server may take beyond its own timeout (ssh, starting Python)
 REMOTE_SLACK_S = 20.0
-
-
-class CommandRelay:
-    """Makes requests on a switch's server with this module's command line, one command each
-    (``python -m testbed.embedded_switch.port_control PATH JSON``).
-
-    Args:
-        run: ``run(shell command, timeout=seconds)`` returning a ``subprocess.CompletedProcess`` with
-            text output, such as :meth:`testbed.emulation.cluster.servers.Server.run`.
-    """
-
-    def __init__(self, run):
-        self.run = run
-
-    def request(self, control_path, message, timeout):
-        """:func:`request` made there."""
-        command = shlex.join([sys.executable, "-m", __name__, control_path, json.dumps(message), "--timeout",
-                              str(timeout)])
-        done = self.run(command, timeout=timeout + REMOTE_SLACK_S)
-        if done.returncode != 0:
-            why = (done.stderr or done.stdout or "").strip().splitlines()
-            raise EmulationError(f"switch control socket {control_path} (on its server): "
-                                 f"{why[-1] if why else f'status {done.returncode}'}")
-        try:
-            return json.loads(done.stdout)
-        except ValueError:
-            raise EmulationError(f"switch control socket {control_path} (on its server): answer is not JSON: "
-                                 f"{done.stdout[:80]!r}") from None
 
 
 class KeptProcess:

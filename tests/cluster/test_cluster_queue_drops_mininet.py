@@ -1,9 +1,9 @@
 """Queue drops on another server are read there, over one ssh connection kept open for it.
 
 The congestion timeline samples every switch port's qdisc every 100 ms; a remote server's ports
-are read through a :class:`~testbed.emulation.cluster.servers.RemoteShell` (``tc`` run on the
-server at each read, over one connection).  Here a qdisc on the simulated server that drops every frame must be read
-with the drops ``tc`` shows in that server's namespace.
+are read through a shell the server keeps for them (:meth:`~testbed.emulation.cluster.servers.Server.shell`:
+``tc`` run on the server at each read, over one connection).  Here a qdisc on the simulated server that
+drops every frame must be read with the drops ``tc`` shows in that server's namespace.
 """
 import shlex
 import subprocess
@@ -11,8 +11,6 @@ import sys
 
 import pytest
 
-from testbed.emulation.cleanup import OWNER_ENV, SERVER_ENV
-from testbed.emulation.cluster.servers import RemoteShell
 from testbed.emulation.network import QDISC_COMMAND, parse_qdisc_drops
 from testbed.errors import EmulationError
 from testbed.pytest_plugin import SIMULATED_SERVER
@@ -45,9 +43,11 @@ def test_a_remote_servers_queue_drops_are_read_there(simulated_server):
         there("ip", "link", "set", PORT, "up")
         there("ip", "link", "set", PEER, "up")
         there("tc", "qdisc", "add", "dev", PORT, "root", "pfifo", "limit", "0")  # every frame dropped
-        reader = RemoteShell(simulated_server, [f"{OWNER_ENV}=1", f"{SERVER_ENV}={SIMULATED_SERVER}"])
+        reader = simulated_server.shell("queue drops")
         read = shlex.join(QDISC_COMMAND)
         try:
+            assert simulated_server.shell("queue drops") is reader  # kept
+            assert simulated_server.shell() is not reader  # a shell of its own
             before = parse_qdisc_drops(reader.run(read).stdout)[PORT]
             assert before == parse_qdisc_drops(there(*QDISC_COMMAND))[PORT]
             there(sys.executable, "-c", SEND_FRAMES)
@@ -56,8 +56,8 @@ def test_a_remote_servers_queue_drops_are_read_there(simulated_server):
             assert parse_qdisc_drops(reader.run(read).stdout)[PORT] == truth
             assert parse_qdisc_drops(reader.run(read).stdout)[PORT] == truth  # the same connection, read again
         finally:
-            reader.close()
-        reader.close()  # a second close changes nothing
+            simulated_server.close_kept()
+        simulated_server.close_kept()  # a second close changes nothing
         assert reader.process.returncode is not None
         with pytest.raises(EmulationError, match=f"server {SIMULATED_SERVER} .*its kept shell's connection ended"):
             reader.run(read)

@@ -1,14 +1,11 @@
 """Control requests to a switch on another server: made there through a relay.
 
-Two relays: :class:`~testbed.embedded_switch.port_control.CommandRelay` (port_control's command line,
-one command each) with a ``run`` that executes the command on this machine (what ``Server.run``
-does over ssh), and :class:`~testbed.embedded_switch.port_control.ControlRelay` (one kept
-``port_control --serve`` process, started here instead of over ssh); both against a control socket
-served here by a thread.
+The relay, :class:`~testbed.embedded_switch.port_control.ControlRelay` (one kept ``port_control
+--serve`` process), is started here instead of over ssh; it and port_control's command line ask a
+control socket served here by a thread.
 """
 import json
 import os
-import subprocess
 import sys
 import threading
 
@@ -16,10 +13,6 @@ import pytest
 
 from testbed.embedded_switch import port_control
 from testbed.errors import EmulationError
-
-
-def run_here(command, timeout):
-    return subprocess.run(["sh", "-c", command], capture_output=True, text=True, timeout=timeout, check=False)
 
 
 @pytest.fixture
@@ -49,33 +42,6 @@ def answering_socket(tmp_path):
     yield path, seen
     server.close()
     os.remove(path)
-
-
-def test_a_request_made_on_the_switchs_server_gets_the_switchs_answer(answering_socket):
-    path, seen = answering_socket
-    commands = []
-
-    def run(command, timeout):
-        commands.append(command)
-        return run_here(command, timeout)
-
-    via = port_control.CommandRelay(run)
-    assert port_control.port_status(path, via=via) == {1: {"loss": 0.0, "drops": 3}}
-    assert port_control.switch_status(path, via=via)["clock_origin_ns"] == 7
-    assert seen == [{"command": "status"}, {"command": "status"}]
-    assert all("-m testbed.embedded_switch.port_control" in command and path in command for command in commands)
-
-
-def test_a_switch_that_does_not_answer_on_its_server_is_an_error_naming_its_socket(tmp_path):
-    missing = str(tmp_path / "gone.ctl")
-    with pytest.raises(EmulationError, match=f"switch control socket {missing} \\(on its server\\):"):
-        port_control.port_status(missing, timeout=0.5, via=port_control.CommandRelay(run_here))
-
-    def unreachable(command, timeout):
-        return subprocess.CompletedProcess([], 255, "", "ssh: connect to host 198.18.9.2 port 22: No route to host")
-
-    with pytest.raises(EmulationError, match="No route to host"):
-        port_control.switch_status(missing, via=port_control.CommandRelay(unreachable))
 
 
 def test_the_command_line_prints_the_answer_or_the_error(answering_socket, capsys):

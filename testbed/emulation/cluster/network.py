@@ -17,7 +17,6 @@ import re
 import shlex
 import subprocess
 import sys
-import threading
 import time
 
 from mininet.net import Mininet
@@ -26,7 +25,7 @@ from testbed.emulation.cleanup import OWNER_ENV, SERVER_ENV, SERVER_GROUP_SLOT, 
 from testbed.emulation.cluster import links as cluster_links
 from testbed.emulation.cluster.nodes import ClusterBMv2Switch, ClusterEmbeddedSwitch, ClusterHost
 from testbed.emulation.cluster.placement import crossing_links, place
-from testbed.emulation.cluster.servers import WATCH_TIMEOUT_S, RemoteShell, check_servers, resolve_all, watch
+from testbed.emulation.cluster.servers import WATCH_TIMEOUT_S, check_servers, resolve_all, watch
 from testbed.emulation.hosts import port_setup_commands
 from testbed.emulation.links import ip_batch, unused_interface_group
 from testbed.emulation.namespaces import set_interface_up
@@ -77,8 +76,6 @@ class ClusterFabricNetwork(FabricNetwork):
         self._groups = {}
         self._tunnels = []  # the run's tunnel processes (SSH tunnels)
         self._watches = {}  # {server name: its watch connection} (see check_reachable)
-        self._readers = {}  # {server name: its queue drop reader} (see queue_drops)
-        self._readers_lock = threading.Lock()
         self._link_class = None
         self.cross_link_measured = None  # see measure_cross_link
 
@@ -156,7 +153,7 @@ class ClusterFabricNetwork(FabricNetwork):
 
     def queue_drops(self):
         """As on one server, each server's switch ports read there: this machine's with ``tc``, another's
-        through a shell kept for it (:class:`~testbed.emulation.cluster.servers.RemoteShell`).
+        through a shell kept there for it (:meth:`~testbed.emulation.cluster.servers.Server.shell`).
 
         Raises:
             EmulationError: a server's connection ended (the server is lost).
@@ -172,11 +169,8 @@ class ClusterFabricNetwork(FabricNetwork):
             if server.local:
                 drops.update(qdisc_drops(interfaces))
                 continue
-            with self._readers_lock:  # a shell of its own: the samples never wait behind failures or set-up
-                reader = self._readers.get(name)
-                if reader is None:
-                    reader = self._readers[name] = RemoteShell(server, server.marks())
-            found = parse_qdisc_drops(reader.run(shlex.join(QDISC_COMMAND)).stdout)
+            # a shell of its own: the samples never wait behind failures or set-up
+            found = parse_qdisc_drops(server.shell("queue drops").run(shlex.join(QDISC_COMMAND)).stdout)
             drops.update({interface: found.get(interface, 0) for interface in interfaces})
         return drops
 
@@ -212,10 +206,6 @@ class ClusterFabricNetwork(FabricNetwork):
         except EmulationError as error:
             errors.append(str(error))
         cluster_links.stop_tunnels(self._tunnels)
-        with self._readers_lock:
-            readers, self._readers = self._readers, {}
-        for reader in readers.values():
-            reader.close()
         for server in self.servers:
             server.close_kept()
         watches, self._watches = self._watches, {}

@@ -42,7 +42,7 @@ class Server:
         self.known_hosts = known_hosts
         #: why the server is lost to the run (set when its watch connection ended), else None
         self.lost = None
-        self._kept = {}  # the run's kept connections: {"shell": RemoteShell, "relay": ControlRelay}
+        self._kept = {}  # the run's kept connections: {("shell", purpose): RemoteShell, "relay": ControlRelay}
         self._kept_lock = threading.Lock()
 
     @property
@@ -89,9 +89,14 @@ class Server:
                 self._kept[kind] = start()
             return self._kept[kind]
 
-    def shell(self):
-        """The run's :class:`RemoteShell` on this (remote) server, started on first use."""
-        return self._kept_connection("shell", lambda: RemoteShell(self, self.marks()))
+    def shell(self, purpose="commands"):
+        """The run's :class:`RemoteShell` on this (remote) server for ``purpose``, started on first use.
+
+        Args:
+            purpose: names the shell; each purpose has its own, so that its commands never wait behind
+                another's (the queue drop samples behind link set-up, say).
+        """
+        return self._kept_connection(("shell", purpose), lambda: RemoteShell(self, self.marks()))
 
     def run_kept(self, command):
         """As :meth:`run` (stderr with stdout), over the kept shell on another server: no ssh login."""
@@ -110,7 +115,7 @@ class Server:
                                                                    f"on server {self.name}"))
 
     def close_kept(self):
-        """End the kept shell and relay, if they were started (safe to call twice)."""
+        """End the kept shells and relay, if they were started (safe to call twice)."""
         with self._kept_lock:
             kept, self._kept = self._kept, {}
         for connection in kept.values():
