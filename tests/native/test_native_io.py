@@ -720,7 +720,8 @@ def test_bad_interface_named(fixture_pipeline):
 
 
 def test_sanitized_run():
-    """This file's tests once more with the loop and the fixture built with ASan and UBSan: no report."""
+    """This file's tests and the packet generator's (the loop's own thread included) once more with the
+    loop and the fixture built with ASan and UBSan: no report."""
     preload = subprocess.run(["gcc", "-print-file-name=libasan.so"], capture_output=True, text=True).stdout.strip()
     if not os.path.isabs(preload):
         pytest.skip("no libasan for gcc")
@@ -728,7 +729,8 @@ def test_sanitized_run():
                ASAN_OPTIONS="detect_leaks=0:abort_on_error=0:halt_on_error=1",
                UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1")
     result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-x",
-                             os.path.abspath(__file__), "-k", "not sanitized_run"], env=env, capture_output=True,
+                             os.path.abspath(__file__), os.path.join(os.path.dirname(__file__), "test_native_pktgen.py"),
+                             "-k", "not sanitized_run"], env=env, capture_output=True,
                             text=True, timeout=1200)
     report = result.stdout + result.stderr
     assert result.returncode == 0, report[-4000:]

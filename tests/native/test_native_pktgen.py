@@ -164,3 +164,52 @@ def test_loop_generates_on_its_own_timer(loop_with_generator):
     later = generator.due(time.monotonic_ns() + period_ns)
     assert later == [(5, template)]
     assert generator.status()[0]["generated"] == state["generated"] + 1
+
+
+def test_loop_thread_runs_while_python_holds_the_gil(loop_with_generator):
+    """In its own thread the loop fires a 1 ms application and forwards its frames while the only Python
+    thread holds the GIL for 300 ms (a busy loop: no call releases it); run() returns the same way its
+    thread would (a 1 ms period on an unloaded machine gives about 300 frames; 10 survive a loaded one)."""
+    loop, generator = loop_with_generator
+    template = bytes.fromhex("020000000002020000000005") + b"\x86\xdd" + bytes(46)  # to port 1 (no interface)
+    generator.configure(0, 5, 1_000_000, template)
+    loop.start()
+    try:
+        with pytest.raises(native_io.TestbedError, match="own thread"):
+            loop.run(0)
+        before = loop.port_stats(1)["tx_packets"]
+        end = time.monotonic() + 0.3
+        while time.monotonic() < end:
+            pass
+        during = loop.port_stats(1)["tx_packets"] - before
+    finally:
+        loop.stop()
+    assert during >= 10
+    assert loop.run(0) in (native_io.STOPPED, native_io.WOKEN)  # stopped: the caller's loop again
+
+
+def test_loop_thread_notes_punts_wakes_and_bounds_the_cpu_queue(loop_with_generator):
+    """wait() answers PUNTED when frames for the CPU port wait, WOKEN after wake(), nothing at its timeout;
+    frames nobody takes stop queueing at 1,024 (the rest counted as errors), so a held-up reader costs
+    no more memory and forwarding keeps its packet slots."""
+    loop, generator = loop_with_generator
+    frame = BROADCAST + bytes.fromhex("020000000007") + b"\x86\xdd" + bytes(46)
+    loop.set_queue(CPU_PORT, depth_packets=4096)
+    loop.start()
+    try:
+        assert loop.wait(0) == frozenset()
+        loop.wake()
+        assert loop.wait(1000) == {native_io.WOKEN}
+        assert loop.inject(7, frame)
+        assert native_io.PUNTED in loop.wait(5000)
+        assert loop.punted() == [frame]
+        errors = loop.errors()
+        for _ in range(1100):
+            assert loop.inject(7, frame)
+        deadline = time.monotonic() + 10
+        while loop.port_stats(CPU_PORT)["tx_packets"] < 1101 and time.monotonic() < deadline:
+            loop.wait(100)
+    finally:
+        loop.stop()
+    assert loop.port_stats(CPU_PORT)["tx_packets"] == 1101
+    assert len(loop.punted()) == 1024 and loop.errors() - errors == 1100 - 1024

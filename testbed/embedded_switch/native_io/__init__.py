@@ -8,7 +8,10 @@ tb_pipeline.h, looked up in the program's shared object), queues in the traffic 
 It blocks in ``ppoll`` when there is nothing to do, so an idle switch costs no CPU.  Python stays
 in control: :meth:`NativeLoop.run` returns when frames for the CPU port wait (PacketIn), when
 :meth:`NativeLoop.wake` was called, when the program halted the switch, or at the caller's
-timeout; every other call takes the loop's lock, which the loop gives up between batches.
+timeout; every other call takes the loop's lock, which the loop gives up between batches.  A switch
+runs the loop in a native thread of its own instead (:meth:`NativeLoop.start`), which never returns
+to Python: it goes on forwarding and firing its timers while the process's Python threads wait for
+the GIL, and notes what ``run`` would have returned for, which Python takes with :meth:`NativeLoop.wait`.
 
 The I/O method, AF_XDP in copy mode behind a five-instruction XDP program loaded with ``bpf()``
 (no libbpf), was chosen by measurement: see benchmarks/bench_io_methods.py and benchmarks/README.md.
@@ -41,7 +44,7 @@ from testbed.p4.v1model.pfc import DEFAULT_QUANTUM_NS, PRIORITIES
 
 __all__ = ["build", "ports_with_qdisc", "NativeLoop", "NativeTrafficManager", "NativeDeparture",
            "NativePacketGenerator", "STOPPED", "WOKEN",
-           "PUNTED", "HALTED", "UNSUPPORTED"]
+           "PUNTED", "HALTED", "UNSUPPORTED", "NOTED"]
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SOURCES = ("tbio.c", "pktgen.c", "tbio.h", "tbio_dsf.h", "xsk.h")
@@ -50,6 +53,8 @@ PIPELINE_HEADER = os.path.join(os.path.dirname(os.path.dirname(HERE)), "p4", "na
 
 #: tbio_run's answers
 STOPPED, WOKEN, PUNTED, HALTED, UNSUPPORTED = 0, 1, 2, 3, 4
+#: what :meth:`NativeLoop.wait` can answer with (any of them together)
+NOTED = (WOKEN, PUNTED, HALTED, UNSUPPORTED)
 
 _lock = threading.Lock()
 _loaded = {}
@@ -607,11 +612,45 @@ class NativeLoop:
             return self._lib.tbio_inject(self._loop, port, frame, len(frame)) == 0
 
     def run(self, timeout_ms=-1):
-        """Forward until something needs Python; return STOPPED, WOKEN, PUNTED, HALTED or UNSUPPORTED."""
-        return self._lib.tbio_run(self._loop, int(timeout_ms))
+        """Forward until something needs Python; return STOPPED, WOKEN, PUNTED, HALTED or UNSUPPORTED.
+
+        Raises:
+            TestbedError: the loop runs in its own thread (:meth:`start`).
+        """
+        answer = self._lib.tbio_run(self._loop, int(timeout_ms))
+        if answer < 0:
+            raise TestbedError("the native loop runs in its own thread: wait() for it, or stop() it first")
+        return answer
+
+    def start(self):
+        """Run the loop in a native thread of its own until :meth:`stop` or :meth:`close`: it forwards and
+        fires its timers without Python; :meth:`wait` tells what :meth:`run` would have returned for.
+
+        Raises:
+            TestbedError: it already runs, or no thread could be made.
+        """
+        if self._lib.tbio_start(self._loop):
+            raise TestbedError("the native loop's thread cannot start (it runs already, or no thread)")
+
+    def wait(self, timeout_ms=-1):
+        """With the loop's own thread running: wait at most ``timeout_ms`` (-1: no limit) for something that
+        needs Python.
+
+        Returns:
+            frozenset of the statuses noted since the last call (of :data:`NOTED`: WOKEN, PUNTED, HALTED,
+            UNSUPPORTED); empty at the timeout.
+        """
+        bits = self._lib.tbio_wait(self._loop, int(timeout_ms))
+        return frozenset(status for status in NOTED if bits & (1 << status))
+
+    def stop(self):
+        """End the loop's own thread (it finishes its batch first); nothing when none runs."""
+        if self._loop is not None:
+            self._lib.tbio_stop(self._loop)
 
     def wake(self):
-        """Make a running :meth:`run` return WOKEN (any thread; nothing once closed)."""
+        """Make a running :meth:`run` return WOKEN, or :meth:`wait` answer with it (any thread; nothing once
+        closed)."""
         loop = self._loop
         if loop is not None:
             self._lib.tbio_wake(loop)
@@ -659,11 +698,13 @@ class NativeLoop:
         return result
 
     def errors(self):
-        """Internal errors counted (out of packet slots or memory, a frame larger than the deparser's buffer)."""
+        """Internal errors counted (out of packet slots or memory, a frame larger than the deparser's buffer,
+        the CPU port's queue full: 1,024 frames not yet taken by :meth:`punted`)."""
         return self._lib.tbio_errors(self._loop)
 
     def close(self):
-        """Close the sockets (the XDP programs go with them) and free everything; run must have returned."""
+        """End the loop's thread, close the sockets (the XDP programs go with them) and free everything;
+        :meth:`run` must have returned."""
         if getattr(self, "_loop", None) is not None and self._loop != self._ffi.NULL:
             self._lib.tbio_free(self._loop)
         self._loop = None

@@ -3,14 +3,17 @@
 :class:`NativeSwitchDaemon` is :class:`~testbed.embedded_switch.switchd.SwitchDaemon` (same
 arguments, control requests, impairments, stop) whose packet path is a
 :class:`~testbed.embedded_switch.native_io.NativeLoop` while the target's pipeline is the native
-backend's; with a Python pipeline it is the Python loop unchanged.  The main thread runs the
-loop; Python does only what the loop hands back or what control asks:
+backend's; with a Python pipeline it is the Python loop unchanged.  Python does only what the
+loop hands back or what control asks:
 
 * PacketIn: frames the loop punts to the CPU port go to the target's listeners;
 * PacketOut: a watcher thread injects the target's pending frames into the loop's ingress;
+* the loop runs in a native thread of its own (:meth:`NativeLoop.start`): frames, queues, timers and
+  the packet generator never wait for Python; the main thread waits for what the loop notes
+  (:meth:`NativeLoop.wait`) and does the rest;
 * P4Runtime writes change the Python state; the native state's watchers mark what changed and
-  wake the loop, which copies it into native memory (``NativeState.sync``) under the loop's lock
-  before the next batch; multicast groups and clone sessions are copied when they differ;
+  wake the main thread, which copies it into native memory (``NativeState.sync``) under the loop's
+  lock, between two batches; multicast groups and clone sessions are copied when they differ;
 * port loss and delay (``port_control``) are the loop's; so is the packet generator's timer: the
   target's ``PacketGenerator`` is attached to the loop's (``pktgen.c``), which injects the frames
   when due without Python (configuration and status stay the target's); a port shaped with tc
@@ -250,6 +253,7 @@ class NativeSwitchDaemon(SwitchDaemon):
         watcher = threading.Thread(target=self._watch, name="native-io-control", daemon=True)
         watcher.start()
         synced = 0  # when the program's PFC counters were last copied
+        loop.start()
         try:
             while not self._stopped:
                 with self._caught_up:
@@ -257,7 +261,7 @@ class NativeSwitchDaemon(SwitchDaemon):
                 device = self._real_device()
                 if device is None:  # no pipeline yet: the loop drops what comes
                     self._caught_up_with(changes)
-                    loop.run(IDLE_TIMEOUT_MS)
+                    loop.wait(IDLE_TIMEOUT_MS)
                     continue
                 if device is not self._device:
                     if not native_loop_applies(device, self.pcap):
@@ -276,21 +280,22 @@ class NativeSwitchDaemon(SwitchDaemon):
                         device.sync_pfc_counters(now, tm=loop.tm)
                         synced = now
                     timeout = min(timeout, PFC_COUNTER_PERIOD_NS // 1_000_000)
-                answer = loop.run(timeout)
-                if answer == native_io.PUNTED:
+                noted = loop.wait(timeout)
+                if native_io.PUNTED in noted:
                     for frame in loop.punted():
                         self.target.deliver_cpu_frame(frame)
                     deliver_events(device, loop.events())
-                elif answer == native_io.UNSUPPORTED:
+                if native_io.UNSUPPORTED in noted:
                     # the program calls the target's own externs: their traffic manager is Python's
                     self.log.warning("the program calls the embedded target's own externs: forwarding in Python "
                                      "(one packet was dropped finding out)")
                     device.needs_python_loop = True
                     break
-                elif answer == native_io.HALTED and device.halted is None:
+                if native_io.HALTED in noted and device.halted is None:
                     device.halted = loop.halt_reason()
                     self.log.error("switch halted: %s", device.halted)
         finally:
+            loop.stop()
             self.loop = None
             self._caught_up_with(self._changes_seen)  # the Python loop reads the state itself
             self._unwatch()

@@ -11,6 +11,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <sched.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <arpa/inet.h>
@@ -33,6 +34,7 @@
 #define RX_BATCH 64
 #define DEQ_BATCH 256
 #define MAX_SLOTS 65536
+#define PUNT_QUEUE 1024        /* frames waiting for the CPU port's reader; more are dropped (counted in errors) */
 #define MASK32 0xffffffffull
 #define MASK48 0xffffffffffffull
 #define QDEPTH_MASK 0x7ffffu
@@ -758,6 +760,11 @@ struct tbio_loop {
     pthread_mutex_t mutex;
     int waiters, woken;
     int wake_fd;
+    /* the loop's own thread (tbio_start): it tells its reader through notify_fd and noted */
+    pthread_t thread;
+    int threaded, stopping;
+    int notify_fd;
+    uint32_t noted; /* bit s: status s happened since tbio_wait last looked */
     int32_t cpu_port;
     int64_t origin;
     uint32_t ring_size, seed;
@@ -776,6 +783,7 @@ struct tbio_loop {
     void **chunks;
     uint32_t nchunks;
     slot_t *punt_head, *punt_tail;
+    uint32_t npunted;
     replicas_t *groups[65536];
     replicas_t *sessions[65536];
     pending_t pending[DEQ_BATCH];
@@ -1037,7 +1045,8 @@ static uint64_t next_random(uint64_t *state) /* splitmix64 */
 
 static void punt(tbio_loop_t *L, const uint8_t *data, uint32_t len)
 {
-    slot_t *p = len <= SLOT_FRAME ? slot_get(L) : NULL;
+    /* bounded: a reader held up (Python waiting for its GIL) must not take the slots forwarding needs */
+    slot_t *p = len <= SLOT_FRAME && L->npunted < PUNT_QUEUE ? slot_get(L) : NULL;
     if (!p) {
         L->errors++;
         return;
@@ -1047,6 +1056,7 @@ static void punt(tbio_loop_t *L, const uint8_t *data, uint32_t len)
     if (L->punt_tail) L->punt_tail->next = p;
     else L->punt_head = p;
     L->punt_tail = p;
+    L->npunted++;
 }
 
 /* A frame leaving port: the CPU port's goes to Python, a data port's through its loss and delay. */
@@ -1269,9 +1279,10 @@ tbio_loop_t *tbio_new(int32_t cpu_port, int64_t clock_origin_ns, uint32_t ring_s
     if (!L) return NULL;
     pthread_mutex_init(&L->mutex, NULL);
     L->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    L->notify_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     L->tm = tbio_tm_new(64, 1);
     L->pktgen = tbio_pktgen_new();
-    if (L->wake_fd < 0 || !L->tm || !L->pktgen) {
+    if (L->wake_fd < 0 || L->notify_fd < 0 || !L->tm || !L->pktgen) {
         tbio_free(L);
         return NULL;
     }
@@ -1296,6 +1307,7 @@ static void release_pool(tbio_loop_t *L)
     free(L->chunks);
     L->chunks = NULL, L->nchunks = 0, L->nslots = 0, L->free_slots = NULL;
     L->punt_head = L->punt_tail = NULL;
+    L->npunted = 0;
     for (uint32_t i = 0; i < L->nxports; i++) L->xports[L->xport_list[i]]->delayed_head = NULL,
                                              L->xports[L->xport_list[i]]->delayed_tail = NULL;
 }
@@ -1303,6 +1315,7 @@ static void release_pool(tbio_loop_t *L)
 void tbio_free(tbio_loop_t *L)
 {
     if (!L) return;
+    tbio_stop(L);
     release_pool(L);
     for (uint32_t i = 0; i < L->nxports; i++) {
         port_close(L->xports[L->xport_list[i]]);
@@ -1315,6 +1328,7 @@ void tbio_free(tbio_loop_t *L)
     dsf_detach(L);
     if (L->dl) dlclose(L->dl);
     if (L->wake_fd >= 0) close(L->wake_fd);
+    if (L->notify_fd >= 0) close(L->notify_fd);
     pthread_mutex_destroy(&L->mutex);
     free(L);
 }
@@ -1566,8 +1580,22 @@ void tbio_unlock(tbio_loop_t *L)
     poke(L); /* what was changed may move the loop's next deadline */
 }
 
+/* Tell the reader of a threaded loop that status happened (once until tbio_wait takes it). */
+static void notify(tbio_loop_t *L, int status)
+{
+    uint32_t bit = 1u << status;
+    uint64_t one = 1;
+    if (__atomic_fetch_or(&L->noted, bit, __ATOMIC_SEQ_CST) & bit) return;
+    if (write(L->notify_fd, &one, sizeof one) < 0) { /* full counter: the reader is woken anyway */
+    }
+}
+
 void tbio_wake(tbio_loop_t *L)
 {
+    if (__atomic_load_n(&L->threaded, __ATOMIC_SEQ_CST)) {
+        notify(L, TBIO_WOKEN); /* the thread needs nothing: it is the reader that waits */
+        return;
+    }
     __atomic_store_n(&L->woken, 1, __ATOMIC_SEQ_CST);
     poke(L);
 }
@@ -1593,6 +1621,7 @@ int tbio_take_punted(tbio_loop_t *L, uint8_t *buf, uint32_t cap)
     if (p) {
         L->punt_head = p->next;
         if (!L->punt_head) L->punt_tail = NULL;
+        L->npunted--;
         len = (int)p->len;
         memcpy(buf, p->frame, p->len < cap ? p->len : cap);
         slot_unref(L, p);
@@ -1665,9 +1694,10 @@ static void generate(tbio_loop_t *L, int64_t now)
     }
 }
 
-int tbio_run(tbio_loop_t *L, int timeout_ms)
+/* The loop until deadline; in the loop's own thread (threaded) until tbio_stop, telling the reader
+ * what tbio_run would return for, instead of returning. */
+static int run_until(tbio_loop_t *L, int64_t deadline, int threaded)
 {
-    int64_t deadline = timeout_ms < 0 ? INT64_MAX : clock_ns() + (int64_t)timeout_ms * 1000000;
     struct pollfd fds[MAX_PORTS + 1];
     int rc;
     hold(L);
@@ -1692,21 +1722,27 @@ int tbio_run(tbio_loop_t *L, int timeout_ms)
                                __atomic_load_n(x->tx.consumer, __ATOMIC_ACQUIRE) != x->tx_prod))
                 xsk_tx_flush(x);
         }
-        if (L->halted && !L->halt_reported) {
+        if (threaded) {
+            if (L->halted && !L->halt_reported) L->halt_reported = 1, notify(L, TBIO_HALTED);
+            if (L->unsupported && !L->unsupported_reported) L->unsupported_reported = 1, notify(L, TBIO_UNSUPPORTED);
+            if (L->punt_head || L->nevents) notify(L, TBIO_PUNTED);
+            if (__atomic_load_n(&L->stopping, __ATOMIC_SEQ_CST)) {
+                rc = TBIO_STOPPED;
+                break;
+            }
+        } else if (L->halted && !L->halt_reported) {
             L->halt_reported = 1;
             rc = TBIO_HALTED;
             break;
         }
-        if (L->unsupported && !L->unsupported_reported) {
+        else if (L->unsupported && !L->unsupported_reported) {
             L->unsupported_reported = 1;
             rc = TBIO_UNSUPPORTED;
             break;
-        }
-        if (L->punt_head || L->nevents) {
+        } else if (L->punt_head || L->nevents) {
             rc = TBIO_PUNTED;
             break;
-        }
-        if (__atomic_exchange_n(&L->woken, 0, __ATOMIC_SEQ_CST)) {
+        } else if (__atomic_exchange_n(&L->woken, 0, __ATOMIC_SEQ_CST)) {
             rc = TBIO_WOKEN;
             break;
         }
@@ -1753,4 +1789,54 @@ int tbio_run(tbio_loop_t *L, int timeout_ms)
     }
     release(L);
     return rc;
+}
+
+int tbio_run(tbio_loop_t *L, int timeout_ms)
+{
+    if (__atomic_load_n(&L->threaded, __ATOMIC_SEQ_CST)) return -1;
+    return run_until(L, timeout_ms < 0 ? INT64_MAX : clock_ns() + (int64_t)timeout_ms * 1000000, 0);
+}
+
+static void *thread_main(void *arg)
+{
+    run_until((tbio_loop_t *)arg, INT64_MAX, 1);
+    return NULL;
+}
+
+int tbio_start(tbio_loop_t *L)
+{
+    sigset_t all, old;
+    if (L->threaded) return -1;
+    L->stopping = 0;
+    __atomic_store_n(&L->threaded, 1, __ATOMIC_SEQ_CST);
+    /* signals stay with the process's other threads (Python handles them in its main thread) */
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, &old);
+    int failed = pthread_create(&L->thread, NULL, thread_main, L);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (failed) __atomic_store_n(&L->threaded, 0, __ATOMIC_SEQ_CST);
+    return failed ? -1 : 0;
+}
+
+void tbio_stop(tbio_loop_t *L)
+{
+    if (!__atomic_load_n(&L->threaded, __ATOMIC_SEQ_CST)) return;
+    __atomic_store_n(&L->stopping, 1, __ATOMIC_SEQ_CST);
+    poke(L);
+    pthread_join(L->thread, NULL);
+    __atomic_store_n(&L->threaded, 0, __ATOMIC_SEQ_CST);
+}
+
+uint32_t tbio_wait(tbio_loop_t *L, int timeout_ms)
+{
+    uint64_t value;
+    /* the bits first, the counter after: a status noted in between keeps its bit for the next call */
+    uint32_t bits = __atomic_exchange_n(&L->noted, 0, __ATOMIC_SEQ_CST);
+    if (!bits) {
+        struct pollfd fd = {.fd = L->notify_fd, .events = POLLIN};
+        if (poll(&fd, 1, timeout_ms) > 0) bits = __atomic_exchange_n(&L->noted, 0, __ATOMIC_SEQ_CST);
+    }
+    if (read(L->notify_fd, &value, sizeof value) < 0) { /* nothing written: fine */
+    }
+    return bits;
 }

@@ -1,7 +1,8 @@
 /* tbio.h - the embedded switch's native packet loop: AF_XDP port I/O, the v1model traffic manager,
  * and a compiled pipeline called through tb_pipeline.h's functions.
  *
- * Threads: one thread runs tbio_run; any other thread that touches the loop or the pipeline state
+ * Threads: one thread runs tbio_run, or the loop runs in a thread of its own (tbio_start) and one
+ * reader waits for what it reports with tbio_wait; any other thread that touches the loop or the pipeline state
  * (P4Runtime writes, PacketOut injection, queue settings) brackets its calls with tbio_lock /
  * tbio_unlock.  The loop holds the lock while it processes and gives it up in poll() and between
  * batches when someone waits for it.  While it processes it also holds the pipeline's own state
@@ -168,7 +169,19 @@ int tbio_set_impairment(tbio_loop_t *loop, uint32_t port, double loss, int64_t d
 /* The PAUSE frame port sends (pfc.build_pause with no class enabled: the loop sets the class-enable
  * vector and quanta); frames of its kind arriving on any port are PAUSE frames.  0, or -1. */
 int tbio_set_pause_frame(tbio_loop_t *loop, uint32_t port, const uint8_t *frame, uint32_t len);
+/* Forward until a status above (the first one met), or -1 while the loop's own thread runs. */
 int tbio_run(tbio_loop_t *loop, int timeout_ms);
+/* Run the loop in a thread of its own until tbio_stop (or tbio_free): it forwards and keeps its
+ * timers whatever the caller's threads do; what tbio_run would return for is noted for tbio_wait
+ * instead.  0, or -1 (already running, or no thread could be made). */
+int tbio_start(tbio_loop_t *loop);
+/* End the loop's own thread (waits for it; nothing when none runs). */
+void tbio_stop(tbio_loop_t *loop);
+/* With the loop's own thread: wait at most timeout_ms (-1: no limit) until a status is noted; returns
+ * the statuses noted since the last call, bit s for status s (TBIO_WOKEN, TBIO_PUNTED, TBIO_HALTED,
+ * TBIO_UNSUPPORTED), 0 at the timeout.  One reader at a time. */
+uint32_t tbio_wait(tbio_loop_t *loop, int timeout_ms);
+/* Make tbio_run return TBIO_WOKEN, or tbio_wait note it (any thread). */
 void tbio_wake(tbio_loop_t *loop);
 void tbio_lock(tbio_loop_t *loop);
 void tbio_unlock(tbio_loop_t *loop);
