@@ -3,7 +3,8 @@
 Starts one embedded switch with a one-table program (an exact 32-bit key, one
 action), makes this script its primary controller, and times inserting table
 entries: one update per Write (unbatched), then batches of 100 and 1,000 updates
-per Write (``--batch-sizes``).  Every run inserts fresh keys into the same table;
+per Write (``--batch-sizes``), into a table that already holds ``--prefill`` entries
+(the cost of a write to a large table).  Every run inserts fresh keys into the same table;
 the Update messages are built before the clock starts, so the figures are those of
 the RPCs: client serialization, gRPC on localhost, the server's checks and the
 state change.
@@ -16,7 +17,7 @@ the cores changes them.
 
 Usage::
 
-    /opt/testbed-venv/bin/python benchmarks/bench_p4runtime_write.py [--entries 5000] [--json]
+    /opt/testbed-venv/bin/python benchmarks/bench_p4runtime_write.py [--entries 5000] [--prefill 10000] [--json]
 """
 import argparse
 import json
@@ -135,6 +136,8 @@ def main(argv=None):
                         help="entries inserted one per Write (default 2000)")
     parser.add_argument("--batch-sizes", type=int, nargs="+", default=[100, 1000],
                         help="updates per Write of the batched runs (default 100 1000)")
+    parser.add_argument("--prefill", type=int, default=0,
+                        help="entries the table holds before the runs (inserted 1,000 per Write, not timed)")
     parser.add_argument("--in-process", action="store_true", help="run the server in this process")
     parser.add_argument("--json", action="store_true", help="print the results as JSON")
     args = parser.parse_args(argv)
@@ -147,10 +150,12 @@ def main(argv=None):
             client.set_pipeline(p4info=p4info_pb2.P4Info(), device_config=config)
             client.load_p4info()
             measure(client, insert_updates(client, 10_000_000, 200), 1)  # warm up
+            measure(client, insert_updates(client, 20_000_000, args.prefill), 1000)
             runs = [("unbatched", 1, args.unbatched_entries)]
             runs += [(f"batch_{size}", size, args.entries) for size in args.batch_sizes]
             results = {"server": "in-process" if args.in_process else "switchd process",
-                       "cpus": os.cpu_count(), "loadavg_before": [round(x, 2) for x in load_before]}
+                       "cpus": os.cpu_count(), "loadavg_before": [round(x, 2) for x in load_before],
+                       "prefill": args.prefill}
             first_key = 0
             for name, batch_size, count in runs:
                 updates = insert_updates(client, first_key, count)
@@ -164,7 +169,7 @@ def main(argv=None):
         return 0
     print(f"P4Runtime table-entry Writes to one embedded switch ({results['server']}), "
           f"{results['cpus']} CPUs, load average {results['loadavg_before'][0]:.2f} before, "
-          f"{results['loadavg_after'][0]:.2f} after")
+          f"{results['loadavg_after'][0]:.2f} after; the table held {200 + args.prefill:,} entries at the start")
     for name, batch_size, count in runs:
         rate = results[f"{name}_entries_per_s"]
         label = "1 update per Write" if batch_size == 1 else f"{batch_size} updates per Write"

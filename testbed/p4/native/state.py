@@ -3,13 +3,75 @@
 The P4Runtime server, controllers and tests keep writing the Python state objects as before
 (one write path): each table and action profile tells its watchers (``watchers``, see
 :mod:`testbed.p4.state.watch`) and the changed ones are copied into native memory before
-the next packet (:meth:`NativeState.sync`).  Registers and counters live in native memory
+the next packet (:meth:`NativeState.sync`).  A changed table's lookup structures are rebuilt in C
+from arrays kept here in load order, in which only the written entries are patched (the table's
+watchers name each write and its entry), so a write to a large table costs Python work for the
+written entries only.  Registers and counters live in native memory
 only: their Python objects' ``values`` / ``packets`` / ``bytes`` become :class:`NativeArray`
 views of it, so reads and writes through the server reach the cells the pipeline updates.
 """
+import struct
 import threading
 
 from testbed.errors import NativeBackendError
+
+#: the arrays tb_table_load takes, one value per entry (prio, kind, action, ref, is_range) or several
+#: (vals and masks: one per key, args: one per action parameter), as struct formats
+_ROW_FORMATS = ("i", "i", "i", "Q", "i", "Q", "Q", "Q")
+#: table writes whose entry keeps its place in load order or is added at its end (others reload the table)
+_PATCHED_WRITES = ("insert", "modify", "delete")
+
+
+class _LoadedTable:
+    """A table as loaded into native memory: its entries in load order and tb_table_load's arrays.
+
+    Args:
+        nkeys: the table's match keys; nargs: its action arguments (fix each array's row size).
+    """
+
+    def __init__(self, nkeys, nargs):
+        self.entries = []  # in load order; None where an entry was deleted (until compact)
+        self.position = {}  # id(entry) -> its index in entries
+        self.sizes = tuple(struct.calcsize(f"={count}{f}") for f, count in
+                           zip(_ROW_FORMATS, (1, 1, 1, 1, 1, nkeys, nkeys, nargs)))
+        self.columns = [bytearray() for _ in _ROW_FORMATS]
+        self.deleted = []
+
+    def put(self, entry, row, in_order=False):
+        """Write ``entry``'s row in its place, or add it at the end; False when it cannot be added there
+        (inserted before the last loaded entry: the table must be reloaded).  ``in_order``: the caller
+        adds the entries in insertion order."""
+        at = self.position.get(id(entry))
+        if at is not None and self.entries[at] is entry:
+            for column, size, values in zip(self.columns, self.sizes, row):
+                column[at * size:(at + 1) * size] = values
+            return True
+        last = None if in_order else next((e for e in reversed(self.entries) if e is not None), None)
+        if last is not None and last._seq > entry._seq:
+            return False  # load order must be insertion order (ties between equal priorities)
+        self.position[id(entry)] = len(self.entries)
+        self.entries.append(entry)
+        for column, values in zip(self.columns, row):
+            column += values
+        return True
+
+    def delete(self, entry):
+        """Mark ``entry`` deleted (nothing when it is not loaded); :meth:`compact` removes it."""
+        at = self.position.get(id(entry))
+        if at is not None and self.entries[at] is entry:
+            self.entries[at] = None
+            self.deleted.append(at)
+
+    def compact(self):
+        """Remove the deleted entries' rows; the remaining entries keep their order."""
+        if not self.deleted:
+            return
+        for at in sorted(self.deleted, reverse=True):
+            for column, size in zip(self.columns, self.sizes):
+                del column[at * size:(at + 1) * size]
+        self.deleted = []
+        self.entries = [entry for entry in self.entries if entry is not None]
+        self.position = {id(entry): at for at, entry in enumerate(self.entries)}
 
 
 class NativeArray:
@@ -86,6 +148,8 @@ class NativeState:
         self.actions = layout["actions"]
         self._dirty_tables = set()
         self._loaded = {}  # table name -> the entries in native load order (direct counters)
+        self._tables_loaded = {}  # table name -> its _LoadedTable
+        self._journal = {}  # table name -> [(write, entry)] since the last sync; None: reload it whole
         self._meter_entries = {}  # table name -> the direct meter cells (TrTcmMeter or None) in load order
         self._written = {}  # table name -> ids of entries whose direct counts the control plane set (None: all)
         self._dirty_profiles = set()
@@ -142,15 +206,21 @@ class NativeState:
             if self._profile_changed in profile.watchers:
                 profile.watchers.remove(self._profile_changed)
 
-    def _table_changed(self, table):
+    def _table_changed(self, table, write=None, entry=None):
         with self._lock:
-            self._dirty_tables.add(table.info.name)
+            name = table.info.name
+            self._dirty_tables.add(name)
+            journal = self._journal.setdefault(name, [])
+            if write in _PATCHED_WRITES and journal is not None:
+                journal.append((write, entry))
+            elif write not in ("set_default", "reset_default"):
+                self._journal[name] = None
 
-    def _profile_changed(self, profile):
+    def _profile_changed(self, profile, *_write):
         with self._lock:
             self._dirty_profiles.add(profile.info.name)
 
-    def _meter_changed(self, meter):
+    def _meter_changed(self, meter, *_write):
         with self._lock:
             self._dirty_meters.add(meter.info.name)
 
@@ -213,6 +283,7 @@ class NativeState:
             tables, self._dirty_tables = self._dirty_tables, set()
             profiles, self._dirty_profiles = self._dirty_profiles, set()
             meters, self._dirty_meters = self._dirty_meters, set()
+            journals, self._journal = self._journal, {}
         for name in meters:
             index, meter = self.meters[name]
             loaded = self._meter_cells[name]
@@ -237,7 +308,7 @@ class NativeState:
                 self._refresh_counts(table)
                 with self._lock:
                     self._written.pop(name, None)
-                self._load_table(index, table)
+                self._load_table(index, table, journals.get(name, []))
 
     def _kept_direct_meters(self, index, table):
         """{id(meter cell): (cell, its 9 native values)} of the table's entries as loaded now."""
@@ -298,52 +369,75 @@ class NativeState:
         if status:
             raise NativeBackendError(f"native backend: {where}: loading into native memory failed ({status})")
 
-    def _load_table(self, index, table):
+    def _row(self, table, entry, nargs, lpm_pos, where):
+        """``entry``'s values in tb_table_load's arrays (:data:`_ROW_FORMATS` order), each packed."""
+        if table._mode == "lpm":
+            prio = entry.matches[lpm_pos].prefix_len
+        elif table._mode == "generic":
+            prio = entry._prio
+        else:
+            prio = 0
+        vals, masks = [], []
+        entry_masks = table._masks_of(entry)
+        if entry_masks is None:
+            is_range = 1
+            for low, high, mask in table._range_checks_of(entry):
+                vals.append(low)
+                masks.append(high if mask is None else mask)
+        else:
+            is_range = 0
+            for match, mask in zip(entry.matches, entry_masks):
+                vals.append(match.value & mask)
+                masks.append(mask)
+        if any(v >> 64 for v in vals + masks):
+            raise NativeBackendError(f"native backend: {where}: a key wider than 64 bits")
+        if entry.action is not None:
+            kind, action, ref = 0, self._action(entry.action.action), 0
+            args = self._args(entry.action.args, nargs, where)
+        else:
+            kind = 1 if entry.member_id is not None else 2
+            action, ref = -1, entry.member_id if entry.member_id is not None else entry.group_id
+            args = [0] * nargs
+        columns = ([prio], [kind], [action], [ref], [is_range], vals, masks, args)
+        return tuple(struct.pack(f"={len(values)}{f}", *values) for f, values in zip(_ROW_FORMATS, columns))
+
+    def _loaded_rows(self, index, table, journal):
+        """The table's :class:`_LoadedTable` with ``journal``'s writes applied (None: built anew)."""
+        name = table.info.name
+        nargs = self.library.layout["table_nargs"][index]
+        lpm_pos = table._kinds.index("lpm") if table._mode == "lpm" else None
+        where = f"table {name}"
+        loaded = self._tables_loaded.pop(name, None)  # back once complete: an error leaves none (reload)
+        if loaded is not None and journal is not None:
+            for write, entry in journal:
+                if write == "delete":
+                    loaded.delete(entry)
+                elif not loaded.put(entry, self._row(table, entry, nargs, lpm_pos, where)):
+                    break
+            else:
+                loaded.compact()
+                if len(loaded.entries) == len(table._entries):
+                    self._tables_loaded[name] = loaded
+                    return loaded
+        # the first load, a reset, or writes seen out of order (several writers): anew, in the table's order
+        loaded = _LoadedTable(len(table.info.match_keys), nargs)
+        for entry in table._entries.values():
+            loaded.put(entry, self._row(table, entry, nargs, lpm_pos, where), in_order=True)
+        self._tables_loaded[name] = loaded
+        return loaded
+
+    def _load_table(self, index, table, journal):
         ffi, lib = self.ffi, self.lib
         keys = table.info.match_keys
         where = f"table {table.info.name}"
         nargs = self.library.layout["table_nargs"][index]
-        lpm_pos = table._kinds.index("lpm") if table._mode == "lpm" else None
-        prio, kind, action, ref, is_range, vals, masks, args = [], [], [], [], [], [], [], []
-        for entry in table._entries.values():
-            if table._mode == "lpm":
-                prio.append(entry.matches[lpm_pos].prefix_len)
-            elif table._mode == "generic":
-                prio.append(entry._prio)
-            else:
-                prio.append(0)
-            entry_masks = table._masks_of(entry)
-            if entry_masks is None:
-                is_range.append(1)
-                for low, high, mask in table._range_checks_of(entry):
-                    vals.append(low)
-                    masks.append(high if mask is None else mask)
-            else:
-                is_range.append(0)
-                for match, mask in zip(entry.matches, entry_masks):
-                    vals.append(match.value & mask)
-                    masks.append(mask)
-            if entry.action is not None:
-                kind.append(0)
-                action.append(self._action(entry.action.action))
-                ref.append(0)
-                args += self._args(entry.action.args, nargs, where)
-            else:
-                kind.append(1 if entry.member_id is not None else 2)
-                action.append(-1)
-                ref.append(entry.member_id if entry.member_id is not None else entry.group_id)
-                args += [0] * nargs
-        if any(v >> 64 for v in vals + masks):
-            raise NativeBackendError(f"native backend: {where}: a key wider than 64 bits")
+        loaded = self._loaded_rows(index, table, journal)
+        entries = list(loaded.entries)
         range_key = [1 if k.match_type == "range" else 0 for k in keys]
-        entries = list(table._entries.values())
         kept = self._kept_direct_meters(index, table) if table.direct_meter is not None else None
-        status = lib.tb_table_load(
-            self.pl, index, len(prio), ffi.new("int32_t[]", prio or [0]), ffi.new("int32_t[]", kind or [0]),
-            ffi.new("int32_t[]", action or [0]), ffi.new("uint64_t[]", ref or [0]),
-            ffi.new("int32_t[]", is_range or [0]), ffi.new("uint64_t[]", vals or [0]),
-            ffi.new("uint64_t[]", masks or [0]), ffi.new("uint64_t[]", args or [0]),
-            ffi.new("uint8_t[]", range_key or [0]))
+        arrays = [ffi.from_buffer("int32_t[]" if f == "i" else "uint64_t[]", column or bytes(8))
+                  for f, column in zip(_ROW_FORMATS, loaded.columns)]
+        status = lib.tb_table_load(self.pl, index, len(entries), *arrays, ffi.new("uint8_t[]", range_key or [0]))
         if status:
             raise NativeBackendError(f"native backend: {where}: loading into native memory failed ({status})")
         if table.direct_meter is not None:
