@@ -65,15 +65,17 @@ def _free_port():
 
 
 class SwitchProcess:
-    """An embedded switch in its own process (no ports, no program until one is set)."""
+    """An embedded switch in its own process (no ports, no program until one is set), with its control
+    socket at ``control_path``."""
 
     def __init__(self):
         self.address = f"127.0.0.1:{_free_port()}"
         self._dir = tempfile.TemporaryDirectory(prefix="bench-p4rt-")
         ready = os.path.join(self._dir.name, "ready")
+        self.control_path = os.path.join(self._dir.name, "control")
         self.process = subprocess.Popen(
             [sys.executable, "-m", "testbed.embedded_switch.switchd", "--name", "bench", "--device-id", "1",
-             "--grpc-addr", self.address, "--ready-file", ready], cwd=REPO,
+             "--grpc-addr", self.address, "--ready-file", ready, "--control-socket", self.control_path], cwd=REPO,
             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         deadline = time.monotonic() + 60
         while not os.path.exists(ready):

@@ -133,3 +133,33 @@ def test_an_insert_seen_after_a_later_one_reloads_the_table(tmp_path):
     watcher(table, "insert", first)
     native.sync()
     assert native._tables_loaded["I.exact_t"].entries == [first, second]
+
+
+def test_sync_reads_the_state_before_it_holds_the_loop(tmp_path):
+    """A writer holding a table's lock keeps the sync waiting before it takes ``hold`` (the packet loop's
+    lock), never while it holds it: the loop waits for the copy only."""
+    import contextlib
+    import threading
+
+    path = tmp_path / "tables.p4"
+    path.write_text(PROGRAM)
+    program = load_program(str(path))
+    state = SwitchState(program.info)
+    native = make_device(program, state, backend="native").native
+    table = state.tables["I.exact_t"]
+    entry = table.insert(TableEntry([KeyMatch("exact", 7)], ActionCall("I.fwd", (3,))))
+    held = threading.Event()
+
+    @contextlib.contextmanager
+    def hold():
+        held.set()
+        yield
+
+    with table._lock:  # a writer in the middle of a write
+        syncing = threading.Thread(target=native.sync, kwargs={"hold": hold})
+        syncing.start()
+        syncing.join(0.3)
+        assert syncing.is_alive() and not held.is_set()
+    syncing.join(10)
+    assert held.is_set() and not syncing.is_alive()
+    assert native._tables_loaded["I.exact_t"].entries == [entry]

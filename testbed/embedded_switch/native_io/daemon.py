@@ -12,8 +12,9 @@ loop hands back or what control asks:
   the packet generator never wait for Python; the main thread waits for what the loop notes
   (:meth:`NativeLoop.wait`) and does the rest;
 * P4Runtime writes change the Python state; the native state's watchers mark what changed and
-  wake the main thread, which copies it into native memory (``NativeState.sync``) under the loop's
-  lock, between two batches; multicast groups and clone sessions are copied when they differ;
+  wake the main thread, which reads it and copies it into native memory (``NativeState.sync``), the
+  copy under the loop's lock, between two batches; multicast groups and clone sessions are copied
+  when they differ;
 * port loss and delay (``port_control``) are the loop's; so is the packet generator's timer: the
   target's ``PacketGenerator`` is attached to the loop's (``pktgen.c``), which injects the frames
   when due without Python (configuration and status stay the target's); a port shaped with tc
@@ -269,8 +270,7 @@ class NativeSwitchDaemon(SwitchDaemon):
                     self._install(device)
                 native = device.native
                 if native.dirty:
-                    with loop.locked():
-                        native.sync()
+                    native.sync(hold=loop.locked)
                 self._sync_replication(device.state)
                 self._caught_up_with(changes)
                 timeout = IDLE_TIMEOUT_MS
@@ -321,8 +321,7 @@ class NativeSwitchDaemon(SwitchDaemon):
         """Use ``device``'s compiled program and native state in the loop."""
         self._unwatch()
         native = device.native
-        with self.loop.locked():
-            native.sync()
+        native.sync(hold=self.loop.locked)
         self.loop.set_pipeline(device.library.path, native.pl, device.clock_origin_ns)
         if device.library.layout.get("uses_target_externs"):
             self.loop.set_dsf(device.dsf_handle())

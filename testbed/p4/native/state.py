@@ -10,6 +10,7 @@ written entries only.  Registers and counters live in native memory
 only: their Python objects' ``values`` / ``packets`` / ``bytes`` become :class:`NativeArray`
 views of it, so reads and writes through the server reach the cells the pipeline updates.
 """
+import contextlib
 import struct
 import threading
 
@@ -155,6 +156,7 @@ class NativeState:
         self._dirty_profiles = set()
         self._lock = threading.Lock()
         self._native_lock = threading.RLock()  # tables being replaced in native memory
+        self._sync_lock = threading.Lock()  # one sync at a time: what it read is what it copies
         self.tables = {name: (index, state.tables[name]) for index, name in enumerate(layout["tables"])}
         self.profiles = {name: (index, state.action_profiles[name]) for index, name in enumerate(layout["profiles"])}
         for index, name in enumerate(layout["registers"]):
@@ -270,20 +272,38 @@ class NativeState:
         """True when a table or profile changed since the last :meth:`sync`."""
         return bool(self._dirty_tables or self._dirty_profiles or self._dirty_meters)
 
-    def sync(self):
-        """Copy what changed (tables, profiles, meter configurations) into native memory, holding the pipeline lock."""
-        self.lib.tb_pipeline_lock(self.pl)
-        try:
-            self._sync()
-        finally:
-            self.lib.tb_pipeline_unlock(self.pl)
+    def sync(self, hold=None):
+        """Copy what changed (tables, profiles, meter configurations) into native memory.
 
-    def _sync(self):
-        with self._lock:
-            tables, self._dirty_tables = self._dirty_tables, set()
-            profiles, self._dirty_profiles = self._dirty_profiles, set()
-            meters, self._dirty_meters = self._dirty_meters, set()
-            journals, self._journal = self._journal, {}
+        The changed tables and profiles are read first, under their own locks; the copy is then made
+        holding ``hold`` (a context manager, such as the packet loop's lock; None: nothing) and the
+        pipeline lock.  So what forwards packets never waits for a Python writer, only for the copy.
+        """
+        with self._sync_lock:
+            with self._lock:
+                tables, self._dirty_tables = self._dirty_tables, set()
+                profiles, self._dirty_profiles = self._dirty_profiles, set()
+                meters, self._dirty_meters = self._dirty_meters, set()
+                journals, self._journal = self._journal, {}
+            loads = []
+            for name in tables:
+                index, table = self.tables[name]
+                with table._lock:
+                    loads.append((index, table, self._loaded_rows(index, table, journals.get(name, []))))
+            profile_loads = []
+            for name in profiles:
+                index, profile = self.profiles[name]
+                with profile.lock:
+                    profile_loads.append((profile, self._profile_arguments(index, profile)))
+            with hold() if hold is not None else contextlib.nullcontext():
+                self.lib.tb_pipeline_lock(self.pl)
+                try:
+                    self._copy(meters, profile_loads, loads)
+                finally:
+                    self.lib.tb_pipeline_unlock(self.pl)
+
+    def _copy(self, meters, profile_loads, loads):
+        """The copy into native memory of :meth:`sync` (under the pipeline lock)."""
         for name in meters:
             index, meter = self.meters[name]
             loaded = self._meter_cells[name]
@@ -298,17 +318,17 @@ class NativeState:
                     config = cell.config
                     self.lib.tb_meter_set(self.pl, index, cell_index, 1, config.cir, config.cburst, config.pir,
                                           config.pburst)
-        for name in profiles:
-            index, profile = self.profiles[name]
-            with profile.lock:
-                self._load_profile(index, profile)
-        for name in tables:
-            index, table = self.tables[name]
-            with table._lock, self._native_lock:
+        for profile, arguments in profile_loads:
+            status = self.lib.tb_profile_load(self.pl, *arguments)
+            if status:
+                raise NativeBackendError(f"native backend: action profile {profile.info.name}: loading into native "
+                                         f"memory failed ({status})")
+        for index, table, loaded in loads:
+            with self._native_lock:
                 self._refresh_counts(table)
                 with self._lock:
-                    self._written.pop(name, None)
-                self._load_table(index, table, journals.get(name, []))
+                    self._written.pop(table.info.name, None)
+                self._load_table(index, table, loaded)
 
     def _kept_direct_meters(self, index, table):
         """{id(meter cell): (cell, its 9 native values)} of the table's entries as loaded now."""
@@ -349,8 +369,9 @@ class NativeState:
             raise NativeBackendError(f"native backend: {where}: an action argument wider than 64 bits")
         return values + [0] * (nargs - len(values))
 
-    def _load_profile(self, index, profile):
-        ffi, lib = self.ffi, self.lib
+    def _profile_arguments(self, index, profile):
+        """tb_profile_load's arguments after the pipeline for ``profile`` as it is now."""
+        ffi = self.ffi
         members = sorted(profile.members(), key=lambda m: m.member_id)
         groups = sorted(profile.groups(), key=lambda g: g.group_id)
         nargs = max((len(m.args) for m in members), default=0)
@@ -359,15 +380,12 @@ class NativeState:
         for member in members:
             member_args += self._args(member.args, nargs, where)
         selection = [mid for group in groups for mid in group.selection]
-        status = lib.tb_profile_load(
-            self.pl, index, len(members), ffi.new("uint64_t[]", [m.member_id for m in members] or [0]),
-            ffi.new("int32_t[]", [self._action(m.action) for m in members] or [0]),
-            ffi.new("uint64_t[]", member_args or [0]), nargs,
-            len(groups), ffi.new("uint64_t[]", [g.group_id for g in groups] or [0]),
-            ffi.new("uint32_t[]", [len(g.selection) for g in groups] or [0]),
-            ffi.new("uint64_t[]", selection or [0]))
-        if status:
-            raise NativeBackendError(f"native backend: {where}: loading into native memory failed ({status})")
+        return (index, len(members), ffi.new("uint64_t[]", [m.member_id for m in members] or [0]),
+                ffi.new("int32_t[]", [self._action(m.action) for m in members] or [0]),
+                ffi.new("uint64_t[]", member_args or [0]), nargs,
+                len(groups), ffi.new("uint64_t[]", [g.group_id for g in groups] or [0]),
+                ffi.new("uint32_t[]", [len(g.selection) for g in groups] or [0]),
+                ffi.new("uint64_t[]", selection or [0]))
 
     def _row(self, table, entry, nargs, lpm_pos, where):
         """``entry``'s values in tb_table_load's arrays (:data:`_ROW_FORMATS` order), each packed."""
@@ -426,12 +444,13 @@ class NativeState:
         self._tables_loaded[name] = loaded
         return loaded
 
-    def _load_table(self, index, table, journal):
+    def _load_table(self, index, table, loaded):
+        """Load ``table`` from ``loaded`` (its :meth:`_loaded_rows`), its default action, and its entries'
+        direct counts and meters."""
         ffi, lib = self.ffi, self.lib
         keys = table.info.match_keys
         where = f"table {table.info.name}"
         nargs = self.library.layout["table_nargs"][index]
-        loaded = self._loaded_rows(index, table, journal)
         entries = list(loaded.entries)
         range_key = [1 if k.match_type == "range" else 0 for k in keys]
         kept = self._kept_direct_meters(index, table) if table.direct_meter is not None else None
