@@ -728,10 +728,10 @@ def test_sanitized_run():
     env = dict(os.environ, TESTBED_NATIVE_SANITIZE="1", LD_PRELOAD=preload,
                ASAN_OPTIONS="detect_leaks=0:abort_on_error=0:halt_on_error=1",
                UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1")
+    pktgen_tests = os.path.join(os.path.dirname(__file__), "test_native_pktgen.py")
     result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-x",
-                             os.path.abspath(__file__), os.path.join(os.path.dirname(__file__), "test_native_pktgen.py"),
-                             "-k", "not sanitized_run"], env=env, capture_output=True,
-                            text=True, timeout=1200)
+                             os.path.abspath(__file__), pktgen_tests, "-k", "not sanitized_run"], env=env,
+                            capture_output=True, text=True, timeout=1200)
     report = result.stdout + result.stderr
     assert result.returncode == 0, report[-4000:]
     assert "ERROR: AddressSanitizer" not in report and "runtime error:" not in report, report[-4000:]
