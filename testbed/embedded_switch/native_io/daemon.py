@@ -37,6 +37,7 @@ from the loop as events and go to the device's callbacks.
 """
 import os
 import select
+import sys
 import threading
 import time
 
@@ -55,6 +56,11 @@ IDLE_TIMEOUT_MS = 100  # how often an idle loop looks at the replication engine
 RING_SIZE = int(os.environ.get("TESTBED_NATIVE_RING", "256"))
 #: how long a Write or pipeline RPC waits at most for the loop to forward with it (normally one wake-up)
 CATCH_UP_S = 5.0
+#: the switch process's GIL switch interval (Python's default: 5 ms).  The main thread copies a write
+#: into native memory under the loop's lock, and returning from each C call there it waits for the GIL,
+#: which the P4Runtime server's thread holds while it decodes the next Write: up to this long each time,
+#: with the loop stopped
+GIL_SWITCH_INTERVAL_S = 0.0005
 
 
 def native_loop_refused(device, pcap):
@@ -247,6 +253,7 @@ class NativeSwitchDaemon(SwitchDaemon):
 
     def _native_run(self):
         loop, self._opened = self._opened or self._open_loop(), None
+        sys.setswitchinterval(GIL_SWITCH_INTERVAL_S)
         for port, impairment in self.impaired.items():
             loop.set_impairment(port, impairment.loss, impairment.delay_ns / 1e6)
         self.loop = loop
