@@ -207,7 +207,8 @@ def test_refusal_names_the_construct_and_location():
 
 @pytest.mark.skipif(os.environ.get("TESTBED_NATIVE_SANITIZE") not in (None, "", "0"), reason="already sanitized")
 def test_native_sanitized_run():
-    """The differential test once more with pipelines built with -fsanitize=address,undefined: no report."""
+    """The differential test, and the tables patched in place (test_native_state.py), once more with pipelines
+    built with -fsanitize=address,undefined: no report."""
     preload = sanitizer_preload()
     if preload is None:
         pytest.skip("no libasan for the C compiler")
@@ -216,7 +217,8 @@ def test_native_sanitized_run():
                UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1",
                TESTBED_NATIVE_DIFF_FRAMES=os.environ.get("TESTBED_NATIVE_SANITIZE_FRAMES", "2000"))
     result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-x",
-                             os.path.abspath(__file__), "-k", "not sanitized_run"], cwd=REPO, env=env,
+                             os.path.abspath(__file__), os.path.join(os.path.dirname(__file__), "test_native_state.py"),
+                             "-k", "not sanitized_run"], cwd=REPO, env=env,
                             capture_output=True, text=True, timeout=3000)
     report = result.stdout + result.stderr
     assert result.returncode == 0, report[-4000:]

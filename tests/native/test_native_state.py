@@ -3,11 +3,12 @@
 Seeded random inserts, modifies, deletes, default changes and resets, synced in batches of random
 size, on tables of each lookup mode (exact, lpm, ternary with priorities and a range key, direct
 counters): after every sync the arrays the table was loaded from, and its entries' load order, are
-those a load of the whole table gives.  That the native lookups on such arrays equal the Python
-target's is the differential test's (tests/native/test_native_differential.py, whose scripts write
-between batches too).
+those a load of the whole table gives; and frames looked up in every table after every batch leave
+the native device as they leave the Python one (the lookup structures, added to and changed in place
+in C between whole loads, find what the Python target finds).
 """
 import random
+import struct
 
 import pytest
 
@@ -24,7 +25,7 @@ pytestmark = pytest.mark.skipif(compiler() is None, reason="no C compiler")
 PROGRAM = """
 #include <core.p4>
 #include <v1model.p4>
-header h_t { bit<32> a; bit<16> b; }
+header h_t { bit<32> a; bit<16> b; bit<16> r1; bit<16> r2; bit<16> r3; bit<16> r4; }
 struct headers_t { h_t h; }
 struct meta_t { bit<8> unused; }
 parser P(packet_in pkt, out headers_t hdr, inout meta_t meta, inout standard_metadata_t sm) {
@@ -33,13 +34,18 @@ parser P(packet_in pkt, out headers_t hdr, inout meta_t meta, inout standard_met
 control VC(inout headers_t hdr, inout meta_t meta) { apply { } }
 control I(inout headers_t hdr, inout meta_t meta, inout standard_metadata_t sm) {
     direct_counter(CounterType.packets_and_bytes) hits;
-    action fwd(bit<9> port) { sm.egress_spec = port; }
-    action fwd_counted(bit<9> port) { sm.egress_spec = port; hits.count(); }
-    table exact_t { key = { hdr.h.a : exact; } actions = { fwd; NoAction; } size = 4096; }
-    table lpm_t { key = { hdr.h.a : lpm; } actions = { fwd; NoAction; } size = 4096; }
-    table ternary_t { key = { hdr.h.a : ternary; hdr.h.b : range; } actions = { fwd; NoAction; } size = 4096; }
-    table counted_t { key = { hdr.h.b : exact; } actions = { fwd_counted; } counters = hits; size = 4096; }
-    apply { exact_t.apply(); lpm_t.apply(); ternary_t.apply(); counted_t.apply(); }
+    action set1(bit<16> v) { hdr.h.r1 = v; }
+    action set2(bit<16> v) { hdr.h.r2 = v; }
+    action set3(bit<16> v) { hdr.h.r3 = v; }
+    action set4(bit<16> v) { hdr.h.r4 = v; hits.count(); }
+    table exact_t { key = { hdr.h.a : exact; } actions = { set1; NoAction; } size = 4096; }
+    table lpm_t { key = { hdr.h.a : lpm; } actions = { set2; NoAction; } size = 4096; }
+    table ternary_t { key = { hdr.h.a : ternary; hdr.h.b : range; } actions = { set3; NoAction; } size = 4096; }
+    table counted_t { key = { hdr.h.b : exact; } actions = { set4; } counters = hits; size = 4096; }
+    apply {
+        sm.egress_spec = 1;
+        exact_t.apply(); lpm_t.apply(); ternary_t.apply(); counted_t.apply();
+    }
 }
 control E(inout headers_t hdr, inout meta_t meta, inout standard_metadata_t sm) { apply { } }
 control CC(inout headers_t hdr, inout meta_t meta) { apply { } }
@@ -48,24 +54,68 @@ V1Switch(P(), VC(), I(), E(), CC(), D()) main;
 """
 
 
+TABLES = ("I.exact_t", "I.lpm_t", "I.ternary_t", "I.counted_t")
+
+
+def _key(rng):
+    """A key value of the test's small key space (so that frames hit entries)."""
+    return rng.choice([0, 0x0a000000]) | rng.randrange(64)
+
+
 def _matches(name, rng):
     if name == "I.exact_t":
-        return [KeyMatch("exact", rng.randrange(64))], None
+        return [KeyMatch("exact", _key(rng))], None
     if name == "I.lpm_t":
-        length = rng.choice([0, 8, 16, 24, 32])
-        return [KeyMatch("lpm", rng.randrange(1 << 32) & ~((1 << (32 - length)) - 1) & 0xffffffff,
-                         prefix_len=length)], None
+        length = rng.choice([0, 8, 16, 24, 26, 32])
+        return [KeyMatch("lpm", _key(rng) & ~((1 << (32 - length)) - 1) & 0xffffffff, prefix_len=length)], None
     if name == "I.ternary_t":
-        mask = rng.choice([0, 0xff000000, 0xffffffff])
-        low = rng.randrange(1 << 16)
-        high = rng.choice([low, min(0xffff, low + rng.randrange(100))])
-        return [KeyMatch("ternary", rng.randrange(1 << 32) & mask, mask=mask),
-                KeyMatch("range", low, high=high)], rng.randrange(1, 4)
+        mask = rng.choice([0, 0xff000000, 0xfffffff0, 0xffffffff])
+        low = rng.randrange(64)
+        high = rng.choice([low, low + rng.randrange(20)])
+        return [KeyMatch("ternary", _key(rng) & mask, mask=mask), KeyMatch("range", low, high=high)], \
+            rng.randrange(1, 9)
     return [KeyMatch("exact", rng.randrange(64))], None
 
 
 def _action(name, rng):
-    return ActionCall("I.fwd_counted" if name == "I.counted_t" else "I.fwd", (rng.randrange(1, 500),))
+    return ActionCall(f"I.set{TABLES.index(name) + 1}", (rng.randrange(1, 500),))
+
+
+def _random_write(tables, name, written, rng):
+    """One seeded write to table ``name`` of each of ``tables`` (the same write to each; ``written``: the
+    entries the first one holds, kept up to date)."""
+    what = rng.random()
+    entries = written[name]
+    try:
+        if what < 0.6 or not entries:
+            matches, priority = _matches(name, rng)
+            entry = TableEntry(matches, _action(name, rng), priority=priority)
+            entries.append([table.insert(entry) for table in tables][0])
+        elif what < 0.75:
+            old = rng.choice(entries)
+            change = TableEntry(old.matches, _action(name, rng), priority=old.priority)
+            for table in tables:
+                table.modify(change)
+        elif what < 0.95:
+            old = entries.pop(rng.randrange(len(entries)))
+            for table in tables:
+                table.delete(TableEntry(old.matches, priority=old.priority))
+        elif what < 0.98:
+            call = ActionCall("NoAction") if name != "I.counted_t" else _action(name, rng)
+            for table in tables:
+                table.set_default(call)
+        else:
+            for table in tables:
+                table.reset()
+            entries.clear()
+    except StateError as error:
+        assert error.code in ("ALREADY_EXISTS", "NOT_FOUND", "INVALID_ARGUMENT"), error
+
+
+def _program(tmp_path):
+    path = tmp_path / "tables.p4"
+    path.write_text(PROGRAM)
+    return load_program(str(path))
 
 
 def _full_load(native, index, table):
@@ -78,35 +128,15 @@ def _full_load(native, index, table):
 
 @pytest.mark.parametrize("seed", range(4))
 def test_patched_tables_equal_a_full_load(tmp_path, seed):
-    path = tmp_path / "tables.p4"
-    path.write_text(PROGRAM)
-    program = load_program(str(path))
+    program = _program(tmp_path)
     state = SwitchState(program.info)
     native = make_device(program, state, backend="native").native
     rng = random.Random(seed)
-    written = {name: [] for name in ("I.exact_t", "I.lpm_t", "I.ternary_t", "I.counted_t")}
+    written = {name: [] for name in TABLES}
     for _ in range(60):
         for _ in range(rng.choice([1, 1, 2, 5, 20])):
-            name = rng.choice(sorted(written))
-            table, entries = state.tables[name], written[name]
-            what = rng.random()
-            try:
-                if what < 0.6 or not entries:
-                    matches, priority = _matches(name, rng)
-                    entries.append(table.insert(TableEntry(matches, _action(name, rng), priority=priority)))
-                elif what < 0.75:
-                    old = rng.choice(entries)
-                    table.modify(TableEntry(old.matches, _action(name, rng), priority=old.priority))
-                elif what < 0.95:
-                    old = entries.pop(rng.randrange(len(entries)))
-                    table.delete(TableEntry(old.matches, priority=old.priority))
-                elif what < 0.98:
-                    table.set_default(ActionCall("NoAction") if name != "I.counted_t" else _action(name, rng))
-                else:
-                    table.reset()
-                    entries.clear()
-            except StateError as error:
-                assert error.code in ("ALREADY_EXISTS", "NOT_FOUND", "INVALID_ARGUMENT"), error
+            name = rng.choice(TABLES)
+            _random_write([state.tables[name]], name, written, rng)
         native.sync()
         for name, (index, table) in native.tables.items():
             loaded, full = native._tables_loaded[name], _full_load(native, index, table)
@@ -115,18 +145,58 @@ def test_patched_tables_equal_a_full_load(tmp_path, seed):
     assert sum(len(state.tables[name]._entries) for name in written) > 20
 
 
+@pytest.mark.parametrize("seed", range(3))
+def test_patched_tables_look_up_as_the_python_target(tmp_path, seed):
+    """Both backends take the same writes; after each batch of writes, frames over the key space leave
+    both alike (every table's action writes a field of its own)."""
+    program = _program(tmp_path)
+    states = [SwitchState(program.info) for _ in range(2)]
+    devices = [make_device(program, state, backend=backend) for state, backend in zip(states, ("python", "native"))]
+    rng = random.Random(seed)
+    written = {name: [] for name in TABLES}
+    most = 0
+    for batch in range(80):
+        for _ in range(rng.choice([1, 1, 3, 10, 40])):
+            name = rng.choice(TABLES)
+            _random_write([state.tables[name] for state in states], name, written, rng)
+        for _ in range(30):
+            frame = struct.pack("!IH", _key(rng), rng.randrange(80)) + bytes(8) + bytes(rng.randrange(20))
+            expected = devices[0].process(1, frame)
+            assert devices[1].process(1, frame) == expected, (batch, frame.hex())
+        most = max(most, sum(len(states[0].tables[name]._entries) for name in TABLES))
+    assert most > 40
+
+
+def test_an_added_entry_that_raises_its_masks_best_priority_is_found_first(tmp_path):
+    """Lookups search the mask levels by their best priority and stop below the best hit: an entry added in
+    place that raises its level's best priority must move the level ahead (else the lookup stops early)."""
+    program = _program(tmp_path)
+    states = [SwitchState(program.info) for _ in range(2)]
+    devices = [make_device(program, state, backend=backend) for state, backend in zip(states, ("python", "native"))]
+    key = 0x0a000005
+    frame = struct.pack("!IH", key, 7) + bytes(8)
+    outputs = []
+    for value, mask, priority in ((0x0a000000, 0xff000000, 2), (0x0b000001, 0xffffffff, 1),
+                                  (0x0a000000, 0xfffffff0, 1), (0x0a000000, 0xfffffff0, 5)):
+        matches = [KeyMatch("ternary", value, mask=mask), KeyMatch("range", 7, high=7)]
+        for state in states:
+            state.tables["I.ternary_t"].insert(TableEntry(matches, ActionCall("I.set3", (priority,)),
+                                                          priority=priority))
+        outputs.append([device.process(1, frame) for device in devices])
+    assert all(native == python for python, native in outputs), outputs
+    assert outputs[-1][0] != outputs[-2][0]  # the priority 5 entry answers
+
+
 def test_an_insert_seen_after_a_later_one_reloads_the_table(tmp_path):
     """Two writers whose notifications come in the other order: the table is loaded anew, in insertion order."""
-    path = tmp_path / "tables.p4"
-    path.write_text(PROGRAM)
-    program = load_program(str(path))
+    program = _program(tmp_path)
     state = SwitchState(program.info)
     native = make_device(program, state, backend="native").native
     table = state.tables["I.exact_t"]
     watcher = native._table_changed
     table.watchers.remove(watcher)
-    first = table.insert(TableEntry([KeyMatch("exact", 1)], ActionCall("I.fwd", (1,))))
-    second = table.insert(TableEntry([KeyMatch("exact", 2)], ActionCall("I.fwd", (2,))))
+    first = table.insert(TableEntry([KeyMatch("exact", 1)], ActionCall("I.set1", (1,))))
+    second = table.insert(TableEntry([KeyMatch("exact", 2)], ActionCall("I.set1", (2,))))
     table.watchers.append(watcher)
     watcher(table, "insert", second)
     native.sync()
@@ -141,13 +211,11 @@ def test_sync_reads_the_state_before_it_holds_the_loop(tmp_path):
     import contextlib
     import threading
 
-    path = tmp_path / "tables.p4"
-    path.write_text(PROGRAM)
-    program = load_program(str(path))
+    program = _program(tmp_path)
     state = SwitchState(program.info)
     native = make_device(program, state, backend="native").native
     table = state.tables["I.exact_t"]
-    entry = table.insert(TableEntry([KeyMatch("exact", 7)], ActionCall("I.fwd", (3,))))
+    entry = table.insert(TableEntry([KeyMatch("exact", 7)], ActionCall("I.set1", (3,))))
     held = threading.Event()
 
     @contextlib.contextmanager

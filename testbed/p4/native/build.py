@@ -75,6 +75,11 @@ int tb_run_ingress(tb_pipeline_t *pl, tb_packet_t *pkt, const uint8_t *frame, ui
 int tb_table_load(tb_pipeline_t *pl, uint32_t table, uint32_t n, const int32_t *prio, const int32_t *kind,
                   const int32_t *action, const uint64_t *ref, const int32_t *is_range,
                   const uint64_t *vals, const uint64_t *masks, const uint64_t *args, const uint8_t *range_key);
+int tb_table_append(tb_pipeline_t *pl, uint32_t table, uint32_t n, const int32_t *prio, const int32_t *kind,
+                    const int32_t *action, const uint64_t *ref, const int32_t *is_range,
+                    const uint64_t *vals, const uint64_t *masks, const uint64_t *args);
+int tb_table_update(tb_pipeline_t *pl, uint32_t table, uint32_t position, int32_t kind, int32_t action, uint64_t ref,
+                    const uint64_t *args);
 void tb_table_set_default(tb_pipeline_t *pl, uint32_t table, int32_t action, const uint64_t *args);
 int tb_profile_load(tb_pipeline_t *pl, uint32_t profile, uint32_t nmembers, const uint64_t *member_ids,
                     const int32_t *member_actions, const uint64_t *member_args, uint32_t nargs,

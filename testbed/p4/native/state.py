@@ -3,10 +3,12 @@
 The P4Runtime server, controllers and tests keep writing the Python state objects as before
 (one write path): each table and action profile tells its watchers (``watchers``, see
 :mod:`testbed.p4.state.watch`) and the changed ones are copied into native memory before
-the next packet (:meth:`NativeState.sync`).  A changed table's lookup structures are rebuilt in C
-from arrays kept here in load order, in which only the written entries are patched (the table's
-watchers name each write and its entry), so a write to a large table costs Python work for the
-written entries only.  Registers and counters live in native memory
+the next packet (:meth:`NativeState.sync`).  A table's load arrays are kept here in load order and
+only the written entries are encoded (the table's watchers name each write and its entry); inserts
+and modifies then change the native lookup structures in place (``tb_table_append``,
+``tb_table_update``), while a delete or a reset, or a table with per-entry resources (direct
+counters, meters, idle timeout), is loaded whole from the arrays (``tb_table_load``).  So a write
+to a large table costs work for the written entries only.  Registers and counters live in native memory
 only: their Python objects' ``values`` / ``packets`` / ``bytes`` become :class:`NativeArray`
 views of it, so reads and writes through the server reach the cells the pipeline updates.
 """
@@ -28,6 +30,11 @@ class _LoadedTable:
 
     Args:
         nkeys: the table's match keys; nargs: its action arguments (fix each array's row size).
+
+    Attributes:
+        in_native: how many of the entries native memory holds in this order, the first ones (the
+            rest are added by tb_table_append); None: the table must be loaded whole.
+        modified: positions below ``in_native`` whose action changed since (tb_table_update).
     """
 
     def __init__(self, nkeys, nargs):
@@ -37,6 +44,8 @@ class _LoadedTable:
                            zip(_ROW_FORMATS, (1, 1, 1, 1, 1, nkeys, nkeys, nargs)))
         self.columns = [bytearray() for _ in _ROW_FORMATS]
         self.deleted = []
+        self.in_native = None
+        self.modified = set()
 
     def put(self, entry, row, in_order=False):
         """Write ``entry``'s row in its place, or add it at the end; False when it cannot be added there
@@ -46,6 +55,7 @@ class _LoadedTable:
         if at is not None and self.entries[at] is entry:
             for column, size, values in zip(self.columns, self.sizes, row):
                 column[at * size:(at + 1) * size] = values
+            self.modified.add(at)
             return True
         last = None if in_order else next((e for e in reversed(self.entries) if e is not None), None)
         if last is not None and last._seq > entry._seq:
@@ -63,10 +73,16 @@ class _LoadedTable:
             self.entries[at] = None
             self.deleted.append(at)
 
+    def rows(self, start, end=None):
+        """The arrays' rows ``start`` to ``end`` (default: the last), as buffers tb_table_load's pointers take."""
+        end = len(self.entries) if end is None else end
+        return [memoryview(column)[start * size:end * size] for column, size in zip(self.columns, self.sizes)]
+
     def compact(self):
         """Remove the deleted entries' rows; the remaining entries keep their order."""
         if not self.deleted:
             return
+        self.in_native = None  # the positions after a deleted entry move
         for at in sorted(self.deleted, reverse=True):
             for column, size in zip(self.columns, self.sizes):
                 del column[at * size:(at + 1) * size]
@@ -444,6 +460,26 @@ class NativeState:
         self._tables_loaded[name] = loaded
         return loaded
 
+    def _arrays(self, rows):
+        """tb_table_load's array arguments over ``rows`` (:meth:`_LoadedTable.rows`)."""
+        return [self.ffi.from_buffer("int32_t[]" if f == "i" else "uint64_t[]", row if len(row) else bytes(8))
+                for f, row in zip(_ROW_FORMATS, rows)]
+
+    def _patch_table(self, index, loaded):
+        """Change the modified entries' actions in native memory and add the new entries; 0 or the failing
+        call's status."""
+        for at in sorted(loaded.modified):
+            if at >= loaded.in_native:
+                continue  # added below with its latest row
+            _, kind, action, ref, _, _, _, args = self._arrays(loaded.rows(at, at + 1))
+            status = self.lib.tb_table_update(self.pl, index, at, kind[0], action[0], ref[0], args)
+            if status:
+                return status
+        if len(loaded.entries) > loaded.in_native:
+            return self.lib.tb_table_append(self.pl, index, len(loaded.entries) - loaded.in_native,
+                                            *self._arrays(loaded.rows(loaded.in_native)))
+        return 0
+
     def _load_table(self, index, table, loaded):
         """Load ``table`` from ``loaded`` (its :meth:`_loaded_rows`), its default action, and its entries'
         direct counts and meters."""
@@ -454,9 +490,15 @@ class NativeState:
         entries = list(loaded.entries)
         range_key = [1 if k.match_type == "range" else 0 for k in keys]
         kept = self._kept_direct_meters(index, table) if table.direct_meter is not None else None
-        arrays = [ffi.from_buffer("int32_t[]" if f == "i" else "uint64_t[]", column or bytes(8))
-                  for f, column in zip(_ROW_FORMATS, loaded.columns)]
-        status = lib.tb_table_load(self.pl, index, len(entries), *arrays, ffi.new("uint8_t[]", range_key or [0]))
+        # in place when the loaded entries kept their order (inserts, modifies); per-entry resources load whole
+        in_place = (loaded.in_native is not None and table.direct_counter is None and table.direct_meter is None
+                    and not table.info.idle_timeout)
+        if in_place:
+            status = self._patch_table(index, loaded)
+        else:
+            status = lib.tb_table_load(self.pl, index, len(entries), *self._arrays(loaded.rows(0)),
+                                       ffi.new("uint8_t[]", range_key or [0]))
+        loaded.in_native, loaded.modified = (len(entries), set()) if not status else (None, set())
         if status:
             raise NativeBackendError(f"native backend: {where}: loading into native memory failed ({status})")
         if table.direct_meter is not None:

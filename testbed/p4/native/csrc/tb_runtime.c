@@ -161,7 +161,34 @@ static void table_clear(tb_table_t *t) {
     for (uint32_t l = 0; l < t->nlevels; l++) free(t->levels[l].slots);
     free(t->levels); free(t->ranges);
     t->entries = NULL; t->store = NULL; t->levels = NULL; t->ranges = NULL;
-    t->n = t->nlevels = t->nranges = 0;
+    t->n = t->cap = t->nlevels = t->nranges = 0;
+}
+
+/* Put entry idx in its level's hash: in a free slot, or in place of the entry with its masked key when
+ * it ranks before it (higher priority; equal priority: the one loaded first stays). */
+static void level_put(tb_table_t *t, tb_level_t *lv, int32_t idx) {
+    const tb_entry_t *e = &t->entries[idx];
+    uint32_t mask = lv->cap - 1, i = (uint32_t)level_hash(lv, e->vals, t->nkeys) & mask;
+    for (;;) {
+        int32_t s = lv->slots[i];
+        if (s < 0) { lv->slots[i] = idx; lv->used++; return; }
+        const tb_entry_t *held = &t->entries[s];
+        if (level_match(lv, held, e->vals, t->nkeys)) {
+            if (e->prio > held->prio || (e->prio == held->prio && e->seq < held->seq)) lv->slots[i] = idx;
+            return;
+        }
+        i = (i + 1) & mask;
+    }
+}
+
+/* Levels by decreasing best priority (stable: first seen first), as lookups search them. */
+static void sort_levels(tb_table_t *t) {
+    for (uint32_t a = 1; a < t->nlevels; a++) {
+        tb_level_t x = t->levels[a];
+        uint32_t b = a;
+        while (b > 0 && t->levels[b - 1].max_prio < x.max_prio) { t->levels[b] = t->levels[b - 1]; b--; }
+        t->levels[b] = x;
+    }
 }
 
 static int by_rank(const void *a, const void *b, void *ctx) {
@@ -225,25 +252,111 @@ int tb_table_load(tb_pipeline_t *pl, uint32_t table, uint32_t n, const int32_t *
     free(level_count);
     for (uint32_t j = 0; j < n; j++) {
         tb_entry_t *e = &t->entries[order[j]];
-        if (e->is_range) continue;
-        tb_level_t *lv = &t->levels[e->level];
-        uint32_t mask = lv->cap - 1, i = (uint32_t)level_hash(lv, e->vals, nk) & mask;
-        for (;;) {
-            int32_t s = lv->slots[i];
-            if (s < 0) { lv->slots[i] = order[j]; break; }
-            if (level_match(lv, &t->entries[s], e->vals, nk)) break;  /* a better entry holds the bucket */
-            i = (i + 1) & mask;
-        }
+        if (!e->is_range) level_put(t, &t->levels[e->level], order[j]);  /* in rank order: never displaces */
     }
     free(order);
-    /* levels by decreasing best priority (stable: first seen first) */
-    for (uint32_t a = 1; a < t->nlevels; a++) {
-        tb_level_t x = t->levels[a];
-        uint32_t b = a;
-        while (b > 0 && t->levels[b - 1].max_prio < x.max_prio) { t->levels[b] = t->levels[b - 1]; b--; }
-        t->levels[b] = x;
+    sort_levels(t);
+    t->n = t->cap = n;
+    return 0;
+}
+
+/* Grow a level's hash to twice its size (its occupants are each key's best entry: they stay so). */
+static int level_grow(tb_table_t *t, tb_level_t *lv) {
+    uint32_t old_cap = lv->cap;
+    int32_t *old = lv->slots;
+    int32_t *slots = malloc(2 * old_cap * sizeof(int32_t));
+    if (!slots) return -1;
+    for (uint32_t i = 0; i < 2 * old_cap; i++) slots[i] = -1;
+    lv->slots = slots; lv->cap = 2 * old_cap; lv->used = 0;
+    for (uint32_t i = 0; i < old_cap; i++) if (old[i] >= 0) level_put(t, lv, old[i]);
+    free(old);
+    return 0;
+}
+
+/* The entry's level: the one of its masks, or a new one (NULL: out of memory). */
+static tb_level_t *level_of(tb_table_t *t, tb_entry_t *e) {
+    uint32_t nk = t->nkeys;
+    for (uint32_t l = 0; l < t->nlevels; l++)
+        if (memcmp(t->levels[l].masks, e->masks, nk * sizeof(uint64_t)) == 0) return &t->levels[l];
+    tb_level_t *levels = realloc(t->levels, (t->nlevels + 1) * sizeof(tb_level_t));
+    if (!levels) return NULL;
+    t->levels = levels;
+    tb_level_t *lv = &levels[t->nlevels];
+    memset(lv, 0, sizeof *lv);
+    memcpy(lv->masks, e->masks, nk * sizeof(uint64_t));
+    lv->max_prio = e->prio;
+    lv->cap = 8;
+    lv->slots = malloc(lv->cap * sizeof(int32_t));
+    if (!lv->slots) return NULL;
+    for (uint32_t i = 0; i < lv->cap; i++) lv->slots[i] = -1;
+    t->nlevels++;
+    return lv;
+}
+
+int tb_table_append(tb_pipeline_t *pl, uint32_t table, uint32_t n, const int32_t *prio, const int32_t *kind,
+                    const int32_t *action, const uint64_t *ref, const int32_t *is_range,
+                    const uint64_t *vals, const uint64_t *masks, const uint64_t *args) {
+    tb_table_t *t = &pl->tables[table];
+    uint32_t nk = t->nkeys, na = t->nargs, per = 2 * nk + na;
+    if (n == 0) return 0;
+    if (t->n + n > t->cap) {  /* grow geometrically; the entries' pointers into the store move with it */
+        uint32_t cap = t->cap * 2 > t->n + n ? t->cap * 2 : t->n + n;
+        tb_entry_t *entries = realloc(t->entries, (size_t)cap * sizeof(tb_entry_t));
+        if (!entries) return -1;
+        t->entries = entries;
+        uint64_t *store = realloc(t->store, (size_t)cap * (per ? per : 1) * sizeof(uint64_t));
+        if (!store) return -1;
+        t->store = store;
+        int32_t *ranges = realloc(t->ranges, (size_t)cap * sizeof(int32_t));
+        if (!ranges) return -1;
+        t->ranges = ranges;
+        t->cap = cap;
+        for (uint32_t i = 0; i < t->n; i++) {
+            tb_entry_t *e = &t->entries[i];
+            e->vals = t->store + (size_t)i * per; e->masks = e->vals + nk; e->args = e->masks + nk;
+        }
     }
-    t->n = n;
+    int resort = 0;
+    for (uint32_t j = 0; j < n; j++) {
+        uint32_t i = t->n;
+        tb_entry_t *e = &t->entries[i];
+        memset(e, 0, sizeof *e);
+        e->prio = prio[j]; e->seq = i + 1; e->kind = kind[j]; e->action = action[j]; e->ref = ref[j];
+        e->is_range = is_range[j];
+        e->vals = t->store + (size_t)i * per; e->masks = e->vals + nk; e->args = e->masks + nk;
+        memcpy(e->vals, vals + (size_t)j * nk, nk * sizeof(uint64_t));
+        memcpy(e->masks, masks + (size_t)j * nk, nk * sizeof(uint64_t));
+        if (na) memcpy(e->args, args + (size_t)j * na, na * sizeof(uint64_t));
+        t->n++;
+        if (e->is_range) {  /* after every range entry of its priority or more (it has the largest seq) */
+            uint32_t at = 0;
+            while (at < t->nranges && t->entries[t->ranges[at]].prio >= e->prio) at++;
+            memmove(&t->ranges[at + 1], &t->ranges[at], (t->nranges - at) * sizeof(int32_t));
+            t->ranges[at] = (int32_t)i;
+            t->nranges++;
+            e->level = -1;
+            continue;
+        }
+        uint32_t nlevels = t->nlevels;
+        tb_level_t *lv = level_of(t, e);
+        if (!lv) return -1;
+        e->level = (int32_t)(lv - t->levels);
+        if (e->prio > lv->max_prio) lv->max_prio = e->prio, resort = 1;
+        if (t->nlevels != nlevels) resort = 1;
+        if (2 * (lv->used + 1) > lv->cap && level_grow(t, lv)) return -1;
+        level_put(t, lv, (int32_t)i);
+    }
+    if (resort) sort_levels(t);
+    return 0;
+}
+
+int tb_table_update(tb_pipeline_t *pl, uint32_t table, uint32_t position, int32_t kind, int32_t action, uint64_t ref,
+                    const uint64_t *args) {
+    tb_table_t *t = &pl->tables[table];
+    if (position >= t->n) return -1;
+    tb_entry_t *e = &t->entries[position];
+    e->kind = kind; e->action = action; e->ref = ref;
+    if (t->nargs) memcpy(e->args, args, t->nargs * sizeof(uint64_t));
     return 0;
 }
 

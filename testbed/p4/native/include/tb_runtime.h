@@ -117,6 +117,7 @@ typedef struct tb_level {
     uint64_t masks[TB_MAX_KEYS];
     int32_t max_prio;
     uint32_t cap;            /* power of two */
+    uint32_t used;           /* slots holding an entry (at most cap / 2) */
     int32_t *slots;          /* entry index or -1 */
 } tb_level_t;
 
@@ -193,6 +194,14 @@ int tb_table_load(tb_pipeline_t *pl, uint32_t table, uint32_t n, const int32_t *
                   const int32_t *action, const uint64_t *ref, const int32_t *is_range,
                   const uint64_t *vals, const uint64_t *masks, const uint64_t *args,
                   const uint8_t *range_key);
+/* add n entries after a table's last (the arrays as tb_table_load's; they rank after the loaded entries of
+ * equal priority, as later inserts do), their direct counters, meter and hits zero */
+int tb_table_append(tb_pipeline_t *pl, uint32_t table, uint32_t n, const int32_t *prio, const int32_t *kind,
+                    const int32_t *action, const uint64_t *ref, const int32_t *is_range,
+                    const uint64_t *vals, const uint64_t *masks, const uint64_t *args);
+/* change the action of the entry at position (load order): its key and priority stay */
+int tb_table_update(tb_pipeline_t *pl, uint32_t table, uint32_t position, int32_t kind, int32_t action, uint64_t ref,
+                    const uint64_t *args);
 void tb_table_set_default(tb_pipeline_t *pl, uint32_t table, int32_t action, const uint64_t *args);
 /* replace a profile's members (sorted by id) and groups (sorted by id; selection: member ids) */
 int tb_profile_load(tb_pipeline_t *pl, uint32_t profile, uint32_t nmembers, const uint64_t *member_ids,
