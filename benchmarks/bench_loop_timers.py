@@ -24,11 +24,8 @@ import json
 import os
 import time
 
-from p4.config.v1 import p4info_pb2
-
-from bench_p4runtime_write import PROGRAM, SwitchProcess, insert_updates
+from bench_p4runtime_write import SwitchProcess, insert_updates, set_bench_program
 from testbed.embedded_switch import port_control
-from testbed.p4.device_config import DEVICE_CONFIG_FORMAT
 from testbed.p4runtime.client import P4RuntimeClient
 
 APP = 0
@@ -65,10 +62,7 @@ def main(argv=None):
                "phases": {}}
     try:
         with P4RuntimeClient(switch.address, device_id=1, election_id=(0, 1), timeout=600) as client:
-            config = json.dumps({"format": DEVICE_CONFIG_FORMAT, "main": "bench.p4",
-                                 "sources": {"bench.p4": PROGRAM}}).encode()
-            client.set_pipeline(p4info=p4info_pb2.P4Info(), device_config=config)
-            client.load_p4info()
+            set_bench_program(client)
             key = 0
             for name, batch_size in (("idle", 0), ("unbatched writes", 1), ("batched writes", 1000)):
                 state, written = run_phase(switch, client, args.seconds, args.period_us, batch_size, key)

@@ -105,6 +105,13 @@ class SwitchInProcess:
         self.target.close()
 
 
+def set_bench_program(client):
+    """Make :data:`PROGRAM` the switch's pipeline, through ``client`` (its primary controller)."""
+    config = json.dumps({"format": DEVICE_CONFIG_FORMAT, "main": "bench.p4", "sources": {"bench.p4": PROGRAM}}).encode()
+    client.set_pipeline(p4info=p4info_pb2.P4Info(), device_config=config)
+    client.load_p4info()
+
+
 def insert_updates(client, first_key, count):
     """``count`` INSERT updates of the hosts table for keys ``first_key`` ... (built in advance)."""
     table_id = client.index.id_of("tables", TABLE)
@@ -147,10 +154,7 @@ def main(argv=None):
     load_before = os.getloadavg()
     try:
         with P4RuntimeClient(switch.address, device_id=1, election_id=(0, 1), timeout=600) as client:
-            config = json.dumps({"format": DEVICE_CONFIG_FORMAT, "main": "bench.p4",
-                                 "sources": {"bench.p4": PROGRAM}}).encode()
-            client.set_pipeline(p4info=p4info_pb2.P4Info(), device_config=config)
-            client.load_p4info()
+            set_bench_program(client)
             measure(client, insert_updates(client, 10_000_000, 200), 1)  # warm up
             measure(client, insert_updates(client, 20_000_000, args.prefill), 1000)
             runs = [("unbatched", 1, args.unbatched_entries)]

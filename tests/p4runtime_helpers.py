@@ -17,7 +17,7 @@ DEVICE_ID = 1
 _SMALL_PROGRAM = """
 #include <core.p4>
 #include <v1model.p4>
-header h_t { bit<8> f; }
+header h_t { FIELDS }
 struct headers_t { h_t h; }
 struct meta_t { bit<8> x; }
 parser P(packet_in pkt, out headers_t hdr, inout meta_t meta, inout standard_metadata_t sm) {
@@ -34,13 +34,15 @@ V1Switch(P(), VC(), I(), E(), CC(), D()) main;
 """
 
 
-def small_program(ingress):
-    """A v1model program (one 8-bit header ``hdr.h.f``) whose ingress control ``I`` is ``ingress``.
+def small_program(ingress, fields="bit<8> f;"):
+    """A v1model program of one header ``hdr.h`` (parsed at the frame's start, emitted back) whose
+    ingress control ``I`` is ``ingress``.
 
     Args:
         ingress: the declarations and ``apply`` block of the ingress control.
+        fields: the header's fields (default one 8-bit ``f``).
     """
-    return _SMALL_PROGRAM.replace("INGRESS", ingress)
+    return _SMALL_PROGRAM.replace("INGRESS", ingress).replace("FIELDS", fields)
 
 
 def device_config(sources, main="p.p4"):

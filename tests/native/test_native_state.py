@@ -20,19 +20,11 @@ from testbed.p4.program import ActionCall, KeyMatch
 from testbed.p4.state import SwitchState, TableEntry
 from testbed.p4.state.tables import StateError
 
+from p4runtime_helpers import small_program
+
 pytestmark = pytest.mark.skipif(compiler() is None, reason="no C compiler")
 
-PROGRAM = """
-#include <core.p4>
-#include <v1model.p4>
-header h_t { bit<32> a; bit<16> b; bit<16> r1; bit<16> r2; bit<16> r3; bit<16> r4; }
-struct headers_t { h_t h; }
-struct meta_t { bit<8> unused; }
-parser P(packet_in pkt, out headers_t hdr, inout meta_t meta, inout standard_metadata_t sm) {
-    state start { pkt.extract(hdr.h); transition accept; }
-}
-control VC(inout headers_t hdr, inout meta_t meta) { apply { } }
-control I(inout headers_t hdr, inout meta_t meta, inout standard_metadata_t sm) {
+PROGRAM = small_program("""
     direct_counter(CounterType.packets_and_bytes) hits;
     action set1(bit<16> v) { hdr.h.r1 = v; }
     action set2(bit<16> v) { hdr.h.r2 = v; }
@@ -45,13 +37,7 @@ control I(inout headers_t hdr, inout meta_t meta, inout standard_metadata_t sm) 
     apply {
         sm.egress_spec = 1;
         exact_t.apply(); lpm_t.apply(); ternary_t.apply(); counted_t.apply();
-    }
-}
-control E(inout headers_t hdr, inout meta_t meta, inout standard_metadata_t sm) { apply { } }
-control CC(inout headers_t hdr, inout meta_t meta) { apply { } }
-control D(packet_out pkt, in headers_t hdr) { apply { pkt.emit(hdr.h); } }
-V1Switch(P(), VC(), I(), E(), CC(), D()) main;
-"""
+    }""", fields="bit<32> a; bit<16> b; bit<16> r1; bit<16> r2; bit<16> r3; bit<16> r4;")
 
 
 TABLES = ("I.exact_t", "I.lpm_t", "I.ternary_t", "I.counted_t")

@@ -191,6 +191,23 @@ static void sort_levels(tb_table_t *t) {
     }
 }
 
+/* Entry i of the table (its slot in the store) from row j of tb_table_load's arrays; its direct counters,
+ * meter and hits zero, its seq i + 1. */
+static tb_entry_t *entry_set(tb_table_t *t, uint32_t i, uint32_t j, const int32_t *prio, const int32_t *kind,
+                             const int32_t *action, const uint64_t *ref, const int32_t *is_range,
+                             const uint64_t *vals, const uint64_t *masks, const uint64_t *args) {
+    uint32_t nk = t->nkeys, na = t->nargs, per = 2 * nk + na;
+    tb_entry_t *e = &t->entries[i];
+    memset(e, 0, sizeof *e);
+    e->prio = prio[j]; e->seq = i + 1; e->kind = kind[j]; e->action = action[j]; e->ref = ref[j];
+    e->is_range = is_range[j];
+    e->vals = t->store + (size_t)i * per; e->masks = e->vals + nk; e->args = e->masks + nk;
+    memcpy(e->vals, vals + (size_t)j * nk, nk * sizeof(uint64_t));
+    memcpy(e->masks, masks + (size_t)j * nk, nk * sizeof(uint64_t));
+    if (na) memcpy(e->args, args + (size_t)j * na, na * sizeof(uint64_t));
+    return e;
+}
+
 static int by_rank(const void *a, const void *b, void *ctx) {
     const tb_entry_t *entries = ctx;
     const tb_entry_t *x = &entries[*(const int32_t *)a], *y = &entries[*(const int32_t *)b];
@@ -214,13 +231,7 @@ int tb_table_load(tb_pipeline_t *pl, uint32_t table, uint32_t n, const int32_t *
     t->ranges = malloc(n * sizeof(int32_t));
     if (!t->entries || !t->store || !order || !t->levels || !t->ranges) { free(order); table_clear(t); return -1; }
     for (uint32_t i = 0; i < n; i++) {
-        tb_entry_t *e = &t->entries[i];
-        e->prio = prio[i]; e->seq = i + 1; e->kind = kind[i]; e->action = action[i]; e->ref = ref[i];
-        e->is_range = is_range[i];
-        e->vals = t->store + (size_t)i * per; e->masks = e->vals + nk; e->args = e->masks + nk;
-        memcpy(e->vals, vals + (size_t)i * nk, nk * sizeof(uint64_t));
-        memcpy(e->masks, masks + (size_t)i * nk, nk * sizeof(uint64_t));
-        if (na) memcpy(e->args, args + (size_t)i * na, na * sizeof(uint64_t));
+        entry_set(t, i, i, prio, kind, action, ref, is_range, vals, masks, args);
         order[i] = (int32_t)i;
     }
     qsort_r(order, n, sizeof(int32_t), by_rank, t->entries);
@@ -319,14 +330,7 @@ int tb_table_append(tb_pipeline_t *pl, uint32_t table, uint32_t n, const int32_t
     int resort = 0;
     for (uint32_t j = 0; j < n; j++) {
         uint32_t i = t->n;
-        tb_entry_t *e = &t->entries[i];
-        memset(e, 0, sizeof *e);
-        e->prio = prio[j]; e->seq = i + 1; e->kind = kind[j]; e->action = action[j]; e->ref = ref[j];
-        e->is_range = is_range[j];
-        e->vals = t->store + (size_t)i * per; e->masks = e->vals + nk; e->args = e->masks + nk;
-        memcpy(e->vals, vals + (size_t)j * nk, nk * sizeof(uint64_t));
-        memcpy(e->masks, masks + (size_t)j * nk, nk * sizeof(uint64_t));
-        if (na) memcpy(e->args, args + (size_t)j * na, na * sizeof(uint64_t));
+        tb_entry_t *e = entry_set(t, i, j, prio, kind, action, ref, is_range, vals, masks, args);
         t->n++;
         if (e->is_range) {  /* after every range entry of its priority or more (it has the largest seq) */
             uint32_t at = 0;
