@@ -318,14 +318,14 @@ int tb_table_append(tb_pipeline_t *pl, uint32_t table, uint32_t n, const int32_t
         uint64_t *store = realloc(t->store, (size_t)cap * (per ? per : 1) * sizeof(uint64_t));
         if (!store) return -1;
         t->store = store;
-        int32_t *ranges = realloc(t->ranges, (size_t)cap * sizeof(int32_t));
-        if (!ranges) return -1;
-        t->ranges = ranges;
-        t->cap = cap;
         for (uint32_t i = 0; i < t->n; i++) {
             tb_entry_t *e = &t->entries[i];
             e->vals = t->store + (size_t)i * per; e->masks = e->vals + nk; e->args = e->masks + nk;
         }
+        int32_t *ranges = realloc(t->ranges, (size_t)cap * sizeof(int32_t));
+        if (!ranges) return -1;
+        t->ranges = ranges;
+        t->cap = cap;
     }
     int resort = 0;
     for (uint32_t j = 0; j < n; j++) {

@@ -125,7 +125,7 @@ typedef struct tb_profile tb_profile_t;
 
 typedef struct tb_table {
     uint32_t nkeys, nargs;
-    uint32_t n, cap;
+    uint32_t n, cap;         /* entries, and room for (entries, store and ranges; tb_table_append) */
     tb_entry_t *entries;
     uint64_t *store;         /* values, masks, args of all entries */
     uint32_t nlevels;
