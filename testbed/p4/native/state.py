@@ -224,7 +224,7 @@ class NativeState:
             if self._profile_changed in profile.watchers:
                 profile.watchers.remove(self._profile_changed)
 
-    def _table_changed(self, table, write=None, entry=None):
+    def _table_changed(self, table, write, entry):
         with self._lock:
             name = table.info.name
             self._dirty_tables.add(name)
@@ -487,12 +487,13 @@ class NativeState:
         keys = table.info.match_keys
         where = f"table {table.info.name}"
         nargs = self.library.layout["table_nargs"][index]
-        entries = list(loaded.entries)
+        # a snapshot only where the entries' per-entry resources are read back later
+        per_entry = table.direct_counter is not None or table.direct_meter is not None or table.info.idle_timeout
+        entries = list(loaded.entries) if per_entry else loaded.entries
         range_key = [1 if k.match_type == "range" else 0 for k in keys]
         kept = self._kept_direct_meters(index, table) if table.direct_meter is not None else None
         # in place when the loaded entries kept their order (inserts, modifies); per-entry resources load whole
-        in_place = (loaded.in_native is not None and table.direct_counter is None and table.direct_meter is None
-                    and not table.info.idle_timeout)
+        in_place = loaded.in_native is not None and not per_entry
         if in_place:
             status = self._patch_table(index, loaded)
         else:
