@@ -104,11 +104,12 @@ SIMULATED_SERVER = f"tb-srv{SIMULATED_SERVER_INDEX}"
 @pytest.fixture
 def simulated_server():
     """A simulated second server (:mod:`testbed.emulation.cluster.simserver`) named
-    :data:`SIMULATED_SERVER`, up for the test; afterwards nothing of the test may be left on it."""
+    :data:`SIMULATED_SERVER`, up for the test; afterwards nothing of the test may be left on it.
+    Held by this session's process: if the session is killed, ``testbed cleanup`` takes the server down."""
     from testbed.emulation.cluster import simserver
     from testbed.emulation.cluster.servers import resolve
 
-    entry = simserver.up(SIMULATED_SERVER_INDEX)
+    entry = simserver.up(SIMULATED_SERVER_INDEX, holder=os.getpid())  # a killed session's: `testbed cleanup`
     try:
         yield resolve(entry["name"])
         server = resolve(entry["name"])

@@ -55,6 +55,8 @@ def _local(args):
         for kind in ("netns", "state_files", "temp_paths"):
             for item in plan[kind]:
                 print(f"{kind}: {item}")
+        for name in plan["servers"]:
+            print(f"simulated server (the process it was up for is gone): {name}")
         for owner in plan["running_owners"]:
             print(f"running (left alone): network of owner {owner}")
         if not _anything(plan):
@@ -67,4 +69,5 @@ def _local(args):
 
 
 def _anything(plan):
-    return any(plan[kind] for kind in ("processes", "interface_groups", "netns", "state_files", "temp_paths"))
+    return any(plan[kind] for kind in ("processes", "interface_groups", "netns", "state_files", "temp_paths",
+                                        "servers"))

@@ -25,6 +25,7 @@ import argparse
 import collections
 import errno
 import gc
+import importlib
 import logging
 import os
 import random
@@ -37,7 +38,7 @@ import time
 from testbed.embedded_switch.p4runtime_target import EmbeddedTarget, preload_program
 from testbed.embedded_switch.port_control import MAX_MESSAGE, ControlRequestError, ControlSocket, parse_request
 from testbed.errors import ParameterError, TestbedError
-from testbed.p4.native import BACKENDS, DEFAULT_BACKEND
+from testbed.p4.native import BACKENDS, DEFAULT_BACKEND, default_backend
 from testbed.log_format import configure_process_logging
 from testbed.p4.v1model.pfc import PfcConfig
 from testbed.packet_sockets import (PACKET_IGNORE_OUTGOING, SOL_PACKET, ReceiveLag, SocketDrops, enable_timestamps,
@@ -487,9 +488,23 @@ def build_arg_parser():
 
 
 def warm(path):
-    """Load the P4 program ``path`` in a fork server before it forks switches (:func:`preload_program`):
-    they share it instead of each loading it when the controller pushes it."""
+    """Prepare a fork server before it forks switches: they share what it loads instead of each loading
+    its own copy (a page a switch only reads stays shared; see the module :mod:`testbed.emulation.forkserver`).
+
+    Loads the P4 program ``path`` (:func:`preload_program`), the native packet loop's module and library,
+    and the modules gRPC imports when a server is made (no gRPC server or thread is made here).
+    """
     preload_program(path)
+    if default_backend() != "python":
+        from testbed.embedded_switch import native_io
+        from testbed.embedded_switch.native_io import daemon  # noqa: F401 - imported to be shared
+
+        try:
+            native_io.load()
+        except Exception as error:  # noqa: BLE001 - the switch reports it when it opens its loop
+            logging.getLogger("testbed.switchd").warning("warming the native loop failed: %s", error)
+    for name in ("concurrent.futures.thread", "grpc._server"):  # what making a gRPC server imports (lazily)
+        importlib.import_module(name)
 
 
 def switch_logger(name):

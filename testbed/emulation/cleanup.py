@@ -283,7 +283,8 @@ def cleanup_plan(include_running=False):
 
     Returns:
         dict: ``{"processes": [(pid, command line)], "interface_groups": {group: [names]},
-        "netns": [...], "state_files": [...], "temp_paths": [...], "running_owners": [pids left alone]}``.
+        "netns": [...], "state_files": [...], "temp_paths": [...], "running_owners": [pids left alone],
+        "servers": [simulated servers whose holder is gone (taken down first)]}``.
     """
     def removable(owner):
         return owner is not None and (include_running or not owner_alive(owner))
@@ -322,8 +323,10 @@ def cleanup_plan(include_running=False):
         elif creator != os.getpid():
             running.add(creator)
     netns = [name for name in network_namespaces() if name.startswith("tb-")] if not running else []
+    from testbed.emulation.cluster import simserver
+
     return {"processes": processes, "interface_groups": groups, "netns": netns, "state_files": state_files,
-            "temp_paths": temporary, "running_owners": sorted(running)}
+            "temp_paths": temporary, "running_owners": sorted(running), "servers": simserver.orphaned()}
 
 
 def cleanup(log=print, include_running=False):
@@ -344,6 +347,14 @@ def cleanup(log=print, include_running=False):
         dict: what was removed (see :func:`cleanup_plan`).
     """
     plan = cleanup_plan(include_running)
+    if plan["servers"]:
+        from testbed.emulation.cluster import simserver
+
+        for name in plan["servers"]:
+            log(f"taking down simulated server {name} (the process it was up for is gone)")
+            simserver.down(simserver.index_of(name))
+        # what ran on them is gone with them; what their runs left here is now an owner's that is gone
+        plan = dict(cleanup_plan(include_running), servers=plan["servers"])
     if plan["processes"]:
         log(f"killing {len(plan['processes'])} emulation process(es)")
         _terminate([pid for pid, _ in plan["processes"]])

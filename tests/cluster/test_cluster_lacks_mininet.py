@@ -27,7 +27,7 @@ INDEX = 8  # tb-srv8: beside the fixture's simulated server, never in its way
 def server_lacking():
     """``start(hide)``: simulated server tb-srv8 without the files ``hide``; down after the test."""
     def start(hide):
-        return simserver.up(INDEX, hide=hide)["name"]
+        return simserver.up(INDEX, hide=hide, holder=os.getpid())["name"]
     yield start
     simserver.down(INDEX)
 

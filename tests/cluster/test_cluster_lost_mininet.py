@@ -134,6 +134,7 @@ def test_a_server_switched_off_mid_run_is_named_and_nothing_is_left(simulated_se
         if run.poll() is None:
             run.kill()
             run.wait()
-        simserver.up(SIMULATED_SERVER_INDEX)  # back, as a machine switched on again (the fixture checks it)
+        # back, as a machine switched on again (the fixture checks it)
+        simserver.up(SIMULATED_SERVER_INDEX, holder=os.getpid())
     _nothing_of_the_run_here(run, switches)
     assert simserver.processes(SIMULATED_SERVER) == [simserver.load(SIMULATED_SERVER)["sshd_pid"]]

@@ -5,6 +5,7 @@ import subprocess
 import textwrap
 
 import pytest
+from repo_paths import REPO
 
 from testbed.emulation.forkserver import ForkServer
 
@@ -66,3 +67,34 @@ def test_a_wait_that_times_out_raises_and_a_stopped_server_leaves_children_watch
     assert child.poll() is None
     os.killpg(child.pid, signal.SIGKILL)
     assert child.wait(timeout=60) == -1  # ended, status unknown without the server
+
+
+SWITCHD_CHILD = textwrap.dedent("""
+    import sys
+
+    from testbed.embedded_switch.switchd import warm  # noqa: F401 - the fork server calls it
+
+
+    def main(argv):
+        from testbed.embedded_switch import native_io
+
+        shared = ["grpc._server", "concurrent.futures.thread", "testbed.embedded_switch.native_io.daemon"]
+        print(*[name for name in shared if name in sys.modules], "loop library", bool(native_io._loaded), flush=True)
+        return 0
+""")
+
+
+def test_a_switch_fork_server_shares_the_native_loop_and_the_grpc_server_code(tmp_path, monkeypatch):
+    """What a switch would otherwise import or load after the fork (each switch a copy) is there before it."""
+    (tmp_path / "switchd_child.py").write_text(SWITCHD_CHILD)
+    monkeypatch.setenv("PYTHONPATH", f"{tmp_path}{os.pathsep}{os.environ.get('PYTHONPATH', '')}")
+    program = os.path.join(REPO, "p4src", "ecmp.p4")
+    server = ForkServer("switchd_child", log_path=str(tmp_path / "server.log"), warm=program,
+                        env={"TESTBED_BACKEND": "native"}).start()
+    try:
+        child = server.spawn([], str(tmp_path / "child.log"))
+        assert child.wait(timeout=60) == 0
+    finally:
+        server.stop()
+    assert (tmp_path / "child.log").read_text() == \
+        "grpc._server concurrent.futures.thread testbed.embedded_switch.native_io.daemon loop library True\n"

@@ -19,6 +19,8 @@ there is not this machine's, as on a real server.  Ownership:
 sshd carries ``TESTBED_OWNER=<its own pid>``, so ``testbed cleanup`` leaves a running
 simulated server alone like any running network, and ``testbed cleanup --all`` (or
 ``down``) removes it; the root end of its veth is in sshd's owner interface group.
+A server brought up for the lifetime of one process (``holder``: a test session) is
+taken down by ``testbed cleanup`` once that process is gone, however it ended.
 """
 import ipaddress
 import json
@@ -111,13 +113,15 @@ def _sshd_config(folder, address):
     ])
 
 
-def up(index=1, hide=()):
+def up(index=1, hide=(), holder=None):
     """Start simulated server ``index``; return its ``server.json`` entry.
 
     Args:
         index: 1..250.
         hide: files the server lacks: ``/dev/null`` is mounted over each in its mount namespace
             (an empty file that nothing can run), to try a server without, say, BMv2.
+        holder: the pid of the process the server is up for (recorded): once it is gone,
+            ``testbed cleanup`` takes the server down (:func:`orphaned`).  None: up until ``down``.
 
     Raises:
         ParameterError: a bad index, or a file to hide that does not exist here.
@@ -182,7 +186,7 @@ def up(index=1, hide=()):
             time.sleep(0.05)
         entry = {"name": name, "address": address, "user": "root", "sshd_pid": process.pid, "hidden": list(hide),
                  "identity": f"{folder}/id_ed25519", "known_hosts": f"{folder}/known_hosts",
-                 "root_end": root_end, "interface": veth, "namespace": name}
+                 "root_end": root_end, "interface": veth, "namespace": name, "holder_pid": holder}
         with open(f"{folder}/server.json", "w") as handle:
             json.dump(entry, handle, indent=1)
         return entry
@@ -261,6 +265,29 @@ def down(index=1):
     return found
 
 
+def orphaned():
+    """Names of the simulated servers whose holder (see :func:`up`) is gone."""
+    gone = []
+    for name in running():
+        holder = (load(name) or {}).get("holder_pid")
+        if holder is not None and not owner_alive(holder):
+            gone.append(name)
+    return gone
+
+
+def index_of(name):
+    """The index of simulated server ``name``.
+
+    >>> index_of("tb-srv9")
+    9
+    """
+    suffix = name[len(NAMESPACE_PREFIX):] if name.startswith(NAMESPACE_PREFIX) else ""
+    if not suffix.isdigit():
+        raise ParameterError("server", name, f"{NAMESPACE_PREFIX}1..{NAMESPACE_PREFIX}{MAX_INDEX}")
+    server_name(int(suffix))
+    return int(suffix)
+
+
 def remove_stale():
     """Remove the folders of simulated servers whose sshd is gone (after ``testbed cleanup``); return their names."""
     removed = []
@@ -269,7 +296,9 @@ def remove_stale():
     for name in sorted(os.listdir(SERVERS_DIR)):
         pid = _sshd_pid(server_dir(name))
         if pid is None or not owner_alive(pid):
-            down(int(name[len(NAMESPACE_PREFIX):])) if name[len(NAMESPACE_PREFIX):].isdigit() else \
+            try:
+                down(index_of(name))
+            except ParameterError:
                 shutil.rmtree(server_dir(name), ignore_errors=True)
             removed.append(name)
     return removed
