@@ -24,6 +24,7 @@ on an exception inside the ``with`` block, on Ctrl-C, on SIGTERM/SIGHUP
 (turned into KeyboardInterrupt in the main thread), and a second Ctrl-C
 during teardown does not interrupt it.  Nothing is left behind.
 """
+import functools
 import os
 import subprocess
 import sys
@@ -55,6 +56,24 @@ _SEND_FRAMES = ("import socket,sys\n"
                 "s=socket.socket(socket.AF_PACKET,socket.SOCK_RAW)\n"
                 "s.bind((sys.argv[1],0))\n"
                 "[s.send(bytes.fromhex(line)) for line in sys.stdin.read().split()]\n")
+
+
+
+def _names_a_lost_server(method):
+    """Decorate a :class:`Fabric` method that acts on the network: when a server of the fabric is lost
+    before or during it, it raises EmulationError naming that server (and what to clean once it is back),
+    not its own failure.  Nested calls (a method calling another) leave it to the outermost."""
+    @functools.wraps(method)
+    def acting(self, *args, **kwargs):
+        if getattr(self._acting, "depth", 0):
+            return method(self, *args, **kwargs)
+        self._acting.depth = 1
+        try:
+            with self._running().naming_a_lost_server():
+                return method(self, *args, **kwargs)
+        finally:
+            self._acting.depth = 0
+    return acting
 
 
 class Fabric:
@@ -165,6 +184,7 @@ class Fabric:
         self.lossy_links = {}
         self._private_state_file = None
         self._readers = {}
+        self._acting = threading.local()  # see _names_a_lost_server
         self._registry = None
         self._signals = None
 
@@ -396,6 +416,7 @@ class Fabric:
                 switch.check_alive()
 
     # -- P4Runtime -------------------------------------------------------------------------
+    @_names_a_lost_server
     def client(self, switch):
         """A P4Runtime session to ``switch``.
 
@@ -416,10 +437,12 @@ class Fabric:
                                                     election_id=None)
         return self._readers[switch]
 
+    @_names_a_lost_server
     def read_counter(self, switch, name, index=None):
         """A counter's cells (``{index: (packets, bytes)}``) or one cell, over P4Runtime."""
         return self.client(switch).read_counter(name, index)
 
+    @_names_a_lost_server
     def read_register(self, switch, name, index=None):
         """A register's cells (list) or one cell.
 
@@ -431,6 +454,7 @@ class Fabric:
         return self.switch(switch).read_register(name, index, client=self.client(switch))
 
     # -- failures --------------------------------------------------------------------------
+    @_names_a_lost_server
     def apply_failure(self, action, link=None, switch=None, loss=None, delay_ms=0.0, index=None, notify=True):
         """Apply a failure (or repair) now and tell the controller (unless ``notify`` is False).
 
@@ -510,12 +534,14 @@ class Fabric:
         return self.apply_failure("switch_crash", switch=name)
 
     # -- reachability ----------------------------------------------------------------------
+    @_names_a_lost_server
     def ping(self, src, dst, count=1, timeout_s=1.0):
         """True when ``count`` pings from host ``src`` to host ``dst`` all get an answer."""
         target = self.host(dst).IP()
         output = self.host(src).cmd(f"ping -n -q -c {int(count)} -W {max(1, round(timeout_s))} {target}")
         return f"{int(count)} received" in output
 
+    @_names_a_lost_server
     def unreachable_pairs(self, pairs=None, timeout_s=1.0):
         """The ordered host pairs that do not answer one ping.
 
@@ -563,6 +589,7 @@ class Fabric:
         self._running()
         return {host.name: self._registry.wrap(from_mininet(host)) for host in self.hosts}
 
+    @_names_a_lost_server
     def stream(self, pairs, duration=1.0, events=(), **options):
         """Run paced RoCEv2 streams between host pairs and return the traffic report.
 
@@ -603,6 +630,7 @@ class Fabric:
             for timer in timers:
                 timer.cancel()
 
+    @_names_a_lost_server
     def collective(self, pattern, hosts, size, **options):
         """Run a collective (``allreduce``, ``allgather``, ``reducescatter``, ``alltoall``...) and return its report.
 
@@ -618,6 +646,7 @@ class Fabric:
                 raise ParameterError("hosts", name, "host names of the fabric: " + ", ".join(sorted(handles)))
         return run_collective([handles[name] for name in hosts], pattern, size, **options)
 
+    @_names_a_lost_server
     def send(self, host, packets):
         """Send Scapy packets (or raw frames) out of ``host``'s fabric interface, in order.
 
@@ -632,6 +661,7 @@ class Fabric:
         if process.returncode != 0:
             raise EmulationError(f"sending from {host} failed: {error.decode(errors='replace').strip()}")
 
+    @_names_a_lost_server
     def capture(self, host, bpf_filter="", count=None):
         """Capture frames arriving at ``host`` (tcpdump); use as a context manager.
 

@@ -14,6 +14,7 @@ network is stopped and nothing is left behind.  While it runs, a state file
 (:mod:`testbed.emulation.state`) tells other ``testbed`` commands how to
 reach it.
 """
+import contextlib
 import json
 import os
 import shutil
@@ -340,6 +341,12 @@ class FabricNetwork:
 
     def check_reachable(self):
         """Raise EmulationError naming a server of the fabric that became unreachable (one server: none can)."""
+
+    @contextlib.contextmanager
+    def naming_a_lost_server(self):
+        """Run the block; a server lost before or during it is what it raises (:meth:`check_reachable`), not the
+        block's own error (one server: the block as it is)."""
+        yield
 
     def check_switches(self):
         """Raise EmulationError naming a server that became unreachable, else the first switch whose process died."""

@@ -27,7 +27,8 @@ from testbed.pytest_plugin import SIMULATED_SERVER
 
 
 def test_holds_a_fabric_over_two_servers(simulated_server, fabric_factory):
-    fabric_factory("clos", leaves=2, spines=2, hosts_per_leaf=1, servers=[SIMULATED_SERVER])
+    fabric_factory("clos", leaves=2, spines=2, hosts_per_leaf=1, program="ecmp", controller="static",
+                   servers=[SIMULATED_SERVER])
     pathlib.Path("up").write_text("up")
     time.sleep(600)  # until killed
 """

@@ -4,7 +4,7 @@ keeps nothing of the run, and ``testbed cleanup --servers`` removes what the run
 Two ways to lose the simulated server: its network is cut (the server keeps running what the run
 left there, as a real server behind a broken link does) or it is switched off (``testbed server
 sim down``: everything there ends with it); and an experiment whose server is cut off while its
-traffic flows.
+traffic flows.  And the ``Fabric`` API over a server cut off under it.
 """
 import json
 import os
@@ -15,8 +15,10 @@ import time
 import pytest
 import yaml
 
-from testbed.emulation.cleanup import leftovers
+from testbed.emulation.cleanup import OWNER_ENV, leftovers
 from testbed.emulation.cluster import simserver
+from testbed.emulation.cluster.servers import WATCH_TIMEOUT_S
+from testbed.errors import EmulationError
 from testbed.pytest_plugin import SIMULATED_SERVER, SIMULATED_SERVER_INDEX
 
 from repo_paths import REPO
@@ -138,3 +140,31 @@ def test_a_server_switched_off_mid_run_is_named_and_nothing_is_left(simulated_se
         simserver.up(SIMULATED_SERVER_INDEX, holder=os.getpid())
     _nothing_of_the_run_here(run, switches)
     assert simserver.processes(SIMULATED_SERVER) == [simserver.load(SIMULATED_SERVER)["sshd_pid"]]
+
+
+def test_the_fabric_api_names_a_server_cut_off_under_it(simulated_server, fabric_factory):
+    """A Fabric call that fails because its server is lost (here a counter read over P4Runtime) raises
+    the lost server's error, and so does every call after it, at once."""
+    fabric = fabric_factory("clos", leaves=2, spines=2, hosts_per_leaf=1, program="ecmp", controller="static",
+                            servers=[SIMULATED_SERVER])
+    placement = fabric.describe()["cluster"]["placement"]
+    remote = next(switch.name for switch in fabric.switches if placement[switch.name] == SIMULATED_SERVER)
+    assert fabric.read_counter(remote, "MyEgress.egress_port_counter")  # answers while its server does
+    lost = f"server {SIMULATED_SERVER} \\({simulated_server.address}\\) became unreachable"
+    veth = f"tbsrv{SIMULATED_SERVER_INDEX}"
+    subprocess.run(["ip", "link", "set", veth, "down"], check=True)
+    try:
+        with pytest.raises(EmulationError, match=lost):
+            fabric.read_counter(remote, "MyEgress.egress_port_counter")
+        started = time.monotonic()
+        with pytest.raises(EmulationError, match=lost):
+            fabric.ping("h1", "h2")
+        assert time.monotonic() - started < WATCH_TIMEOUT_S  # named before anything is tried
+    finally:
+        subprocess.run(["ip", "link", "set", veth, "up"], check=True)
+    with pytest.raises(EmulationError, match=f"server {SIMULATED_SERVER} .*stays until `testbed cleanup --servers"):
+        fabric.stop()  # tries nothing more on the lost server: what is left there goes with the owner's cleanup
+    owner = os.environ[OWNER_ENV]
+    cleaned = simulated_server.run(f"{sys.executable} -m testbed.cli cleanup --server-marks {SIMULATED_SERVER} "
+                                   f"--owners {owner}")
+    assert cleaned.returncode == 0, cleaned.stderr

@@ -37,6 +37,7 @@ from testbed.testing import assert_all_pairs_reachable
 from repo_paths import REPO
 
 FABRIC_PROGRAM = os.path.join(P4SRC_DIR, "dsf_fabric.p4")
+INCAST_S = 3  # seconds of incast: the VOQs fill and, without credits, the fabric drops within the first
 
 pytestmark = pytest.mark.mininet
 
@@ -153,20 +154,20 @@ def test_low_entropy_elephants_dsf_balances_in_order_where_ecmp_does_not(no_left
 
 
 def test_incast_waits_in_voqs_with_credits_and_overflows_the_fabric_without(no_leftovers, tmp_path):
-    data = spec_from("dsf_incast.yaml", duration_s=9)
+    data = spec_from("dsf_incast.yaml", duration_s=INCAST_S + 4)
     for entry in data["traffic"]:
-        entry["duration_s"] = 5
+        entry["duration_s"] = INCAST_S
     on = run(tmp_path, data, "credits-on", mode_params={"dsf_credits": 1})
     off = run(tmp_path, data, "credits-off", mode_params={"dsf_credits": 0})
     assert on["dataplane"]["drops_by_place"]["fabric"] == 0
     assert on["dsf"]["voq_depth"]["max"]["depth_pkts"] > 0
-    # the switches note VOQs and credits on a grid of a few ms they share (every change, for the 5 s of incast)
+    # the switches note VOQs and credits on a grid of a few ms they share (every change, for the incast's seconds)
     interval = on["dsf"]["dsf_sample_interval_s"]
     assert interval <= 0.0025
     times = on["dsf"]["voq_depth"]["t_s"]
     steps = [round((later - earlier) / interval, 3) for earlier, later in zip(times, times[1:])]
     assert steps and all(step >= 1 and step == int(step) for step in steps), steps[:20]
-    assert on["dsf"]["dsf_samples"] >= 5 / 0.05 * 4  # at least 4x what reads every 50 ms gave
+    assert on["dsf"]["dsf_samples"] >= INCAST_S / 0.05 * 4  # at least 4x what reads every 50 ms gave
     assert not [error for error in on["dsf"]["sample_errors"] if "dsf history" in error]
     assert max(row["busy"] for row in on["dsf"]["host_ports"]) >= 0.9
     assert off["dataplane"]["drops_by_place"]["fabric"] > 0

@@ -11,6 +11,7 @@ the run's root-namespace interfaces on each server are in its owner's interface 
 (slot :data:`~testbed.emulation.cleanup.SERVER_GROUP_SLOT` on remote servers).  At stop,
 and by ``testbed cleanup --servers``, each server removes exactly those.
 """
+import contextlib
 import json
 import os
 import re
@@ -138,18 +139,28 @@ class ClusterFabricNetwork(FabricNetwork):
                                  f"{', ...' if len(lost) > 6 else ''}); once it is back, "
                                  f"`testbed cleanup --servers {name}` removes what the run left there")
 
-    def port_statuses(self):
-        """As on one server; when asking a switch fails (on another server: an ssh command), wait for the
-        servers' watch connections to decide, so that a lost server is reported as such (naming it and
-        what to clean) rather than as a failed request; the request's error if every server still answers."""
+    @contextlib.contextmanager
+    def naming_a_lost_server(self):
+        """Run the block after :meth:`check_reachable`; when the block fails (asking a node on another server:
+        an ssh command, a gRPC call), wait for the servers' watch connections to decide, so that a lost server
+        is reported as such (naming it and what to clean) rather than as the block's failure; the block's
+        error if every server still answers.  Bad input (ParameterError) is raised at once."""
+        self.check_reachable()
         try:
-            return super().port_statuses()
-        except EmulationError:
+            yield
+        except ParameterError:
+            raise
+        except Exception:
             deadline = time.monotonic() + WATCH_TIMEOUT_S + 1
             while time.monotonic() < deadline:
                 self.check_reachable()
                 time.sleep(0.5)
             raise
+
+    def port_statuses(self):
+        """As on one server, a lost server named (:meth:`naming_a_lost_server`)."""
+        with self.naming_a_lost_server():
+            return super().port_statuses()
 
     def queue_drops(self):
         """As on one server, each server's switch ports read there: this machine's with ``tc``, another's
