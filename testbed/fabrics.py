@@ -58,7 +58,6 @@ _SEND_FRAMES = ("import socket,sys\n"
                 "[s.send(bytes.fromhex(line)) for line in sys.stdin.read().split()]\n")
 
 
-
 def _names_a_lost_server(method):
     """Decorate a :class:`Fabric` method that acts on the network: when a server of the fabric is lost
     before or during it, it raises EmulationError naming that server (and what to clean once it is back),
