@@ -25,6 +25,15 @@
  * counted (MyIngress.f10_no_detour, by port).  TTL drops by one per switch, so
  * receivers see the detour's extra hops.
  *
+ * Scheduled flows (sections 6.1, 6.2).  MyIngress.f10_flows, exact on the source
+ * and destination address, comes before ipv4_lpm: an entry whose action is
+ * scheduled_nhop pins that host pair's flow to the next hop the epoch scheduler
+ * chose (controllers/f10/scheduled_flows.py); an entry with NoAction only counts
+ * (its direct counter is how the scheduler measures the ToRs' flows).  A
+ * scheduled flow whose pinned port is down becomes unscheduled at that switch and
+ * takes ipv4_lpm and the backup like any other packet.  Marked (detoured)
+ * packets skip the table.
+ *
  * Detector, probes and reports: include/f10_detector.p4.  Port roles (which
  * ports are fabric ports, which face hosts): MyIngress.f10_fabric_ports and
  * MyEgress.f10_host_ports, written by the controller.
@@ -40,6 +49,7 @@ const port_t PKTGEN_PORT = PKTGEN_PORT_ID;
 struct f10_metadata_t {
     bit<1>  fabric_port;         /* the ingress port is a fabric (switch-switch) port */
     port_t  primary_port;        /* ipv4_lpm's choice */
+    bit<1>  scheduled;           /* MyIngress.f10_flows placed this packet's flow */
     /* detector parameters (MyEgress.detector_params) */
     bit<32> window_buckets;
     bit<32> down_below;
@@ -102,6 +112,25 @@ control MyIngress(inout headers_t hdr,
         hdr.ethernet.srcAddr = smac;
         hdr.ethernet.dstAddr = dmac;
         standard_metadata.egress_spec = port;
+    }
+
+    /* per host pair: what it sent (measured at its ToR), and where the scheduler placed it */
+    direct_counter(CounterType.packets_and_bytes) f10_flow_counter;
+
+    action scheduled_nhop(mac_addr_t dmac, mac_addr_t smac, port_t port) {
+        set_nhop(dmac, smac, port);
+        meta.f10.scheduled = 1;
+    }
+
+    table f10_flows {
+        key = {
+            hdr.ipv4.srcAddr : exact;
+            hdr.ipv4.dstAddr : exact;
+        }
+        actions = { scheduled_nhop; NoAction; }
+        default_action = NoAction();
+        counters = f10_flow_counter;
+        size = 4096;
     }
 
     table ipv4_lpm {
@@ -206,23 +235,34 @@ control MyIngress(inout headers_t hdr,
             }
             hdr.f10_detour.phase = DETOUR_PHASE_DONE;
         } else {
-            if (!ipv4_lpm.apply().hit) {
-                mark_to_drop(standard_metadata);
-                exit;
+            if (!hdr.f10_detour.isValid()) {
+                f10_flows.apply();
             }
-            meta.f10.primary_port = standard_metadata.egress_spec;
-            port_down.read(down, (bit<32>)standard_metadata.egress_spec);
-            if (down == 1) {
-                bool rerouted = false;
-                if (!hdr.f10_detour.isValid()) {   /* a marked packet is never detoured twice */
-                    rerouted = f10_backup.apply().hit;
+            if (meta.f10.scheduled == 1) {
+                port_down.read(down, (bit<32>)standard_metadata.egress_spec);
+                if (down == 1) {
+                    meta.f10.scheduled = 0;   /* unscheduled at the point of failure (6.2) */
                 }
-                if (!rerouted) {
-                    f10_no_detour.count((bit<32>)meta.f10.primary_port);
+            }
+            if (meta.f10.scheduled == 0) {
+                if (!ipv4_lpm.apply().hit) {
                     mark_to_drop(standard_metadata);
                     exit;
                 }
-                f10_detoured.count((bit<32>)meta.f10.primary_port);
+                meta.f10.primary_port = standard_metadata.egress_spec;
+                port_down.read(down, (bit<32>)standard_metadata.egress_spec);
+                if (down == 1) {
+                    bool rerouted = false;
+                    if (!hdr.f10_detour.isValid()) {   /* a marked packet is never detoured twice */
+                        rerouted = f10_backup.apply().hit;
+                    }
+                    if (!rerouted) {
+                        f10_no_detour.count((bit<32>)meta.f10.primary_port);
+                        mark_to_drop(standard_metadata);
+                        exit;
+                    }
+                    f10_detoured.count((bit<32>)meta.f10.primary_port);
+                }
             }
         }
         port_down.read(down, (bit<32>)standard_metadata.egress_spec);

@@ -151,11 +151,17 @@ class F10Controller(StaticController):
         """The rescheduler's actions (rows for results.json; empty when it is off)."""
         return self.rescheduler.actions() if self.rescheduler is not None else []
 
+    @property
+    def reschedule_epochs(self):
+        """The rescheduler's epoch summaries (rows for results.json; empty when it is off)."""
+        return self.rescheduler.epochs() if self.rescheduler is not None else []
+
     def results(self, t0_ns):
         """The rows of F10's part of results.json's ``controller`` section (times relative to ``t0_ns``).
 
         ``detections``, ``transitions`` (``at_s``: the report's arrival; ``switch_at_s``: the transition on
-        the switch's clock, or None), ``pushbacks``, ``reschedules``, ``trigger_late_max_us``,
+        the switch's clock, or None), ``pushbacks``, ``reschedules``, ``reschedule_epochs`` (the
+        rescheduler's epoch summaries: flows measured, paths pinned), ``trigger_late_max_us``,
         ``trigger_skipped``, ``trigger_skipped_run_max`` and ``trigger_generated`` (schema:
         :mod:`testbed.mechanisms.f10.run`).
         """
@@ -176,6 +182,8 @@ class F10Controller(StaticController):
                                    at_s=since_t0(row["at_ns"])) for row in self.pushbacks],
                 "reschedules": [dict({key: value for key, value in row.items() if key != "time_ns"},
                                      at_s=since_t0(row["time_ns"])) for row in self.reschedules],
+                "reschedule_epochs": [dict({key: value for key, value in row.items() if key != "time_ns"},
+                                           at_s=since_t0(row["time_ns"])) for row in self.reschedule_epochs],
                 "trigger_late_max_us": dict(self.trigger_late_max_us),
                 "trigger_skipped": dict(self.trigger_skipped), "trigger_generated": dict(self.trigger_generated),
                 "trigger_skipped_run_max": dict(self.trigger_skipped_run_max)}
@@ -199,6 +207,8 @@ class F10Controller(StaticController):
             with self._lock:
                 self.transitions.append(row)
                 self._match(row)
+            if self.rescheduler is not None:
+                self.rescheduler.links_changed()
             if self._pushback_agent is not None:
                 self._pushback_agent.port_changed(switch, meta["port"], row["link"], down=row["status"] == "down")
 

@@ -1,11 +1,12 @@
-"""F10's epoch rescheduler as an os-ken app: every epoch, measure, place, and reweight the ECMP groups.
+"""F10's epoch rescheduler as an os-ken app: every epoch, measure, place, pin, and reweight the ECMP groups.
 
 Seed 002, sections 5.3, 6.1 and 6.2.  Every ``epoch_ms`` :class:`F10RescheduleApp`:
 
-1. reads ``MyEgress.egress_port_counter`` of every switch over P4Runtime, from
-   which :mod:`testbed.controllers.f10.load_estimate` gets the load of every
-   directed fabric link and the ToR-to-ToR flows of the epoch (f10.p4 has no
-   per-flow counter; that module says how flows are estimated);
+1. reads ``MyEgress.egress_port_counter`` of every switch over P4Runtime (the
+   load of every directed fabric link, :mod:`testbed.controllers.f10.load_estimate`)
+   and the direct counters of the ToRs' ``MyIngress.f10_flows`` entries (what
+   each host sent to each host of another ToR: the epoch's flows,
+   :mod:`testbed.controllers.f10.scheduled_flows`);
 2. takes the failed links (detector transitions, failures the controller was
    told of) and the recovered links still held down: a link that came back is
    held down for ``recovered_holddown_ms`` (5.3: it must prove stable before
@@ -13,12 +14,13 @@ Seed 002, sections 5.3, 6.1 and 6.2.  Every ``epoch_ms`` :class:`F10RescheduleAp
    controller reinstalls it);
 3. places the flows, largest first, on the shortest paths of least
    ``sum 1/R(e)`` that avoid failed and held-down links
-   (:func:`testbed.controllers.f10.scheduler.place_flows_greedy`), and derives
-   weights from the residual capacities left
-   (:func:`~testbed.controllers.f10.scheduler.ecmp_weights`); a held-down link
-   counts as failed there too, so that no switch sends it new traffic, not
-   even one whose next hop leads to it further on (6.1: a new link's residual
-   capacity is 0, "new flows do not use the link");
+   (:func:`testbed.controllers.f10.scheduler.place_flows_greedy`), pins each
+   placed flow on its path (``f10_flows`` entries at every switch of it; a flow
+   not placed this epoch is unpinned), and derives weights from the residual
+   capacities left (:func:`~testbed.controllers.f10.scheduler.ecmp_weights`);
+   a held-down link counts as failed there too, so that no switch sends it new
+   traffic, not even one whose next hop leads to it further on (6.1: a new
+   link's residual capacity is 0, "new flows do not use the link");
 4. writes the weights into the routing table's ECMP groups with P4Runtime
    MODIFY (or INSERT) of ``ActionProfileGroup`` and, where destinations that
    shared a group now need different weights, MODIFY of their table entries
@@ -30,10 +32,13 @@ Seed 002, sections 5.3, 6.1 and 6.2.  Every ``epoch_ms`` :class:`F10RescheduleAp
    next hop, entries written (:meth:`RescheduleContext.actions`), and a summary
    per epoch (:meth:`RescheduleContext.epochs`).
 
-Flows are not pinned: f10.p4 has no per-flow table, so the schedule acts
-through the weights only.  A failure changes the weights at the next epoch;
-until then F10's data plane detours around it (5.3: a failure seen before the
-controller reflects it is handled locally).
+Between epochs, a failure the controller hears of (a detector transition,
+:meth:`RescheduleContext.links_changed`; a failure it is told of,
+:meth:`RescheduleContext.notify`) unpins at once the flows placed over the
+failed link (5.3: failures are reported to the controller immediately); the
+weights change at the next epoch.  Until then F10's data plane detours around
+the failure (5.3: a failure seen before the controller reflects it is handled
+locally).
 
 Running it: :func:`start_rescheduler` starts the app in an os-ken ``AppManager``
 of its own in the caller's process, on the primary P4Runtime sessions of the
@@ -54,8 +59,9 @@ from os_ken.controller.handler import set_ev_cls
 from os_ken.lib import hub
 from p4.v1 import p4runtime_pb2
 
-from testbed.controllers.f10.load_estimate import fabric_ports, link_loads, tor_flows
+from testbed.controllers.f10.load_estimate import fabric_ports, link_loads
 from testbed.controllers.f10.rescheduler_options import DEFAULT_RECOVERED_HOLDDOWN_MS, rescheduler_options
+from testbed.controllers.f10.scheduled_flows import ScheduledFlows, host_flows
 from testbed.controllers.f10.scheduler import DEFAULT_MAX_WEIGHT, ecmp_weights, link_ids, place_flows_greedy
 from testbed.controllers.f10.switch_groups import SwitchGroups
 from testbed.errors import TestbedError
@@ -80,6 +86,10 @@ class EventFailure(event.EventBase):
     def __init__(self, failure):
         super().__init__()
         self.failure = failure
+
+
+class EventLinksChanged(event.EventBase):
+    """A detector reported a transition (the rows are in the controller's ``transitions``)."""
 
 
 class RescheduleContext:
@@ -112,8 +122,13 @@ class RescheduleContext:
         self._actions, self._epochs = [], []
 
     def notify(self, failure):
-        """Tell the rescheduler of a failure (it takes effect at the next epoch)."""
+        """Tell the rescheduler of a failure: flows placed over it are unpinned now, weights change at the next
+        epoch."""
         self.app.send_event(self.app.name, EventFailure(failure))
+
+    def links_changed(self):
+        """A detector transition was appended to ``transitions``: unpin the flows over a link now down."""
+        self.app.send_event(self.app.name, EventLinksChanged())
 
     def run_epoch(self, timeout=60.0):
         """Run one epoch now and wait for it.
@@ -152,10 +167,12 @@ class RescheduleContext:
         Returns:
             list: one dict per epoch: ``epoch``, ``time_ns`` (wall clock at its start),
             ``interval_s`` (since the previous counter reading), ``read_s`` / ``compute_s`` /
-            ``write_s`` / ``duration_s``, ``flows`` and ``offered_mbps`` (the ToR flows
-            estimated), ``paths`` (flow -> switches it was placed through), ``unplaced``,
-            ``failed_links`` and ``held_down`` (link ids), ``link_loads_mbps``
-            (``"<sender>><receiver>"`` -> Mbit/s), ``updates`` (P4Runtime updates written) and
+            ``write_s`` / ``duration_s``, ``flows``, ``offered_mbps`` and ``flow_mbps`` (the host-pair
+            flows measured: their number, total and each one's rate), ``paths`` (flow -> switches it
+            was placed and pinned through), ``unplaced``, ``failed_links`` and ``held_down`` (link
+            ids), ``link_loads_mbps``
+            (``"<sender>><receiver>"`` -> Mbit/s), ``pins_written`` (``f10_flows`` updates),
+            ``updates`` (P4Runtime updates written, pins included) and
             ``errors`` (a switch that could not be read or written, an epoch that failed).
         """
         with self._lock:
@@ -215,7 +232,8 @@ class F10RescheduleApp(app_manager.OSKenApp):
         self.failed, self.recovered_at = set(), {}
         self.seen_transitions = 0
         self.groups = {}  # switch -> SwitchGroups (read again after a failed write)
-        self.sample = None  # (clock, {switch: {port: bytes}})
+        self.scheduled = ScheduledFlows(self.context.programmer)
+        self.sample = None  # (clock, {switch: {port: bytes}}, {(src, dst): bytes})
         self.epoch = 0
         self.pool = ThreadPoolExecutor(max_workers=READ_WORKERS, thread_name_prefix="f10-rescheduler-read")
         self._stopping = threading.Event()
@@ -249,7 +267,21 @@ class F10RescheduleApp(app_manager.OSKenApp):
         graph = self.context.programmer.graph
         self.told = link_ids(graph, [tuple(pair) for pair in ev.failure.failed_links])
         self.crashed = set(ev.failure.crashed)
-        self._update_links(self.context.clock())
+        self._unpin_failed()
+
+    @set_ev_cls(EventLinksChanged)
+    def _links_changed(self, _ev):
+        self._unpin_failed()
+
+    def _unpin_failed(self):
+        """Unpin the flows placed over a link now failed (errors are logged: the next epoch writes again)."""
+        failed, _ = self._update_links(self.context.clock())
+        _, errors = self.scheduled.unpin(failed, self._writable())
+        for error in errors:
+            LOG.warning("unpinning flows over failed links: %s", error)
+
+    def _writable(self):
+        return sorted(set(self.context.programmer.clients) - self.crashed)
 
     def _update_links(self, now):
         """Failed links (told or from the detectors) and recovered links still held down."""
@@ -278,27 +310,30 @@ class F10RescheduleApp(app_manager.OSKenApp):
         actions = []
         try:
             failed, held = self._update_links(started)
-            sample, previous = self._read_counters(row["errors"]), self.sample
-            self.sample = (started, sample)
-            loads = {}
+            ports, pairs = self._read_counters(row["errors"])
+            previous, self.sample = self.sample, (started, ports, pairs)
+            loads, flows = {}, []
             if previous is not None and started > previous[0]:
                 row["interval_s"] = started - previous[0]
-                loads = link_loads(graph, previous[1], sample, row["interval_s"])
+                loads = link_loads(graph, previous[1], ports, row["interval_s"])
+                flows = host_flows(previous[2], pairs, row["interval_s"])
             read = clock()
-            flows = tor_flows(graph, loads)
             schedule = place_flows_greedy(graph, flows, sorted(failed), sorted(held))
             weights = ecmp_weights(graph, schedule.residual, sorted(failed | held), (),
                                    max_weight=self.context.max_weight)
             computed = clock()
-            for switch in sorted(set(self.context.programmer.clients) - self.crashed):
+            pins, errors = self.scheduled.pin(flows, schedule.paths, self._writable())
+            row["errors"] += errors
+            for switch in self._writable():
                 actions += self._reweight(switch, weights.get(switch, {}), failed, row["errors"])
             row.update(read_s=read - started, compute_s=computed - read, write_s=clock() - computed,
-                       flows=len(flows), offered_mbps=sum(flow.rate for flow in flows), unplaced=schedule.unplaced,
+                       flows=len(flows), offered_mbps=sum(flow.rate for flow in flows),
+                       flow_mbps={flow.name: flow.rate for flow in flows}, unplaced=schedule.unplaced,
                        paths={name: [hop.node for hop in path][1:] for name, path in sorted(schedule.paths.items())},
                        failed_links=sorted(failed), held_down=sorted(held),
                        link_loads_mbps={f"{sender}>{_other(link, sender)}": mbps
                                         for (link, sender), mbps in sorted(loads.items())},
-                       updates=sum(action["entries_written"] for action in actions))
+                       pins_written=pins, updates=pins + sum(action["entries_written"] for action in actions))
         except Exception as error:  # noqa: BLE001 - recorded in the results, the next epoch runs
             LOG.exception("rescheduling epoch %d failed", self.epoch)
             row["errors"].append(f"{type(error).__name__}: {error}")
@@ -309,18 +344,20 @@ class F10RescheduleApp(app_manager.OSKenApp):
                 ev.done.set()
 
     def _read_counters(self, errors):
-        """``{switch: {fabric port: bytes sent}}`` of the switches that answered (all read at once)."""
+        """``({switch: {fabric port: bytes sent}}, {(src, dst): bytes sent})`` of the switches that answered."""
         switches = [s for s in sorted(self.context.programmer.clients) if s not in self.crashed and s in self.ports]
-        sample = {}
-        for switch, cells in zip(switches, self.pool.map(self._read_switch, switches)):
-            if isinstance(cells, Exception):
-                errors.append(f"{switch}: reading {EGRESS_COUNTER}: {cells}")
+        ports, pairs = {}, {}
+        for switch, read in zip(switches, self.pool.map(self._read_switch, switches)):
+            if isinstance(read, Exception):
+                errors.append(f"{switch}: reading counters: {read}")
+                self.scheduled.forget(switch)
             else:
-                sample[switch] = cells
-        return sample
+                ports[switch] = read[0]
+                pairs.update(read[1])
+        return ports, pairs
 
     def _read_switch(self, switch):
-        """The egress byte counts of a switch's fabric ports, in one Read (the error, if it failed)."""
+        """The egress byte counts of a switch's fabric ports and of its host pairs (the error, if it failed)."""
         client = self.context.programmer.clients[switch]
         try:
             counter_id = client.index.by_name("counters", EGRESS_COUNTER).preamble.id
@@ -329,7 +366,8 @@ class F10RescheduleApp(app_manager.OSKenApp):
                 entities.append(p4runtime_pb2.Entity())
                 entities[-1].counter_entry.counter_id = counter_id
                 entities[-1].counter_entry.index.index = port
-            return {e.counter_entry.index.index: e.counter_entry.data.byte_count for e in client.read(entities)}
+            ports = {e.counter_entry.index.index: e.counter_entry.data.byte_count for e in client.read(entities)}
+            return ports, self.scheduled.read(switch)
         except Exception as error:  # noqa: BLE001 - a dead switch must not stop the epoch
             return error
 

@@ -16,21 +16,23 @@ P4Runtime (CounterEntry MODIFY), time by a clock the test moves.  With Mininet
 """
 import contextlib
 import doctest
+import ipaddress
 import time
 
 import pytest
 
 import testbed.p4src
-from testbed.controllers.f10 import load_estimate, rescheduler_options, weighted_groups
+from testbed.controllers.f10 import load_estimate, rescheduler_options, scheduled_flows, weighted_groups
 from testbed.controllers.f10.controller import F10Controller
 from testbed.controllers.f10.rescheduler_app import EGRESS_COUNTER, start_rescheduler
+from testbed.controllers.f10.scheduled_flows import DST_FIELD, FLOWS_TABLE, SCHEDULED_ACTION, SRC_FIELD
 from testbed.controllers.f10.weighted_groups import GroupTable, plan_groups
 from testbed.controllers.contract import Failure
 from testbed.controllers.fabric_programmer import FabricProgrammer
 from testbed.errors import ParameterError, TestbedError
 from testbed.mechanisms import make_controller
 from testbed.targets import pipeline_config
-from testbed.topologies.graph import is_host, port_toward
+from testbed.topologies.graph import host_ip, is_host, port_toward
 from testbed.topologies.registry import make_topology
 
 from p4runtime_helpers import running_server
@@ -103,6 +105,26 @@ def weights_toward(programmer, switch, host):
     return {neighbors[members[member][1]["port"]]: weight for member, weight in weighted}
 
 
+def add_flow_bytes(programmer, src, dst, nbytes):
+    """Make the counting entry of ``src -> dst`` at ``src``'s ToR count ``nbytes`` more (DirectCounterEntry MODIFY)."""
+    graph = programmer.graph
+    tor = next(iter(graph.neighbors(src)))
+    match = {SRC_FIELD: host_ip(graph, src), DST_FIELD: host_ip(graph, dst)}
+    packets, current = programmer.clients[tor].read_direct_counter(FLOWS_TABLE, match)
+    programmer.clients[tor].write_direct_counter(FLOWS_TABLE, match, packets=packets + 1, nbytes=current + nbytes)
+
+
+def pins(programmer, switch):
+    """``{(src, dst): neighbour}`` of the flows pinned on ``switch`` (its ``f10_flows`` entries that forward)."""
+    graph = programmer.graph
+    by_ip = {host_ip(graph, host): host for host in graph.nodes if is_host(graph, host)}
+    neighbors = {port_toward(d, switch): other for _, other, d in graph.edges(switch, data=True)}
+    return {(by_ip[str(ipaddress.IPv4Address(view.match[SRC_FIELD]))],
+             by_ip[str(ipaddress.IPv4Address(view.match[DST_FIELD]))]): neighbors[view.params["port"]]
+            for view in programmer.clients[switch].read_table_entries(FLOWS_TABLE)
+            if view.action == SCHEDULED_ACTION}
+
+
 def add_sent_bytes(programmer, switch, neighbor, nbytes):
     """Make ``switch``'s egress counter toward ``neighbor`` count ``nbytes`` more (P4Runtime MODIFY)."""
     client = programmer.clients[switch]
@@ -111,7 +133,7 @@ def add_sent_bytes(programmer, switch, neighbor, nbytes):
     client.write_counter(EGRESS_COUNTER, index, packets=packets + 1, nbytes=current + nbytes)
 
 
-@pytest.mark.parametrize("module", [load_estimate, weighted_groups, rescheduler_options])
+@pytest.mark.parametrize("module", [load_estimate, scheduled_flows, weighted_groups, rescheduler_options])
 def test_module_doctests(module):
     assert doctest.testmod(module).failed == 0
 
@@ -141,13 +163,16 @@ def test_group_plans_keep_the_majority_move_the_others_and_write_nothing_when_no
     assert plan.moves == [("e", 7)] and plan.reweighted == [(1, {5: 1})] and plan.fresh == []
 
 
-def test_weights_follow_the_residual_capacity_left_by_the_measured_flow(clos):
+def test_the_measured_flow_is_pinned_and_the_weights_follow_the_residual_capacity_it_leaves(clos):
     clock = Clock()
     with rescheduler(clos, clock=clock) as context:
         context.run_epoch()  # the first reading: no rate yet, nothing scheduled, weights as programmed
         assert weights_toward(clos, "leaf0", "h2") == {"spine0": 1, "spine1": 1}
-        # over 1 s leaf0 sends 25 Mbit/s into the fabric and leaf1 receives it: one ToR flow leaf0 -> leaf1
+        assert all(pins(clos, switch) == {} for switch in clos.clients)
+        # over 1 s h1 sends 25 Mbit/s to h2: the counting entry at leaf0 says so; the link counters
+        # say what it loads (half over each spine, as ECMP spread it)
         rate_bytes = int(0.25 * CAPACITY_MBPS * 1e6 / 8)
+        add_flow_bytes(clos, "h1", "h2", rate_bytes)
         for spine in ("spine0", "spine1"):
             add_sent_bytes(clos, "leaf0", spine, rate_bytes // 2)
             add_sent_bytes(clos, spine, "leaf1", rate_bytes // 2)
@@ -156,8 +181,14 @@ def test_weights_follow_the_residual_capacity_left_by_the_measured_flow(clos):
         epoch = context.epochs()[-1]
         assert epoch["errors"] == [] and epoch["flows"] == 1
         assert epoch["offered_mbps"] == pytest.approx(25.0, rel=1e-3)
-        placed = epoch["paths"]["leaf0->leaf1"][1]  # the spine the flow was placed through
+        placed = epoch["paths"]["h1->h2"][1]  # the spine the flow was placed through
         other = "spine1" if placed == "spine0" else "spine0"
+        # pinned at every switch of its path (6.2: the ToRs are told of scheduled flows)
+        assert pins(clos, "leaf0") == {("h1", "h2"): placed}
+        assert pins(clos, placed) == {("h1", "h2"): "leaf1"}
+        assert pins(clos, "leaf1") == {("h1", "h2"): "h2"}
+        assert pins(clos, other) == {} and pins(clos, "leaf2") == {}
+        assert epoch["pins_written"] == 3
         # residual capacities on leaf0's uplinks: 75 on the placed one, 100 on the other -> 3 : 4
         for host in ("h2", "h3"):
             assert weights_toward(clos, "leaf0", host) == {placed: 3, other: 4}
@@ -170,14 +201,42 @@ def test_weights_follow_the_residual_capacity_left_by_the_measured_flow(clos):
         assert action["new"] == {f"{port(clos.graph, 'leaf0', placed)}:{placed}": 3,
                                  f"{port(clos.graph, 'leaf0', other)}:{other}": 4}
         assert action["destinations"] == ["h2", "h3"] and action["time_ns"] >= epoch["time_ns"]
-        # the same load again: the same weights, nothing written
+        # the same load again: the same weights and pins, nothing written
         written = len(context.actions())
-        for spine in ("spine0", "spine1"):
-            add_sent_bytes(clos, "leaf0", spine, rate_bytes // 2)
-            add_sent_bytes(clos, spine, "leaf1", rate_bytes // 2)
+        add_flow_bytes(clos, "h1", "h2", rate_bytes)
         clock.now += 1.0
         context.run_epoch()
         assert len(context.actions()) == written and context.epochs()[-1]["updates"] == 0
+        # a silent epoch: the flow is no longer scheduled; its ToR keeps counting it
+        clock.now += 1.0
+        context.run_epoch()
+        assert context.epochs()[-1]["flows"] == 0 and context.epochs()[-1]["pins_written"] == 3
+        assert all(pins(clos, switch) == {} for switch in clos.clients)
+        assert len(clos.clients["leaf0"].read_table_entries(FLOWS_TABLE)) == 2  # h1 -> h2, h1 -> h3
+
+
+def test_a_failure_unpins_the_flows_placed_over_it_at_once(clos):
+    clock = Clock()
+    transitions = []
+    with rescheduler(clos, clock=clock, transitions=transitions) as context:
+        context.run_epoch()
+        add_flow_bytes(clos, "h1", "h2", 1_000_000)
+        add_flow_bytes(clos, "h3", "h2", 500_000)
+        clock.now += 1.0
+        context.run_epoch()
+        paths = context.epochs()[-1]["paths"]
+        spine = paths["h1->h2"][1]
+        assert paths["h3->h2"][1] != spine  # the second flow avoids the first one's links
+        assert pins(clos, "leaf0") == {("h1", "h2"): spine}
+        # the spine's link to leaf1 fails: h1 -> h2 is unpinned everywhere before any epoch; h3 -> h2 stays
+        transitions.append({"switch": spine, "port": port(clos.graph, spine, "leaf1"), "status": "down"})
+        context.links_changed()
+        deadline = time.monotonic() + 10
+        while pins(clos, "leaf0") and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert all(("h1", "h2") not in pins(clos, switch) for switch in clos.clients)
+        assert pins(clos, "leaf2") == {("h3", "h2"): paths["h3->h2"][1]}
+        assert len(context.epochs()) == 2
 
 
 def test_a_failed_link_gets_no_weight_and_destinations_that_shared_a_group_split(clos):

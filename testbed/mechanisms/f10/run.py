@@ -69,8 +69,8 @@ class F10Hooks(RunHooks):
             # embedded target, per switch: trigger periods skipped (no probe, no decision), the most skipped
             # in a row, and triggers generated
             "trigger_skipped": dict, "trigger_skipped_run_max": dict, "trigger_generated": dict,
-            # the epoch rescheduler: one row per group it wrote (or moved entries to)
-            "reschedules": [dict]},
+            # the epoch rescheduler: one row per group it wrote (or moved entries to), one per epoch
+            "reschedules": [dict], "reschedule_epochs": [dict]},
         "dataplane": {"drops": {"no_detour": int}},  # next hop down and no working detour
         "overload": {"trigger_late_max_ms": OPT_NUMBER, "trigger_skipped_share": OPT_NUMBER,
                      "trigger_skipped_run_max": OPT_INT},
@@ -81,7 +81,7 @@ class F10Hooks(RunHooks):
     initial_results = {"controller": {"detections": [], "transitions": [], "pushbacks": [],
                                       "trigger_late_max_us": {}, "trigger_skipped": {}, "trigger_generated": {},
                                       "trigger_skipped_run_max": {},
-                                      "reschedules": []},
+                                      "reschedules": [], "reschedule_epochs": []},
                        "dataplane": {"drops": {"no_detour": 0}},
                        "overload": {"trigger_late_max_ms": None, "trigger_skipped_share": None,
                                     "trigger_skipped_run_max": None},
