@@ -14,7 +14,8 @@ Seed 002, sections 5.3, 6.1 and 6.2.  Every ``epoch_ms`` :class:`F10RescheduleAp
    controller reinstalls it);
 3. places the flows, largest first, on the shortest paths of least
    ``sum 1/R(e)`` that avoid failed and held-down links
-   (:func:`testbed.controllers.f10.scheduler.place_flows_greedy`), pins each
+   (:func:`testbed.controllers.f10.scheduler.place_flows_greedy`, then
+   :func:`~testbed.controllers.f10.scheduler.improve_placement`), pins each
    placed flow on its path (``f10_flows`` entries at every switch of it; a flow
    not placed this epoch is unpinned), and derives weights from the residual
    capacities left (:func:`~testbed.controllers.f10.scheduler.ecmp_weights`);
@@ -62,7 +63,8 @@ from p4.v1 import p4runtime_pb2
 from testbed.controllers.f10.load_estimate import fabric_ports, link_loads
 from testbed.controllers.f10.rescheduler_options import DEFAULT_RECOVERED_HOLDDOWN_MS, rescheduler_options
 from testbed.controllers.f10.scheduled_flows import ScheduledFlows, host_flows
-from testbed.controllers.f10.scheduler import DEFAULT_MAX_WEIGHT, ecmp_weights, link_ids, place_flows_greedy
+from testbed.controllers.f10.scheduler import (DEFAULT_MAX_WEIGHT, ecmp_weights, improve_placement, link_ids,
+                                               place_flows_greedy)
 from testbed.controllers.f10.switch_groups import SwitchGroups
 from testbed.errors import TestbedError
 from testbed.topologies.graph import hosts_by_ip
@@ -318,7 +320,8 @@ class F10RescheduleApp(app_manager.OSKenApp):
                 loads = link_loads(graph, previous[1], ports, row["interval_s"])
                 flows = host_flows(previous[2], pairs, row["interval_s"])
             read = clock()
-            schedule = place_flows_greedy(graph, flows, sorted(failed), sorted(held))
+            schedule = improve_placement(graph, flows, place_flows_greedy(graph, flows, sorted(failed), sorted(held)),
+                                         sorted(failed), sorted(held))
             weights = ecmp_weights(graph, schedule.residual, sorted(failed | held), (),
                                    max_weight=self.context.max_weight)
             computed = clock()

@@ -2,9 +2,11 @@
 
 Pure functions on the topology multigraph (``topo.graph()``: host nodes have
 role ``"host"``; links carry ``a``, ``a_port``, ``b``, ``b_port`` and
-``capacity_mbps``).  The os-ken app measures the flows of the last epoch,
-calls :func:`schedule_epoch`, pins the placed flows and writes
-:attr:`Schedule.weights` as P4Runtime action-selector member weights.
+``capacity_mbps``).  The os-ken app (:mod:`testbed.controllers.f10.rescheduler_app`)
+measures the flows of the last epoch, places them (:func:`place_flows_greedy`,
+then :func:`improve_placement`), pins the placed flows and writes the weights of
+:func:`ecmp_weights` as P4Runtime action-selector member weights;
+:func:`schedule_epoch` is the same epoch as one function.
 
 What the paper fixes, and how it is read here:
 
@@ -12,6 +14,11 @@ What the paper fixes, and how it is read here:
   the path of least cost ``sum over e in P of 1 / R(e)``, ``R(e)`` the
   remaining capacity of link ``e`` in the direction the flow uses it (links
   are full duplex) before this flow is placed; placing it subtracts its rate.
+* **Improvement** (not in the paper, which leaves the algorithm open: "the
+  exact choice of algorithm is orthogonal to our work"): after the greedy
+  pass, :func:`improve_placement` moves single flows to a cheaper path while
+  one exists, so a flow the greedy order left sharing a link it need not
+  share moves off it.
 * **Only shortest paths** (5.3): a flow's candidates are the paths of the
   failure-free shortest length that use no failed link and no link held down
   after recovery.  A flow with no such path is left *unplaced*: it keeps its
@@ -48,6 +55,7 @@ from testbed.errors import ParameterError
 from testbed.topologies.graph import is_host, link_id, port_toward, usable_links
 
 DEFAULT_MAX_WEIGHT = 16
+DEFAULT_IMPROVE_ROUNDS = 4  # passes of improve_placement; each moves every flow at most once
 
 
 @dataclass
@@ -177,6 +185,12 @@ def _checked_flows(graph, flows):
     return flows
 
 
+def _candidates(graph, flow, blocked):
+    """The failure-free shortest paths of a flow that use no blocked link (5.3: only shortest paths)."""
+    shortest = hop_distances(graph, flow.dst).get(flow.src)
+    return [path for path in shortest_paths(graph, flow.src, flow.dst, blocked) if len(path) == shortest]
+
+
 def place_flows_greedy(graph, flows, failed_links=(), held_down=(), residual=None):
     """Place flows largest first, each on the shortest path of least ``sum 1/R(e)``.
 
@@ -222,9 +236,7 @@ def place_flows_greedy(graph, flows, failed_links=(), held_down=(), residual=Non
     blocked = sorted(failed | held)
     for flow in sorted(flows, key=lambda f: (-f.rate, f.name)):
         schedule.order.append(flow.name)
-        shortest = hop_distances(graph, flow.dst).get(flow.src)
-        candidates = [path for path in shortest_paths(graph, flow.src, flow.dst, blocked)
-                      if len(path) == shortest]
+        candidates = _candidates(graph, flow, blocked)
         if not candidates:
             schedule.unplaced.append(flow.name)
             continue
@@ -233,6 +245,78 @@ def place_flows_greedy(graph, flows, failed_links=(), held_down=(), residual=Non
             schedule.residual[(hop.link, hop.node)] -= flow.rate
         schedule.paths[flow.name] = best
     return schedule
+
+
+def improve_placement(graph, flows, schedule, failed_links=(), held_down=(), max_rounds=DEFAULT_IMPROVE_ROUNDS):
+    """Move placed flows, one at a time, to a path of lower cost while one is found.
+
+    Section 6.2 places flows greedily and leaves the algorithm open ("the exact choice of algorithm
+    is orthogonal to our work").  Greedy order can leave a flow sharing a link that a later flow
+    made the better choice; this pass takes each placed flow in placement order off its path and puts
+    it back on the candidate whose cost, with the flow on it, is lowest (:func:`path_cost`), moving
+    it only when that is strictly lower than its own path's.  Passes repeat until one moves nothing
+    or ``max_rounds`` passes were made.
+
+    Args:
+        graph: the topology multigraph.
+        flows: the flows :func:`place_flows_greedy` placed (same names).
+        schedule: its :class:`Schedule` (not modified).
+        failed_links, held_down: as for :func:`place_flows_greedy`.
+        max_rounds: the most passes (>= 0).
+
+    Returns:
+        Schedule: a copy with the moved flows' paths and the residual capacities they leave.
+
+    Raises:
+        ParameterError: as :func:`place_flows_greedy`; ``max_rounds`` not an int >= 0.
+
+    Three leaves of one host, two spines, 2 Mbit/s links.  Greedy puts ``b`` (h1->h3) on spine0,
+    a tie when it is placed; ``d`` (h1->h2) then also takes leaf0's uplink to spine0, a tie too.
+    With ``d`` there, ``b`` costs 1/1.2 + 1/1.5 on spine0 against 1/1.5 + 1/1.5 on spine1: it moves.
+
+    >>> from testbed.topologies.registry import make_topology
+    >>> from testbed.controllers.te import Flow, path_nodes
+    >>> g = make_topology("clos", leaves=3, spines=2, hosts_per_leaf=1, fabric_link_mbps=2).graph()
+    >>> flows = [Flow("a", "h3", "h1", 0.8), Flow("b", "h1", "h3", 0.5), Flow("c", "h3", "h2", 0.5),
+    ...          Flow("d", "h1", "h2", 0.3)]
+    >>> greedy = place_flows_greedy(g, flows)
+    >>> {name: path_nodes(path)[2] for name, path in sorted(greedy.paths.items())}
+    {'a': 'spine0', 'b': 'spine0', 'c': 'spine1', 'd': 'spine0'}
+    >>> better = improve_placement(g, flows, greedy)
+    >>> {name: path_nodes(path)[2] for name, path in sorted(better.paths.items())}
+    {'a': 'spine0', 'b': 'spine1', 'c': 'spine1', 'd': 'spine0'}
+    """
+    if isinstance(max_rounds, bool) or not isinstance(max_rounds, int) or max_rounds < 0:
+        raise ParameterError("max_rounds", max_rounds, "an int >= 0")
+    flows = {flow.name: flow for flow in _checked_flows(graph, flows)}
+    blocked = sorted(link_ids(graph, failed_links) | link_ids(graph, held_down, "held_down"))
+    improved = Schedule(paths=dict(schedule.paths), order=list(schedule.order), unplaced=list(schedule.unplaced),
+                        residual=dict(schedule.residual))
+    residual = improved.residual
+
+    def cost_with(flow, path):
+        for hop in path:
+            residual[(hop.link, hop.node)] -= flow.rate
+        cost = path_cost(path, residual)
+        for hop in path:
+            residual[(hop.link, hop.node)] += flow.rate
+        return cost
+
+    for _ in range(max_rounds):
+        moved = 0
+        for name in [name for name in improved.order if name in improved.paths]:
+            flow, current = flows[name], improved.paths[name]
+            for hop in current:
+                residual[(hop.link, hop.node)] += flow.rate
+            best = min(_candidates(graph, flow, blocked), key=lambda path: cost_with(flow, path))
+            if cost_with(flow, best) < cost_with(flow, current):
+                current, moved = best, moved + 1
+            for hop in current:
+                residual[(hop.link, hop.node)] -= flow.rate
+            improved.paths[name] = current
+        if not moved:
+            break
+    return improved
 
 
 def integer_weights(residuals, max_weight=DEFAULT_MAX_WEIGHT):
@@ -328,7 +412,7 @@ def _hop_weights(switch, hops, residual, held, max_weight):
 
 def schedule_epoch(graph, flows, failed_links=(), held_down=(), max_weight=DEFAULT_MAX_WEIGHT,
                    destinations=None):
-    """One epoch of F10's rescheduler: greedy placement, then weighted-ECMP weights.
+    """One epoch of F10's rescheduler: greedy placement, its improvement, then weighted-ECMP weights.
 
     Args:
         graph: the topology multigraph.
@@ -353,7 +437,8 @@ def schedule_epoch(graph, flows, failed_links=(), held_down=(), max_weight=DEFAU
     >>> epoch.weights["leaf0"]["h2"]    # port 3 (to spine1) is held down: residual 0, no weight
     {2: 16}
     """
-    schedule = place_flows_greedy(graph, flows, failed_links, held_down)
+    schedule = improve_placement(graph, flows, place_flows_greedy(graph, flows, failed_links, held_down),
+                                 failed_links, held_down)
     schedule.weights = ecmp_weights(graph, schedule.residual, failed_links, held_down, destinations,
                                     max_weight)
     return schedule

@@ -189,6 +189,8 @@ def test_new_link_has_zero_residual_and_no_weight_while_others_have_capacity():
     (lambda g: sched.place_flows_greedy(g, [], failed_links=[("leaf0", "leaf1")]), "failed_links"),
     (lambda g: sched.place_flows_greedy(g, [], held_down=[("leaf0", "spine0", 99)]), "held_down"),
     (lambda g: sched.ecmp_weights(g, {}, max_weight=0), "max_weight"),
+    (lambda g: sched.improve_placement(g, [], sched.Schedule(), max_rounds=-1), "max_rounds"),
+    (lambda g: sched.improve_placement(g, [], sched.Schedule(), max_rounds=1.5), "max_rounds"),
     (lambda g: sched.ecmp_weights(g, {}, destinations=["leaf0"]), "destinations"),
 ])
 def test_bad_input_is_refused_naming_the_field(call, field):
@@ -203,3 +205,36 @@ def test_link_without_capacity_is_refused():
     with pytest.raises(ParameterError) as info:
         sched.place_flows_greedy(graph, [])
     assert info.value.field == "capacity_mbps"
+
+
+# the permutation of experiments/f10_vs_portland_congestion.yaml: every host sends to one host of another pod
+PERMUTATION = [("h1", "h5"), ("h9", "h13"), ("h2", "h10"), ("h3", "h15"), ("h11", "h7"), ("h4", "h8"),
+               ("h12", "h16"), ("h6", "h14"), ("h5", "h9"), ("h13", "h1"), ("h10", "h2"), ("h15", "h11"),
+               ("h7", "h3"), ("h8", "h12"), ("h16", "h4"), ("h14", "h6")]
+
+
+@pytest.mark.parametrize("kind", ["fattree", "abfattree"])
+def test_the_improvement_gives_every_flow_of_a_permutation_links_of_its_own(kind):
+    # a k=4 tree has room for it: each ToR sends two flows over two uplinks, each aggregation switch
+    # two over two core links, and the same on the way down; greedy order leaves flows sharing links
+    graph = make_topology(kind, k=4, hosts_link_mbps=10, fabric_link_mbps=2).graph()
+    flows = [Flow(f"{src}->{dst}", src, dst, 1.5) for src, dst in PERMUTATION]
+    switches = {n for n in graph.nodes if not n.startswith("h")}
+
+    def flows_per_link(schedule):
+        counts = {}
+        for path in schedule.paths.values():
+            for hop in path:
+                if hop.node in switches and hop.next_node in switches:
+                    counts[(hop.link, hop.node)] = counts.get((hop.link, hop.node), 0) + 1
+        return counts
+
+    greedy = sched.place_flows_greedy(graph, flows)
+    assert max(flows_per_link(greedy).values()) == 2
+    improved = sched.improve_placement(graph, flows, greedy)
+    assert max(flows_per_link(improved).values()) == 1 and improved.unplaced == []
+    assert min(improved.residual.values()) == 0.5  # 2 Mbit/s less one flow, nowhere less
+    assert flows_per_link(greedy) == flows_per_link(sched.place_flows_greedy(graph, flows))  # not modified
+    # nothing left to move: a second improvement keeps every path
+    assert sched.improve_placement(graph, flows, improved).paths == improved.paths
+    assert sched.improve_placement(graph, flows, greedy, max_rounds=0).paths == greedy.paths
