@@ -15,10 +15,11 @@ What the paper fixes, and how it is read here:
   remaining capacity of link ``e`` in the direction the flow uses it (links
   are full duplex) before this flow is placed; placing it subtracts its rate.
 * **Improvement** (not in the paper, which leaves the algorithm open: "the
-  exact choice of algorithm is orthogonal to our work"): after the greedy
-  pass, :func:`improve_placement` moves single flows to a cheaper path while
-  one exists, so a flow the greedy order left sharing a link it need not
-  share moves off it.
+  exact choice of algorithm is orthogonal to our work"; 5.3 states the aim,
+  to "minimize the maximum traffic across any link"): after the greedy pass,
+  :func:`improve_placement` moves single flows to a cheaper path while one
+  exists, so a flow the greedy order left sharing a link it need not share
+  moves off it.
 * **Only shortest paths** (5.3): a flow's candidates are the paths of the
   failure-free shortest length that use no failed link and no link held down
   after recovery.  A flow with no such path is left *unplaced*: it keeps its

@@ -354,6 +354,10 @@ def test_weights_change_after_an_agg_core_failure_and_traffic_flows(fabric_facto
                            events=[(1.0, fail)], qps=1, rate_mbps=1.0, mtu=512)
     epochs = controller.rescheduler.epochs()
     assert all(not row["errors"] for row in epochs)
+    # the four streams were measured at their ToRs and pinned (a later epoch may find a stream silent)
+    assert max(row["flows"] for row in epochs) == 4
+    assert {"h5->h1", "h9->h2", "h13->h3", "h1->h6"} == set().union(*(row["flow_mbps"] for row in epochs))
+    assert sum(row["pins_written"] for row in epochs) > 0
     # the first epoch that knows of the failure (the detectors may report other, false, failures on a
     # loaded machine: the rows of that epoch are checked, not only the state at the end)
     first = next(row for row in epochs if failed_link in row["failed_links"])
