@@ -108,7 +108,7 @@ class Fabric:
         packet_log: BMv2's per-packet log (slow; off by default).
         servers: run the fabric over several servers (Mininet's cluster edition): server entries
             (``"localhost"``, ``"user@host"``, a simulated server's name such as ``"tb-srv1"``, or
-            ``{"host", "user", "identity", "known_hosts"}``); localhost is always one of them.
+            ``{"host", "user", "identity", "known_hosts", "python"}``); localhost is always one of them.
             None: this machine only.  Embedded target only.
         placement: with ``servers``, ``{node: server}`` fixing where nodes run; the others are
             placed by the fabric's structure (whole FatTree pods per server).
@@ -252,8 +252,11 @@ class Fabric:
             self.network.publish_state()
             entries = f", {self.controller.entries_written} route entries" if self.controller is not None else ""
             progress.event(f"up: {len(self.topo.switches())} switches, {len(self.topo.hosts())} hosts{entries}")
-        except BaseException:
-            self.stop()
+        except BaseException as error:
+            try:
+                self.stop()
+            except Exception as teardown:  # noqa: BLE001 - the start's own error says what went wrong
+                error.add_note(f"then tearing down: {teardown}")
             raise
         return self
 

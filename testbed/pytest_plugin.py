@@ -113,7 +113,7 @@ def simulated_server():
     try:
         yield resolve(entry["name"])
         server = resolve(entry["name"])
-        listing = server.run(f"{__import__('sys').executable} -m testbed.cli cleanup --server-marks {server.name}")
+        listing = server.run(f"{server.interpreter} -m testbed.cli cleanup --server-marks {server.name}")
         assert listing.returncode == 0 and listing.stdout.strip() in ("", "{}"), \
             f"left behind on {server.name}: {listing.stdout} {listing.stderr}"
         # unmarked processes too: nothing but the server's own sshd may run in its namespace

@@ -448,7 +448,7 @@ def _parse_servers(data, topo):
     servers = data.get("servers", [])
     if not isinstance(servers, list) or not all(isinstance(entry, (str, dict)) for entry in servers):
         raise SpecError("servers", servers, "must be a list of server names (localhost, user@host, tb-srv1) "
-                                            "or {host, user, identity, known_hosts}")
+                                            "or {host, user, identity, known_hosts, python}")
     placement = data.get("placement", {})
     if not isinstance(placement, dict) or (placement and not servers):
         raise SpecError("placement", placement, "must be a mapping node: server, with servers")

@@ -6,7 +6,6 @@ process is gone here (or every run, with ``--all``) are removed there, nothing e
 """
 import json
 import shlex
-import sys
 
 from testbed.emulation.cleanup import owner_alive
 from testbed.emulation.cluster.network import remote_cleanup
@@ -25,7 +24,7 @@ def clean_servers(servers_option, include_running=False, dry_run=False, log=prin
     for server in [resolve(entry) for entry in parse_servers_option(servers_option)]:
         if server.local:
             continue
-        listing = server.run(f"{shlex.quote(sys.executable)} -m testbed.cli cleanup "
+        listing = server.run(f"{shlex.quote(server.interpreter)} -m testbed.cli cleanup "
                              f"--server-marks {shlex.quote(server.name)}")
         if listing.returncode != 0:
             raise EmulationError(f"server {server.name} ({server.address}): cannot list what runs left there: "

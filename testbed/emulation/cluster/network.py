@@ -17,7 +17,6 @@ import os
 import re
 import shlex
 import subprocess
-import sys
 import time
 
 from mininet.net import Mininet
@@ -79,11 +78,13 @@ class ClusterFabricNetwork(FabricNetwork):
         self._watches = {}  # {server name: its watch connection} (see check_reachable)
         self._link_class = None
         self.cross_link_measured = None  # see measure_cross_link
+        self._checked = False  # nothing runs on the other servers before their check passed
 
     def start(self):
         """Check the servers (before anything starts), then build and start as FabricNetwork does."""
         if self.check:
             check_servers(self.servers, self.switch_kind, self.link_kind)
+        self._checked = True
         return super().start()
 
     def _build(self):
@@ -231,7 +232,8 @@ class ClusterFabricNetwork(FabricNetwork):
                 errors.append(f"server {server.name} ({server.address}) unreachable ({server.lost}): what the "
                               f"run left there stays until `testbed cleanup --servers {server.name}`")
                 continue
-            remote_cleanup(server, [os.environ.get(OWNER_ENV, os.getpid())], errors)
+            if self._checked:
+                remote_cleanup(server, [os.environ.get(OWNER_ENV, os.getpid())], errors)
         if errors:
             raise EmulationError("teardown: " + "; ".join(errors))
 
@@ -323,7 +325,7 @@ class ClusterFabricNetwork(FabricNetwork):
 
 def remote_cleanup(server, owners, errors=None, include_running=True):
     """Run ``testbed cleanup --server-marks`` on ``server`` for ``owners``; errors appended (or raised)."""
-    command = (f"{shlex.quote(sys.executable)} -m testbed.cli cleanup --server-marks {shlex.quote(server.name)} "
+    command = (f"{shlex.quote(server.interpreter)} -m testbed.cli cleanup --server-marks {shlex.quote(server.name)} "
                f"--owners {','.join(str(owner) for owner in owners)}")
     result = server.run(command, timeout=60)
     if result.returncode != 0:

@@ -27,7 +27,6 @@ from mininet.examples.cluster import ClusterCleanup, RemoteMixin
 from mininet.node import Node
 
 from testbed.emulation.cleanup import OWNER_ENV, REMOTE_DIR_PREFIX, REMOTE_PID_PREFIX, SERVER_ENV
-from testbed.emulation.cluster.servers import forwarded_environment
 from testbed.emulation.hosts import FabricHost, port_setup_commands
 from testbed.emulation.p4switch import BMv2Switch, EmbeddedP4Switch, SWITCHD_MODULE
 from testbed.errors import EmulationError
@@ -113,9 +112,11 @@ class ClusterNodeMixin(RemoteMixin):
         return self.cluster_server.shell().run(" ".join(str(part) for part in cmd)).stdout
 
     def remote_command(self, argv):
-        """``env TESTBED_OWNER=... TESTBED_SERVER=... argv`` as one quoted shell string for ssh."""
-        return shlex.join(["env", f"{OWNER_ENV}={self.owner}", f"{SERVER_ENV}={self.cluster_server.name}",
-                           *forwarded_environment()] + [str(arg) for arg in argv])
+        """``env TESTBED_OWNER=... TESTBED_SERVER=... argv`` as one quoted shell string for ssh (this
+        process's interpreter replaced by the server's, :meth:`~testbed.emulation.cluster.servers.Server.argv`)."""
+        server = self.cluster_server
+        return shlex.join(["env", f"{OWNER_ENV}={self.owner}", f"{SERVER_ENV}={server.name}",
+                           *server.forwarded_environment()] + server.argv(argv))
 
     def _popen(self, cmd, sudo=True, tt=True, **params):
         """Start ``cmd`` on the node's server: over ssh with the run's marks when remote, else here.
@@ -350,7 +351,7 @@ class ClusterBMv2Switch(ClusterNodeMixin, BMv2Switch):
         if not self.isRemote:
             return super().read_register(name, index, client)
         self.check_alive()
-        argv = [sys.executable, "-m", "testbed.emulation.bmv2_runtime", name] + (
+        argv = [self.cluster_server.interpreter, "-m", "testbed.emulation.bmv2_runtime", name] + (
             [] if index is None else [str(int(index))]) + ["--port", str(self.thrift_port)]
         output = self.cmd(shlex.join(argv) + " 2>&1").strip()
         try:

@@ -5,13 +5,20 @@ A server is given as
 * ``"localhost"``: this machine (where ``testbed`` runs; always the first server);
 * the name of a simulated server (``"tb-srv1"``, :mod:`testbed.emulation.cluster.simserver`);
 * ``"host"`` or ``"user@host"`` (a name ssh resolves, or an address); root login by key;
-* a dict ``{"host": ..., "user": "root", "identity": path, "known_hosts": path}``.
+* a dict ``{"host": ..., "user": "root", "identity": path, "known_hosts": path, "python": path}``.
+
+Remote processes run this machine's interpreter path with its import path (``PYTHONPATH``) unless
+the server's entry names its own interpreter (``python``: an absolute path there, e.g. the virtual
+environment of the project's checkout on that server); then every command of the run that starts
+this interpreter there starts that one, with the server's own environment.  Either way the
+project's sources must be the same on every server (:func:`requirements` checks them).
 """
 import json
 import os
 import shlex
 import socket
 import subprocess
+import sys
 import threading
 import time
 
@@ -34,12 +41,14 @@ WATCH_TIMEOUT_S = 6
 class Server:
     """One server of a run: its name, address and the ssh command that reaches its root shell."""
 
-    def __init__(self, name, address=None, user="root", identity=None, known_hosts=None):
+    def __init__(self, name, address=None, user="root", identity=None, known_hosts=None, python=None):
         self.name = name
         self.address = address
         self.user = user
         self.identity = identity
         self.known_hosts = known_hosts
+        #: the interpreter processes of the run start with there (None: this machine's path)
+        self.python = python
         #: why the server is lost to the run (set when its watch connection ended), else None
         self.lost = None
         self._kept = {}  # the run's kept connections: {("shell", purpose): RemoteShell, "relay": ControlRelay}
@@ -73,11 +82,30 @@ class Server:
         if self.lost:
             return subprocess.CompletedProcess([], 255, "", f"server {self.name} unreachable ({self.lost})")
         argv = ["sh", "-c", command] if self.local else self.ssh_argv() + [
-            shlex.join(["env", *forwarded_environment(), "sh", "-c", command])]
+            shlex.join(["env", *self.forwarded_environment(), "sh", "-c", command])]
         try:
             return subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False)
         except subprocess.TimeoutExpired:
             return subprocess.CompletedProcess(argv, 255, "", f"no answer within {timeout} s")
+
+    @property
+    def interpreter(self):
+        """The Python interpreter the run's processes on this server start with."""
+        return self.python or sys.executable
+
+    def argv(self, argv):
+        """``argv`` as it runs on this server: a command that starts this process's interpreter starts
+        the server's (:attr:`interpreter`)."""
+        argv = [str(arg) for arg in argv]
+        return [self.interpreter] + argv[1:] if argv and argv[0] == sys.executable else argv
+
+    def forwarded_environment(self):
+        """``NAME=value`` of the variables remote commands get from this process: the Python import
+        path, when the server runs this machine's interpreter path (the project at the same path there;
+        a checkout run with ``PYTHONPATH`` stays itself); none when it names its own."""
+        if self.python:
+            return []
+        return [f"{name}={os.environ[name]}" for name in FORWARDED if name in os.environ]
 
     def marks(self):
         """The ``NAME=value`` owner marks of what the run (this process's owner) starts on this server."""
@@ -109,7 +137,7 @@ class Server:
         """The run's relay to the embedded switches' control sockets on this server (started on first use:
         ``python -m testbed.embedded_switch.port_control --serve`` there, with the run's marks; it ends
         with its connection)."""
-        remote = shlex.join(["env", *self.marks(), *forwarded_environment(), _python(), "-m",
+        remote = shlex.join(["env", *self.marks(), *self.forwarded_environment(), self.interpreter, "-m",
                              "testbed.embedded_switch.port_control", "--serve"])
         return self._kept_connection("relay", lambda: ControlRelay(self.ssh_argv(alive_s=WATCH_TIMEOUT_S) + [remote],
                                                                    f"on server {self.name}"))
@@ -123,7 +151,10 @@ class Server:
 
     def describe(self):
         """The JSON-able entry of results and state files."""
-        return {"name": self.name, "address": self.address, "user": self.user}
+        described = {"name": self.name, "address": self.address, "user": self.user}
+        if self.python:
+            described["python"] = self.python
+        return described
 
     def __repr__(self):
         return f"Server({self.name!r}, {self.address!r})"
@@ -171,13 +202,7 @@ class RemoteShell(KeptProcess):
                                  f"ended (status {self.process.poll()})")
 
 
-def forwarded_environment():
-    """``NAME=value`` of the variables remote commands get from this process: the Python import path
-    (every server has the project at the same path; a checkout run with ``PYTHONPATH`` stays itself)."""
-    return [f"{name}={os.environ[name]}" for name in FORWARDED if name in os.environ]
-
-
-#: environment variables remote commands inherit from the run (see :func:`forwarded_environment`)
+#: environment variables remote commands inherit from the run (see :meth:`Server.forwarded_environment`)
 FORWARDED = ("PYTHONPATH", "PYTHONSAFEPATH")
 
 
@@ -189,10 +214,15 @@ def resolve(entry):
             simulated server nor a host name this machine resolves.
     """
     if isinstance(entry, dict):
-        unknown = set(entry) - {"host", "user", "identity", "known_hosts", "name"}
+        unknown = set(entry) - {"host", "user", "identity", "known_hosts", "name", "python"}
         if unknown or "host" not in entry:
-            raise ParameterError("servers", entry, "a dict with host (and user, identity, known_hosts)")
+            raise ParameterError("servers", entry, "a dict with host (and user, identity, known_hosts, python)")
+        python = entry.get("python")
+        if python is not None and not (isinstance(python, str) and os.path.isabs(python)):
+            raise ParameterError("servers", python, "an absolute path of the Python interpreter on that server",
+                                 f"server {entry['host']}: python")
         server = resolve(entry["host"])
+        server.python = python
         server.user = entry.get("user", server.user)
         server.identity = entry.get("identity", server.identity)
         server.known_hosts = entry.get("known_hosts", server.known_hosts)
@@ -247,18 +277,20 @@ def parse_servers_option(text):
 
 
 #: what a server needs, as (what, shell test); the output of a failed test says more
-def requirements(switch_kind, link_kind):
-    """``[(what, shell command that succeeds when it is there)]`` a server needs for this run."""
+def requirements(switch_kind, link_kind, python=None):
+    """``[(what, shell command that succeeds when it is there)]`` a server needs for this run
+    (``python``: the interpreter there, default this machine's path)."""
     import testbed
 
     digest = project_digest()
+    python = shlex.quote(python or sys.executable)
     checks = [
         ("root login with sudo-free root shell", "test $(id -u) -eq 0"),
         (f"the testbed project as here ({testbed.__version__}, sources {digest[:12]})",
-         f"{shlex.quote(_python())} -c 'import sys; from testbed.emulation.cluster.servers import project_digest; "
+         f"{python} -c 'import sys; from testbed.emulation.cluster.servers import project_digest; "
          f"sys.exit(project_digest() != {json.dumps(digest)})'"),
         ("Mininet (mnexec and the Python package)",
-         f"command -v mnexec >/dev/null && {shlex.quote(_python())} -c 'import mininet.net'"),
+         f"command -v mnexec >/dev/null && {python} -c 'import mininet.net'"),
         ("network namespaces (ip netns)", "ip netns list >/dev/null"),
     ]
     if link_kind == "vxlan":
@@ -268,10 +300,10 @@ def requirements(switch_kind, link_kind):
         checks.append(("TUN/TAP (ssh -w)", "test -c /dev/net/tun"))
     if switch_kind == "embedded":
         checks.append(("the embedded switch (testbed.embedded_switch.switchd)",
-                       f"{shlex.quote(_python())} -c 'import testbed.embedded_switch.switchd'"))
+                       f"{python} -c 'import testbed.embedded_switch.switchd'"))
     elif switch_kind == "bmv2":
         checks.append(("BMv2 (simple_switch_grpc and its Thrift runtime modules)",
-                       f"command -v simple_switch_grpc >/dev/null && {shlex.quote(_python())} -c "
+                       f"command -v simple_switch_grpc >/dev/null && {python} -c "
                        "'from testbed.emulation.bmv2_runtime import runtime_modules; runtime_modules()'"))
     return checks
 
@@ -302,13 +334,6 @@ def project_digest():
     return digest.hexdigest()
 
 
-def _python():
-    """The interpreter remote processes run: this one's path (the same install on every server)."""
-    import sys
-
-    return sys.executable
-
-
 def check_servers(servers, switch_kind, link_kind):
     """Check every remote server before anything starts.
 
@@ -325,7 +350,7 @@ def check_servers(servers, switch_kind, link_kind):
                             f"as {server.user} by key ({(reach.stderr or '').strip() or 'ssh failed'})")
             continue
         script = "; ".join(f"{command} >/dev/null 2>&1 || echo {shlex.quote(what)}"
-                           for what, command in requirements(switch_kind, link_kind))
+                           for what, command in requirements(switch_kind, link_kind, server.python))
         missing = [line for line in server.run(script).stdout.splitlines() if line.strip()]
         if missing:
             problems.append(f"server {server.name} ({server.address}) lacks: " + "; ".join(missing))
@@ -343,5 +368,5 @@ def local_address_towards(server):
 
 
 __all__ = ["Server", "resolve", "resolve_all", "check_servers", "parse_servers_option", "LOCAL",
-           "local_address_towards", "forwarded_environment", "watch", "WATCH_TIMEOUT_S", "RemoteShell",
+           "local_address_towards", "watch", "WATCH_TIMEOUT_S", "RemoteShell",
            "project_digest"]
