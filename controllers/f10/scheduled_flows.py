@@ -110,7 +110,7 @@ class ScheduledFlows:
         self.pairs = counted_pairs(graph)
         self.ips = {host: host_ip(graph, host) for host in hosts(graph)}
         self.by_ip = {ip: host for host, ip in self.ips.items()}
-        self.paths = {}  # flow name -> ((src, dst), [(switch, port, link id), ...]) as pinned
+        self.paths = {}  # flow name -> ((src, dst), [(switch, port, link id), ...]) as last placed
         self._known = {}  # switch -> {(src, dst): pinned port or None (a counting entry)}
         self._lock = threading.Lock()
 
@@ -145,8 +145,6 @@ class ScheduledFlows:
         """Read the switch's entries again before the next use (after a failed read or write)."""
         with self._lock:
             self._known.pop(switch, None)
-        for name in [name for name, (_, hops) in self.paths.items() if any(hop[0] == switch for hop in hops)]:
-            del self.paths[name]
 
     def read(self, switch):
         """``{(src, dst): bytes sent}`` of a ToR's counting entries (installing them the first time).
@@ -198,25 +196,23 @@ class ScheduledFlows:
         return self._write(kept, switches)
 
     def _write(self, wanted, switches):
-        """Write, switch by switch, what changes from the pins held to ``wanted``."""
+        """Write, switch by switch, what changes from the pins the switches hold to ``wanted`` (the
+        pins held are what each switch's table holds, as read or written, not the last placement)."""
         desired = {}  # switch -> {(src, dst): port}
         for pair, hops in wanted.values():
             for switch, port, _ in hops:
                 desired.setdefault(switch, {})[pair] = port
-        held = {}
-        for pair, hops in self.paths.values():
-            for switch, port, _ in hops:
-                held.setdefault(switch, {})[pair] = port
+        with self._lock:  # a switch not known (never read, or forgotten) may hold pins: it is read
+            settled = {switch for switch, known in self._known.items()
+                       if all(port is None for port in known.values())}
         written, errors = 0, []
-        for switch in sorted((set(desired) | set(held)) & set(switches)):
+        for switch in sorted(set(switches) - (settled - set(desired))):
             try:
                 written += self._write_switch(switch, desired.get(switch, {}))
             except Exception as error:  # noqa: BLE001 - the other switches go on; this one is read again
                 self.forget(switch)
                 errors.append(f"{switch}: writing {FLOWS_TABLE}: {type(error).__name__}: {error}")
-        failed = {error.split(":", 1)[0] for error in errors}
-        self.paths = {name: placed for name, placed in wanted.items()
-                      if not any(hop[0] in failed for hop in placed[1])}
+        self.paths = wanted
         return written, errors
 
     def _write_switch(self, switch, desired):

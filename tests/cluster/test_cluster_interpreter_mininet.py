@@ -83,7 +83,8 @@ def test_a_server_runs_the_interpreter_its_entry_names(simulated_server, second_
 
 def test_an_interpreter_that_is_not_there_is_refused_naming_the_server(simulated_server, tmp_path):
     missing = str(tmp_path / "no-such-venv" / "bin" / "python")
-    with pytest.raises(EmulationError, match=rf"server {SIMULATED_SERVER} .*lacks: the testbed project as here"):
+    with pytest.raises(EmulationError, match=rf"server {SIMULATED_SERVER} .*lacks: the Python interpreter "
+                                             rf"{missing}; the testbed project as here"):
         _fabric({"host": SIMULATED_SERVER, "python": missing}, tmp_path).start()
     assert leftovers(owner=os.getpid())["processes"] == []
     with pytest.raises(ParameterError, match="an absolute path of the Python interpreter"):

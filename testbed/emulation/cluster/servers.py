@@ -283,9 +283,11 @@ def requirements(switch_kind, link_kind, python=None):
     import testbed
 
     digest = project_digest()
-    python = shlex.quote(python or sys.executable)
+    interpreter = python or sys.executable
+    python = shlex.quote(interpreter)
     checks = [
         ("root login with sudo-free root shell", "test $(id -u) -eq 0"),
+        (f"the Python interpreter {interpreter}", f"test -x {python}"),
         (f"the testbed project as here ({testbed.__version__}, sources {digest[:12]})",
          f"{python} -c 'import sys; from testbed.emulation.cluster.servers import project_digest; "
          f"sys.exit(project_digest() != {json.dumps(digest)})'"),
