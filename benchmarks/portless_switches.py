@@ -4,25 +4,11 @@ Each is ``python -m testbed.embedded_switch.switchd`` with a P4Runtime server on
 free loopback port, as tests/lb/test_fabric_app.py starts them.
 """
 import contextlib
-import socket
 import subprocess
 import sys
 
+from testbed.controllers.launcher import free_ports
 from testbed.emulation.p4switch import wait_listening
-
-
-def free_ports(count):
-    """``count`` distinct free loopback ports (all bound at once, so none is handed out twice)."""
-    sockets = []
-    try:
-        for _ in range(count):
-            sock = socket.socket()
-            sock.bind(("127.0.0.1", 0))
-            sockets.append(sock)
-        return [sock.getsockname()[1] for sock in sockets]
-    finally:
-        for sock in sockets:
-            sock.close()
 
 
 @contextlib.contextmanager

@@ -147,9 +147,21 @@ def main(argv=None):
 # -- starting and stopping it ----------------------------------------------------------------
 def free_port(host="127.0.0.1"):
     """Return a TCP port that is free right now on ``host``."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((host, 0))
-        return sock.getsockname()[1]
+    return free_ports(1, host)[0]
+
+
+def free_ports(count, host="127.0.0.1"):
+    """``count`` distinct TCP ports free right now on ``host`` (all bound at once: ports taken one
+    at a time may repeat, as each is free again once its probe closes)."""
+    sockets = []
+    try:
+        for _ in range(count):
+            sockets.append(socket.socket(socket.AF_INET, socket.SOCK_STREAM))
+            sockets[-1].bind((host, 0))
+        return [sock.getsockname()[1] for sock in sockets]
+    finally:
+        for sock in sockets:
+            sock.close()
 
 
 def _conf_value(value):

@@ -19,7 +19,7 @@ import time
 import pytest
 
 import testbed.p4src
-from testbed.controllers.launcher import FabricController, free_port, program_fabric
+from testbed.controllers.launcher import FabricController, free_ports, program_fabric
 from testbed.controllers.parameters import switch_salt
 from testbed.controllers.notify import FabricControllerError
 from testbed.emulation.p4switch import wait_listening
@@ -77,8 +77,8 @@ def portless_fabric(tmp_path):
     state = {"pid": os.getpid(), "kind": "clos", "params": topo.params, "switch": "embedded",
              "hosts": {}, "switches": {}}
     try:
-        for device_id, name in enumerate(switches, start=1):
-            address = f"127.0.0.1:{free_port()}"
+        for (device_id, name), port in zip(enumerate(switches, start=1), free_ports(len(switches))):
+            address = f"127.0.0.1:{port}"
             processes.append(subprocess.Popen(
                 [sys.executable, "-m", "testbed.embedded_switch.switchd", "--name", name, "--device-id", str(device_id),
                  "--grpc-addr", address], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
