@@ -33,6 +33,27 @@ def test_pods_stay_whole_and_only_pod_to_core_links_cross():
     assert len(crossing) == 8 and all(b.startswith("c") or a.startswith("c") for a, b in crossing)
 
 
+def test_dsf_clusters_or_planes_stay_whole():
+    topo = make_topology("dsf")  # one plane, two clusters: only FDSW-to-SDSW links cross
+    placement = place(topo, ["localhost", "b"])
+    graph = topo.graph()
+    for node in topo.switches():
+        cluster = graph.nodes[node].get("cluster")
+        if cluster is not None:
+            assert placement[node] == ("localhost", "b")[cluster], node
+    crossing = [(a, b) for a, b in topo.links() if placement[a] != placement[b]]
+    assert crossing and all({a[:4], b[:4]} == {"fdsw", "sdsw"} for a, b in crossing)
+    assert sorted(placement[node] for node in topo.switches() if node.startswith("sdsw")) == ["b", "localhost"]
+
+    two_planes = make_topology("dsf", planes=2)  # disjoint planes, one per server: nothing crosses
+    placement = place(two_planes, ["localhost", "b"])
+    assert not [link for link in two_planes.links() if placement[link[0]] != placement[link[1]]]
+    assert {placement[node] for node in two_planes.switches()} == {"localhost", "b"}
+    # three servers: planes are fewer, so a plane's clusters are split over them
+    placement = place(two_planes, ["localhost", "b", "c"])
+    assert {placement[node] for node in two_planes.switches()} == {"localhost", "b", "c"}
+
+
 def test_an_unreachable_server_is_named_before_anything_starts():
     server = Server("gone", "198.18.250.2")  # nothing answers there (no such simulated server)
     with pytest.raises(EmulationError, match="server gone .*not reachable"):

@@ -1,9 +1,11 @@
 """Placement of a fabric's nodes on servers, so that few links cross servers.
 
-Fabrics with pods (a FatTree's ``pod`` node attribute) are split by pods: whole pods
-in contiguous bins, one bin per server, and the switches without a pod (cores) spread
-evenly, so only pod-to-core links cross servers.  Other fabrics fall back to Mininet's
-cluster edition ``SwitchBinPlacer`` (switches in even bins, each host beside its switch).
+Fabrics with structure are split by it: whole groups of switches in contiguous bins, one
+bin per server, and the switches outside the groups spread evenly.  A FatTree's pods (only
+pod-to-core links cross servers), a DSF fabric's planes (disjoint fabrics: no link crosses)
+or a DSF plane's clusters (only FDSW-to-SDSW links cross); of those a fabric has, the one
+with the fewest links across servers.  Other fabrics fall back to Mininet's cluster edition
+``SwitchBinPlacer`` (switches in even bins, each host beside its switch).
 An explicit placement (``{node: server}``) may fix any node; the rest are placed as above.
 """
 from testbed.errors import ParameterError
@@ -27,38 +29,74 @@ def even_bins(items, bins):
     return runs
 
 
-def pod_placement(graph, servers):
-    """``{node: server}`` placing whole pods per server, the pod-less switches evenly, hosts by their edge.
+#: node attributes whose groups a placement may keep whole on one server: a DSF fabric's planes (disjoint
+#: copies of the fabric), pods (FatTree, 3-tier Clos), a DSF plane's clusters
+GROUPINGS = (("plane",), ("pod",), ("plane", "cluster"))
+
+
+def group_placement(graph, servers, attributes):
+    """``{node: server}`` placing whole groups per server, the other switches evenly, hosts by their edge.
+
+    A group is the nodes with the same values of ``attributes`` (every one of them set); groups go
+    in contiguous bins, one bin per server.  Switches outside every group (a FatTree's cores, a DSF
+    plane's SDSWs when grouping by cluster) are spread evenly.
 
     Args:
-        graph: the fabric's networkx graph; nodes carry ``role`` and, for pod members, ``pod``.
+        graph: the fabric's networkx graph; nodes carry ``role`` and the grouping attributes.
         servers: server names, in order.
+        attributes: node attribute names, for example ``("pod",)``.
 
     Returns:
-        dict, or None when no node has a pod.
+        dict, or None when there are fewer groups than servers (or than two).
 
     >>> import networkx as nx
     >>> g = nx.MultiGraph()
     >>> for n, pod in (("e0", 0), ("e1", 1)): g.add_node(n, role="edge", pod=pod)
     >>> g.add_node("c0", role="core"); g.add_node("c1", role="core"); g.add_node("h1", role="host", pod=0)
-    >>> sorted(pod_placement(g, ["a", "b"]).items())
+    >>> sorted(group_placement(g, ["a", "b"], ("pod",)).items())
     [('c0', 'a'), ('c1', 'b'), ('e0', 'a'), ('e1', 'b'), ('h1', 'a')]
+    >>> group_placement(g, ["a", "b", "c"], ("pod",)) is None
+    True
     """
-    pods = sorted({data["pod"] for _node, data in graph.nodes(data=True) if data.get("pod") is not None})
-    if not pods:
+    def group(data):
+        values = tuple(data.get(name) for name in attributes)
+        return None if None in values else values
+    groups = sorted({group(data) for _node, data in graph.nodes(data=True)} - {None})
+    if len(groups) < max(2, len(servers)):
         return None
-    server_of_pod = {pod: server for server, run in zip(servers, even_bins(pods, len(servers))) for pod in run}
+    server_of_group = {key: server for server, run in zip(servers, even_bins(groups, len(servers))) for key in run}
     placement = {}
     loose = []
     for node, data in graph.nodes(data=True):
-        if data.get("pod") is not None:
-            placement[node] = server_of_pod[data["pod"]]
+        if group(data) is not None:
+            placement[node] = server_of_group[group(data)]
         elif data.get("role") != "host":
             loose.append(node)
     for server, run in zip(servers, even_bins(loose, len(servers))):
         for node in run:
             placement[node] = server
     return placement
+
+
+def structural_placement(graph, servers):
+    """Of the placements by :data:`GROUPINGS` that give every server a group, the one with the fewest
+    links across servers, or None (no such grouping).
+
+    Returns:
+        tuple: ``(placement, attributes)`` or None.
+    """
+    best = None
+    for attributes in GROUPINGS:
+        placement = group_placement(graph, servers, attributes)
+        if placement is None:
+            continue
+        for node in graph.nodes:  # hosts beside their switch
+            if node not in placement:
+                placement[node] = placement.get(next(iter(graph.neighbors(node)), None), servers[0])
+        crossing = sum(1 for a, b in graph.edges() if placement[a] != placement[b])
+        if best is None or crossing < best[0]:
+            best = (crossing, placement, attributes)
+    return None if best is None else best[1:]
 
 
 def bin_placement(topo, servers):
@@ -89,7 +127,8 @@ def place(topo, servers, fixed=None):
                                  + ", ".join(sorted(nodes)[:6]) + ", ...)", f"no node {node}")
         if server not in servers:
             raise ParameterError("placement", f"{node}: {server}", "one of the servers: " + ", ".join(servers))
-    placement = pod_placement(topo.graph(), servers) or bin_placement(topo, servers)
+    structural = structural_placement(topo.graph(), servers)
+    placement = structural[0] if structural else bin_placement(topo, servers)
     placement.update(fixed)
     for node in topo.hosts():
         if node not in fixed:
