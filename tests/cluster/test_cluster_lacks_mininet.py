@@ -1,8 +1,8 @@
 """A server that lacks what a run needs is refused before anything starts, naming it and what it lacks.
 
 The simulated server hides files (``testbed server sim up --hide``: an empty file mounted over each
-in its mount namespace): once BMv2's binary, once one of the project's own data files, which gives
-it other sources under the same ``testbed.__version__``.
+in its mount namespace): once BMv2's binary, once the C compiler (the native backend), once one of the
+project's own data files, which gives it other sources under the same ``testbed.__version__``.
 """
 import os
 import re
@@ -17,6 +17,7 @@ from testbed.emulation.cluster import simserver
 from testbed.emulation.cluster.servers import check_servers, resolve_all
 from testbed.errors import EmulationError
 from testbed.fabrics import Fabric
+from testbed.p4.native.build import unavailable
 
 pytestmark = [pytest.mark.mininet, pytest.mark.cluster]
 
@@ -32,9 +33,9 @@ def server_lacking():
     simserver.down(INDEX)
 
 
-def _fabric(name, target, tmp_path):
+def _fabric(name, target, tmp_path, **options):
     return Fabric("clos", leaves=2, spines=1, hosts_per_leaf=1, program="ecmp", controller="static", target=target,
-                  servers=[name], placement={"leaf1": name}, log_dir=str(tmp_path / "logs"))
+                  servers=[name], placement={"leaf1": name}, log_dir=str(tmp_path / "logs"), **options)
 
 
 @pytest.mark.bmv2
@@ -45,6 +46,19 @@ def test_a_server_without_bmv2_is_refused_for_bmv2_and_fine_for_the_embedded_tar
         fabric.start()
     assert fabric.network is None and leftovers(owner=os.getpid())["processes"] == []
     check_servers(resolve_all([name]), "embedded", "vxlan")  # nothing else missing
+
+
+@pytest.mark.skipif(unavailable() is not None, reason=f"the native backend cannot run here: {unavailable()}")
+def test_a_server_without_a_c_compiler_is_refused_for_the_native_backend(server_lacking, tmp_path):
+    name = server_lacking([os.path.realpath(shutil.which("gcc"))])
+    # auto chooses native here, so switches there must be able to run it too
+    for backend in ("native", "auto"):
+        fabric = _fabric(name, "embedded", tmp_path, backend=backend)
+        with pytest.raises(EmulationError, match=rf"server {name} \(198\.18\.8\.2\) lacks: the native backend "
+                                                 r"\(a C compiler and cffi\)$"):
+            fabric.start()
+        assert fabric.network is None and leftovers(owner=os.getpid())["processes"] == []
+    check_servers(resolve_all([name]), "embedded", "vxlan", "python")  # nothing else missing
 
 
 def test_a_server_with_other_project_sources_is_refused(server_lacking, tmp_path):

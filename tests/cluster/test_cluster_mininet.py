@@ -45,9 +45,10 @@ def assert_reachable_and_spread_from_the_remote_edge(fabric):
     return src, dst
 
 
-def test_fattree_over_two_servers_reaches_spreads_and_recovers(simulated_server, fabric_factory):
-    fabric = fabric_factory("fattree", k=4, program="ecmp", controller="static", detection_delay_ms=50,
-                            servers=[SIMULATED_SERVER])
+# the plugin's marker as a user writes it; the simulated server comes up first (fixture order)
+@pytest.mark.fabric("fattree", k=4, program="ecmp", controller="static", detection_delay_ms=50,
+                    servers=[SIMULATED_SERVER])
+def test_fattree_over_two_servers_reaches_spreads_and_recovers(simulated_server, fabric):
     cluster = fabric.describe()["cluster"]
     assert [server["name"] for server in cluster["servers"]] == ["localhost", SIMULATED_SERVER]
     assert {cluster["placement"][node] for node in ("e0_0", "a1_1", "h1")} == {"localhost"}

@@ -31,6 +31,7 @@ from testbed.emulation.links import ip_batch, unused_interface_group
 from testbed.emulation.namespaces import set_interface_up
 from testbed.emulation.network import QDISC_COMMAND, FabricNetwork, parse_qdisc_drops, qdisc_drops
 from testbed.errors import EmulationError, ParameterError
+from testbed.p4.native import default_backend, machine_backend
 
 LINK_KINDS = ("vxlan", "ssh")
 SWITCH_KINDS = {"embedded": ClusterEmbeddedSwitch, "bmv2": ClusterBMv2Switch}
@@ -66,6 +67,12 @@ class ClusterFabricNetwork(FabricNetwork):
             raise ParameterError("link", link, "one of: " + ", ".join(LINK_KINDS))
         options.setdefault("fork_switches", True)
         super().__init__(topo, switch=switch, **options)
+        self.backend = None
+        if switch == "embedded":
+            # named to every switch: $TESTBED_BACKEND does not travel over ssh; what auto chooses here
+            # (native where it can) the other servers must be able to run too
+            self.switch_params.setdefault("backend", default_backend())
+            self.backend = machine_backend(self.switch_params["backend"])
         self.switch_class = SWITCH_KINDS[switch]
         self.servers = resolve_all(servers)
         self.server_by_name = {server.name: server for server in self.servers}
@@ -83,7 +90,7 @@ class ClusterFabricNetwork(FabricNetwork):
     def start(self):
         """Check the servers (before anything starts), then build and start as FabricNetwork does."""
         if self.check:
-            check_servers(self.servers, self.switch_kind, self.link_kind)
+            check_servers(self.servers, self.switch_kind, self.link_kind, self.backend)
         self._checked = True
         return super().start()
 

@@ -277,9 +277,10 @@ def parse_servers_option(text):
 
 
 #: what a server needs, as (what, shell test); the output of a failed test says more
-def requirements(switch_kind, link_kind, python=None):
+def requirements(switch_kind, link_kind, python=None, backend=None):
     """``[(what, shell command that succeeds when it is there)]`` a server needs for this run
-    (``python``: the interpreter there, default this machine's path)."""
+    (``python``: the interpreter there, default this machine's path; ``backend``: the embedded
+    switches' pipeline backend, ``native`` asks for a C compiler and cffi there)."""
     import testbed
 
     digest = project_digest()
@@ -303,6 +304,10 @@ def requirements(switch_kind, link_kind, python=None):
     if switch_kind == "embedded":
         checks.append(("the embedded switch (testbed.embedded_switch.switchd)",
                        f"{python} -c 'import testbed.embedded_switch.switchd'"))
+        if backend == "native":
+            checks.append(("the native backend (a C compiler and cffi)",
+                           f"{python} -c 'import sys; from testbed.p4.native.build import unavailable; "
+                           "sys.exit(unavailable() is not None)'"))
     elif switch_kind == "bmv2":
         checks.append(("BMv2 (simple_switch_grpc and its Thrift runtime modules)",
                        f"command -v simple_switch_grpc >/dev/null && {python} -c "
@@ -336,8 +341,8 @@ def project_digest():
     return digest.hexdigest()
 
 
-def check_servers(servers, switch_kind, link_kind):
-    """Check every remote server before anything starts.
+def check_servers(servers, switch_kind, link_kind, backend=None):
+    """Check every remote server before anything starts (``backend``: as for :func:`requirements`).
 
     Raises:
         EmulationError: naming the first server and everything it lacks (or that it is unreachable).
@@ -352,7 +357,7 @@ def check_servers(servers, switch_kind, link_kind):
                             f"as {server.user} by key ({(reach.stderr or '').strip() or 'ssh failed'})")
             continue
         script = "; ".join(f"{command} >/dev/null 2>&1 || echo {shlex.quote(what)}"
-                           for what, command in requirements(switch_kind, link_kind, server.python))
+                           for what, command in requirements(switch_kind, link_kind, server.python, backend))
         missing = [line for line in server.run(script).stdout.splitlines() if line.strip()]
         if missing:
             problems.append(f"server {server.name} ({server.address}) lacks: " + "; ".join(missing))

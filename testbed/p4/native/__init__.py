@@ -44,6 +44,22 @@ def check_backend(backend, field="backend"):
     return backend
 
 
+def machine_backend(backend=DEFAULT_BACKEND):
+    """The backend switches on this machine run for ``backend`` (None: :func:`default_backend`):
+    ``auto`` is ``native`` where a C compiler and cffi are present, else ``python`` (a program the
+    C backend cannot compile still falls back to Python, switch by switch).
+
+    >>> machine_backend("python")
+    'python'
+    """
+    backend = default_backend() if backend is None else check_backend(backend)
+    if backend != "auto":
+        return backend
+    from testbed.p4.native.build import unavailable
+
+    return "python" if unavailable() else "native"
+
+
 def make_device(program, state, backend=DEFAULT_BACKEND, warn=None, **kwargs):
     """The switch's device for ``program`` with the chosen backend.
 

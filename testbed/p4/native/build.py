@@ -126,6 +126,22 @@ def compiler():
     return shutil.which("gcc") or shutil.which("cc")
 
 
+def unavailable():
+    """Why this machine cannot build native pipelines (no C compiler, no cffi), or None when it can.
+
+    >>> unavailable() in (None, "no C compiler (gcc) found; install gcc (scripts/install.sh)",
+    ...                   "the cffi package is missing (pip install cffi)")
+    True
+    """
+    if compiler() is None:
+        return "no C compiler (gcc) found; install gcc (scripts/install.sh)"
+    try:
+        import cffi  # noqa: F401 - only whether it imports
+    except ImportError:
+        return "the cffi package is missing (pip install cffi)"
+    return None
+
+
 def sanitizing():
     """True when ``TESTBED_NATIVE_SANITIZE`` asks for sanitizer builds."""
     return os.environ.get(SANITIZE_ENV, "") not in ("", "0")
@@ -211,13 +227,12 @@ def build(program):
     if cached is not None and cached.sanitized == sanitizing():
         return cached.library
     source, layout = generate_c(program)
+    missing = unavailable()
+    if missing:
+        raise NativeBackendError(f"native backend: {missing}")
+    import cffi
+
     cc = compiler()
-    if cc is None:
-        raise NativeBackendError("native backend: no C compiler (gcc) found; install gcc (scripts/install.sh)")
-    try:
-        import cffi
-    except ImportError:
-        raise NativeBackendError("native backend: the cffi package is missing (pip install cffi)") from None
     flags = list(SANITIZE_FLAGS if sanitizing() else OPTIMIZE_FLAGS)
     digest = hashlib.sha256("\0".join([source, _runtime_text(), " ".join(flags), _compiler_version(cc),
                                        cffi.__version__]).encode()).hexdigest()[:24]
