@@ -34,6 +34,8 @@ OWNER_ENV = "TESTBED_OWNER"
 #: their owner pid lives on the machine the run started from, so only `testbed cleanup --servers` there
 #: decides about them
 SERVER_ENV = "TESTBED_SERVER"
+#: this machine's name among a run's servers (where ``testbed`` runs; always the first)
+LOCAL_SERVER = "localhost"
 #: where a run's remote processes leave their pid (``/tmp/testbed-rpid-<owner>-<node>-<n>``), for signals
 REMOTE_PID_PREFIX = "testbed-rpid-"
 #: the folder of a run's remote node's files on its server (``/tmp/testbed-rnode-<owner>-<node>``: a remote

@@ -29,7 +29,7 @@ from mininet.net import Mininet
 from mininet.node import Switch
 
 from testbed.embedded_switch.port_control import check_impairment
-from testbed.emulation.cleanup import SHORT_TEMP_ROOT, mark_owner
+from testbed.emulation.cleanup import LOCAL_SERVER, SHORT_TEMP_ROOT, mark_owner
 from testbed.emulation.forkserver import ForkServer
 from testbed.emulation.hosts import FabricHost
 from testbed.emulation.links import MAX_QUEUE_FRAMES, FabricLink, LinkBatch, set_link_ends
@@ -598,6 +598,10 @@ class FabricNetwork:
                                "socket_drops": int(status.get(port, {}).get("socket_drops", 0))}
             counters[switch.name] = ports
         return counters
+
+    def load_averages(self):
+        """``{server: [1, 5, 15 minute load average]}`` of the machines the network runs on (here: this one)."""
+        return {LOCAL_SERVER: [round(value, 2) for value in os.getloadavg()]}
 
     def receive_lag(self):
         """``{switch: {port: {"samples", "at_least_ms": {...}}}}``: how long frames waited in the

@@ -110,7 +110,7 @@ def link_losses(graph, before, after):
     return lost
 
 
-def dataplane_counters(fabric, before=None, after=None):
+def dataplane_counters(fabric, port_drops, before=None, after=None):
     """Frames the switches lost, by cause, for results.json's ``dataplane`` section.
 
     Lost connectivity: data frames the switch-to-switch links lost (one end's
@@ -125,9 +125,10 @@ def dataplane_counters(fabric, before=None, after=None):
 
     Args:
         fabric: the running :class:`~testbed.fabrics.Fabric`.
+        port_drops: its :meth:`~testbed.emulation.network.FabricNetwork.drop_counters` after the run.
         before, after: :func:`read_port_counters` snapshots of the run (for the link losses).
     """
-    drops = drop_totals(fabric.network.drop_counters())
+    drops = drop_totals(port_drops)
     on_links = link_losses(fabric.topo.graph(), before, after) if before and after else 0
     emulator = drops.pop("socket_drops")
     drops.update(on_links=on_links, emulator=emulator,
@@ -262,6 +263,33 @@ def receive_lag_delta(before, after):
                 total["at_least_ms"][bucket] = (total["at_least_ms"].get(bucket, 0) + count
                                                 - then["at_least_ms"].get(bucket, 0))
     return total
+
+
+def emulator_by_switch(port_drops, lag_before, lag_after, limit_ms):
+    """Each switch's part of the emulator's own losses and delays, for the switches with any.
+
+    Args:
+        port_drops: :meth:`~testbed.emulation.network.FabricNetwork.drop_counters` output.
+        lag_before, lag_after: :meth:`~testbed.emulation.network.FabricNetwork.receive_lag` snapshots.
+        limit_ms: a read batch that waited this long or longer counts (one of the lag buckets).
+
+    Returns:
+        dict: ``{switch: {"socket_drops": frames its sockets dropped, "waits_over_limit": read batches
+        that waited limit_ms or more}}``.
+
+    >>> emulator_by_switch({"s1": {1: {"socket_drops": 3}}, "s2": {1: {"socket_drops": 0}}},
+    ...                    {}, {"s2": {1: {"samples": 4, "at_least_ms": {"50": 1}}}}, 50)
+    {'s1': {'socket_drops': 3, 'waits_over_limit': 0}, 's2': {'socket_drops': 0, 'waits_over_limit': 1}}
+    """
+    figures = {}
+    for switch in sorted(set(port_drops or {}) | set(lag_after or {})):
+        drops = sum(int(values.get("socket_drops", 0)) for values in (port_drops or {}).get(switch, {}).values())
+        lag = receive_lag_delta({switch: (lag_before or {}).get(switch, {})}, {switch: lag_after[switch]}) \
+            if switch in (lag_after or {}) else {"at_least_ms": {}}
+        waits = int(lag["at_least_ms"].get(str(limit_ms), 0))
+        if drops or waits:
+            figures[switch] = {"socket_drops": drops, "waits_over_limit": waits}
+    return figures
 
 
 # -- drops by place ---------------------------------------------------------------------------

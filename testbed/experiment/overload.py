@@ -117,19 +117,70 @@ def reordering_check(record, reports):
             "late_frames": late, "reordering_unreliable": bool(reasons), "reordering_reasons": reasons}
 
 
-def assess(record, reports):
+def by_server(record, pairs):
+    """The emulator's figures of each server of a fabric over several (``record["cluster"]``), or None on one.
+
+    A switch counts on the server it runs on, a sender on its source host's, a receiver on its
+    destination host's (``record["cluster"]["placement"]``).
+
+    Args:
+        record: the run's results so far (``cluster.placement`` and ``dataplane.emulator_by_switch``).
+        pairs: the stream pairs of the traffic reports (``src``, ``dst``, ``sender``, ``receiver``).
+
+    Returns:
+        dict: ``{server: {"switch_socket_drops", "switch_waits_over_limit", "receiver_socket_drops",
+        "sender_lag_max_ms"}}``, every server of the placement in it.
+
+    >>> rec = {"cluster": {"placement": {"s1": "a", "s2": "b", "h1": "a", "h2": "b"}},
+    ...        "dataplane": {"emulator_by_switch": {"s2": {"socket_drops": 7, "waits_over_limit": 1}}}}
+    >>> pair = {"src": "h1", "dst": "h2", "sender": {"pacing_lag_max_ms": 12.0}, "receiver": {"socket_drops": 2}}
+    >>> by_server(rec, [pair])["b"]
+    {'switch_socket_drops': 7, 'switch_waits_over_limit': 1, 'receiver_socket_drops': 2, 'sender_lag_max_ms': None}
+    """
+    placement = (record.get("cluster") or {}).get("placement")
+    if not placement:
+        return None
+    servers = {server: {"switch_socket_drops": 0, "switch_waits_over_limit": 0, "receiver_socket_drops": 0,
+                        "sender_lag_max_ms": None} for server in sorted(set(placement.values()))}
+    for switch, figures in ((record.get("dataplane") or {}).get("emulator_by_switch") or {}).items():
+        if switch in placement:
+            servers[placement[switch]]["switch_socket_drops"] += figures.get("socket_drops", 0)
+            servers[placement[switch]]["switch_waits_over_limit"] += figures.get("waits_over_limit", 0)
+    for pair in pairs:
+        if pair.get("dst") in placement:
+            servers[placement[pair["dst"]]]["receiver_socket_drops"] += pair["receiver"].get("socket_drops") or 0
+        lag = pair["sender"].get("pacing_lag_max_ms")
+        if pair.get("src") in placement and lag is not None:
+            entry = servers[placement[pair["src"]]]
+            entry["sender_lag_max_ms"] = max(lag, entry["sender_lag_max_ms"] or 0.0)
+    return servers
+
+
+def _where(servers, field, above=0):
+    """`` (on a: n, b: m)``: the servers whose ``field`` exceeds ``above``; empty on one server."""
+    if not servers:
+        return ""
+    on = [f"{name}: {entry[field]:g}" for name, entry in servers.items()
+          if entry[field] is not None and entry[field] > above]
+    return f" (on {', '.join(on)})" if on else ""
+
+
+def assess(record, reports, loads=None):
     """The ``overload`` section of results.json.
 
     Args:
         record: the run's results so far (``dataplane`` drops and receive lag and ``summary.latency``
-            are read).
+            are read; over several servers ``cluster.placement`` and ``dataplane.emulator_by_switch``).
         reports: the traffic entries' reports (stream pairs carry the senders' and
             receivers' own figures; others are skipped).
+        loads: the servers' load averages, ``{"start": {server: [1, 5, 15 min]}, "end": ...}``, recorded
+            as they are (no criterion: a loaded machine that keeps up passes).
 
     Returns:
         dict: ``{"overloaded": bool, "reasons": [str], "switch_socket_drops": int,
         "switch_waits_over_limit": int, "receiver_socket_drops": int, "sender_lag_max_ms": float | None,
-        "latency_p99_ms": float | None}`` and the fields of :func:`reordering_check`.
+        "latency_p99_ms": float | None, "load_average": dict, "by_server": dict | None}`` and the fields
+        of :func:`reordering_check`.  Over several servers each reason names the servers it was seen on.
 
     >>> assess({"dataplane": {"drops": {"emulator": 0}}, "summary": {"latency": {"p99_ms": 3.0}}}, [])["overloaded"]
     False
@@ -142,20 +193,23 @@ def assess(record, reports):
     lags = [pair["sender"]["pacing_lag_max_ms"] for pair in pairs
             if pair["sender"].get("pacing_lag_max_ms") is not None]
     latency = (record.get("summary", {}).get("latency") or {}).get("p99_ms")
+    servers = by_server(record, pairs)
     result = {"switch_socket_drops": switch_drops, "switch_waits_over_limit": waits,
               "receiver_socket_drops": receiver_drops,
-              "sender_lag_max_ms": max(lags) if lags else None, "latency_p99_ms": latency}
+              "sender_lag_max_ms": max(lags) if lags else None, "latency_p99_ms": latency,
+              "load_average": dict(loads or {}), "by_server": servers}
     reasons = []
     if switch_drops:
-        reasons.append(f"switch sockets dropped {switch_drops} frames (a switch process fell behind)")
+        reasons.append(f"switch sockets dropped {switch_drops} frames (a switch process fell behind)"
+                       + _where(servers, "switch_socket_drops"))
     if receiver_drops:
-        reasons.append(f"receiver sockets dropped {receiver_drops} frames")
+        reasons.append(f"receiver sockets dropped {receiver_drops} frames" + _where(servers, "receiver_socket_drops"))
     if result["sender_lag_max_ms"] is not None and result["sender_lag_max_ms"] > SENDER_LAG_MS:
         reasons.append(f"a sender fell {result['sender_lag_max_ms']:.0f} ms behind its schedule "
-                       f"(limit {SENDER_LAG_MS:g} ms)")
+                       f"(limit {SENDER_LAG_MS:g} ms)" + _where(servers, "sender_lag_max_ms", SENDER_LAG_MS))
     if waits:
         reasons.append(f"{waits} frame batches waited {SWITCH_WAIT_MS} ms or more in switch sockets "
-                       f"(a switch process was starved of CPU)")
+                       f"(a switch process was starved of CPU)" + _where(servers, "switch_waits_over_limit"))
     result.update(overloaded=bool(reasons), reasons=reasons)
     result.update(reordering_check(record, reports))
     return result

@@ -58,7 +58,12 @@ RESULTS_SCHEMA = {
                  "receiver_socket_drops": int, "sender_lag_max_ms": OPT_NUMBER, "latency_p99_ms": OPT_NUMBER,
                  # could the emulator's delays alone have reordered packets (overload.reordering_check)?
                  "stream_spacing_ms": OPT_NUMBER, "latency_spread_ms": OPT_NUMBER, "paced_frames": int,
-                 "late_frames": int, "reordering_unreliable": bool, "reordering_reasons": [str]},
+                 "late_frames": int, "reordering_unreliable": bool, "reordering_reasons": [str],
+                 # the servers' load averages as the traffic started and after it: {"start": {server: [1, 5,
+                 # 15 min]}, "end": ...} (a server that did not answer: null)
+                 "load_average": dict,
+                 # over several servers (else null): the figures above per server (overload.by_server)
+                 "by_server": (dict, type(None))},
     "spec": dict,                       # the validated spec, ExperimentSpec.to_dict()
     "topology": {"kind": str, "params": dict, "hosts": int, "switches": int, "links": int,
                  # links given an added delay (topology.link_delay_us / link_delays): "a-b" -> one-way us,
@@ -84,6 +89,9 @@ RESULTS_SCHEMA = {
         "drops_by_place": {"fabric_link_queue": int, "host_port": int, "link_down": int,
                            "fabric": int,  # what was lost inside the fabric
                            "by_link": dict},    # {"switch:port>neighbour": frames}
+        # the switches with emulator losses or delays: {switch: {"socket_drops", "waits_over_limit"}}
+        # (testbed.experiment.counters.emulator_by_switch; the overload check's per-server figures)
+        "emulator_by_switch": dict,
         # shaped links only (else null): the switch ports' queue drops per interval of the run
         # (testbed.experiment.congestion): {"interval_s", "t_s": [interval ends], "drops": [int],
         # "sent": [stream packets sent in it], "rate": [drops / sent or null]}
@@ -223,7 +231,7 @@ def empty_dataplane():
             "drops": {"tx_errors": 0, "queue_drops": 0, "on_links": 0, "emulator": 0, "connectivity": 0,
                       "congestion": 0},
             "drops_by_place": {"fabric_link_queue": 0, "host_port": 0, "link_down": 0, "fabric": 0, "by_link": {}},
-            "congestion_timeline": None}
+            "emulator_by_switch": {}, "congestion_timeline": None}
 
 
 def write_link_csv(rows, path):

@@ -22,8 +22,8 @@ from testbed.emulation.signals import signals_deferred, termination_as_interrupt
 from testbed.errors import EmulationError, TestbedError
 from testbed.experiment import analysis, overload, plots, results as results_module
 from testbed.experiment.congestion import QueueDropSampler, congestion_timeline
-from testbed.experiment.counters import (dataplane_counters, drops_by_place, ever_failed, link_loads,
-                                        read_port_counters, receive_lag_delta, uplink_loads)
+from testbed.experiment.counters import (dataplane_counters, drops_by_place, emulator_by_switch, ever_failed,
+                                        link_loads, read_port_counters, receive_lag_delta, uplink_loads)
 from testbed.experiment.failures import FailureScheduler, log_row as failure_log_row
 from testbed.experiment.spec import ExperimentSpec, load_spec, resolve_spec_target
 from testbed.experiment.traffic_jobs import READY_TIMEOUT_S, TimeZero, TrafficJob
@@ -63,7 +63,8 @@ def _base_record(spec, target, hooks):
         "overload": {"overloaded": False, "reasons": [], "switch_socket_drops": 0, "switch_waits_over_limit": 0,
                      "receiver_socket_drops": 0, "sender_lag_max_ms": None, "latency_p99_ms": None,
                      "stream_spacing_ms": None, "latency_spread_ms": None, "paced_frames": 0, "late_frames": 0,
-                     "reordering_unreliable": False, "reordering_reasons": []},
+                     "reordering_unreliable": False, "reordering_reasons": [], "load_average": {},
+                     "by_server": None},
         "spec": spec.to_dict(),
         "topology": {"kind": spec.topology.kind, "params": dict(spec.topology.params),
                      "hosts": 0, "switches": 0, "links": 0, "link_delays_us": {},
@@ -137,6 +138,7 @@ def run_experiment(spec, out_dir=None, target=None, progress=print, state_file=N
     fabric = scheduler = None
     recorders = {}  # mechanism name -> its recorder
     queue_drops = None  # the shaped links' queue drops over time (a QueueDropSampler)
+    loads = {}  # the servers' load averages as the traffic starts and after it
     readers = {}
     jobs = []
     failure = None
@@ -163,6 +165,7 @@ def run_experiment(spec, out_dir=None, target=None, progress=print, state_file=N
                                    os.path.join(out_dir, "traffic", f"entry-{index}"))
                         for index, entry in enumerate(spec.traffic)]
                 progress(f"[{spec.name}] starting {len(jobs)} traffic entries")
+                loads["start"] = fabric.network.load_averages()  # before the traffic: a command per server
                 for job in jobs:
                     job.start()
                 t0_ns = _wait_for_time_zero(fabric, jobs, time_zero)
@@ -194,13 +197,17 @@ def run_experiment(spec, out_dir=None, target=None, progress=print, state_file=N
                 if queue_drops is not None:
                     queue_drops.stop()
                 after = read_port_counters(readers, pipeline.p4info, skip=fabric.crashed)
-                record["dataplane"] = dataplane_counters(fabric, before, after)
+                port_drops = fabric.network.drop_counters()
+                record["dataplane"] = dataplane_counters(fabric, port_drops, before, after)
                 record["dataplane"]["congestion_timeline"] = None  # shaped links: filled in below
-                record["dataplane"]["switch_receive_lag"] = receive_lag_delta(lag_before,
-                                                                              fabric.network.receive_lag())
+                lag_after = fabric.network.receive_lag()
+                record["dataplane"]["switch_receive_lag"] = receive_lag_delta(lag_before, lag_after)
                 record["dataplane"]["drops_by_place"] = drops_by_place(
-                    fabric.topo.graph(), fabric.network.drop_counters(),
+                    fabric.topo.graph(), port_drops,
                     failed_pairs=ever_failed(spec.failures, scheduler.log, fabric.topo.graph()))
+                record["dataplane"]["emulator_by_switch"] = emulator_by_switch(port_drops, lag_before, lag_after,
+                                                                               overload.SWITCH_WAIT_MS)
+                loads["end"] = fabric.network.load_averages()
                 live = RunContext(spec, fabric, fabric.controller, readers, pipeline.p4info)
                 for each in hooks:
                     each.dataplane(record, live, before, after)
@@ -241,7 +248,7 @@ def run_experiment(spec, out_dir=None, target=None, progress=print, state_file=N
                                      reports, record["t0_ns"])
                     for each in hooks:
                         each.results(record, run, recorders.get(each.mechanism.name))
-                    _assess(record, reports, hooks)
+                    _assess(record, reports, hooks, loads)
                 except Exception as error:  # noqa: BLE001 - keep what was recorded, say what failed
                     record["controller"]["notes"].append(f"analysis failed: {type(error).__name__}: {error}")
                     if record["status"] == "ok":
@@ -381,9 +388,10 @@ def _fill_results(record, spec, fabric, scheduler, controller, jobs, before, aft
     return reports
 
 
-def _assess(record, reports, hooks):
-    """results.json's ``overload``: the generic checks and each mechanism's."""
-    record["overload"] = overload.assess(record, reports)
+def _assess(record, reports, hooks, loads=None):
+    """results.json's ``overload``: the generic checks and each mechanism's (``loads``: the servers' load
+    averages, ``{"start": ..., "end": ...}``)."""
+    record["overload"] = overload.assess(record, reports, loads)
     for each in hooks:
         fields, reasons = each.overload(record)
         record["overload"].update(fields)

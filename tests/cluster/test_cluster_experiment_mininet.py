@@ -55,6 +55,15 @@ def test_elephants_over_two_servers_keep_the_one_server_ordering(simulated_serve
     measured = cluster["cross_link_measured"]
     assert measured["between"] == ["localhost", SIMULATED_SERVER]
     assert 0 < measured["rtt_ms_avg"] < 50 and measured["rate_mbps"] > 100, measured  # far above the 4 Mbit/s links
+    # the overload check per server: each server's figures and load averages (the simulated one answers
+    # its own /proc/loadavg over ssh)
+    servers = ["localhost", SIMULATED_SERVER]
+    assert sorted(results["overload"]["by_server"]) == servers
+    assert sum(entry["switch_socket_drops"] for entry in results["overload"]["by_server"].values()) \
+        == results["overload"]["switch_socket_drops"]
+    for moment in ("start", "end"):
+        loads = results["overload"]["load_average"][moment]
+        assert sorted(loads) == servers and all(len(load) == 3 for load in loads.values()), loads
     # every switch port's queue, on both servers, read for the congestion timeline: ECMP's collision drops
     timeline = results["dataplane"]["congestion_timeline"]
     assert timeline["ports_not_read"] == [] and timeline["error"] is None

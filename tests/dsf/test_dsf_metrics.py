@@ -128,7 +128,7 @@ def test_the_dsf_section_fits_its_schema():
     record = {"links": [row("rdsw0", 2, "fdsw0", 1, 10, 0)], "failures": [], "traffic": [{"started_at_s": 0.1}]}
     samples = [sample(0.0, {}), sample(1.0, {})]
     section = M.dsf_section(spec, g, record, samples, SimpleNamespace(dsf={"ibm_seed": 3}))
-    section.update(sample_errors=[], switch_cpu={}, load_average=[0.0, 0.0, 0.0], dsf_sample_interval_s=0.002)
+    section.update(sample_errors=[], switch_cpu={}, dsf_sample_interval_s=0.002)
     assert check_schema(section, DSF_SCHEMA) == []
     assert section["cell_bytes"] == 256 and section["control"] == {"ibm_seed": 3}
 

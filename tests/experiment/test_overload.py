@@ -124,3 +124,24 @@ def test_senders_count_frames_sent_late():
     time.sleep(0.03)                 # the sender was descheduled for 30 ms
     pacer.wait(1000)
     assert pacer.frames == 2 and pacer.late_frames[LATE_MS.index(10)] == 1
+
+
+def test_over_several_servers_each_reason_names_the_servers_it_was_seen_on():
+    record = _record(emulator=7, waits=1)
+    record["cluster"] = {"placement": {"s1": "localhost", "s2": "tb-srv1", "h1": "localhost", "h2": "tb-srv1"}}
+    record["dataplane"]["emulator_by_switch"] = {"s2": {"socket_drops": 7, "waits_over_limit": 1}}
+    pair = {"src": "h1", "dst": "h2", "sender": {"pacing_lag_max_ms": 250.0}, "receiver": {"socket_drops": 5}}
+    loads = {"start": {"localhost": [0.5, 0.4, 0.3], "tb-srv1": [1.0, 0.9, 0.8]}, "end": {}}
+    result = overload.assess(record, [{"pairs": [pair]}], loads)
+    assert result["by_server"] == {
+        "localhost": {"switch_socket_drops": 0, "switch_waits_over_limit": 0, "receiver_socket_drops": 0,
+                      "sender_lag_max_ms": 250.0},
+        "tb-srv1": {"switch_socket_drops": 7, "switch_waits_over_limit": 1, "receiver_socket_drops": 5,
+                    "sender_lag_max_ms": None}}
+    assert result["load_average"] == loads
+    ends = sorted(reason[reason.index(" (on "):] for reason in result["reasons"])
+    assert ends == [" (on localhost: 250)", " (on tb-srv1: 1)", " (on tb-srv1: 5)", " (on tb-srv1: 7)"]
+    # on one server: no per-server figures, the reasons as they were
+    one = overload.assess(_record(emulator=7), [_stream()])
+    assert one["by_server"] is None and one["reasons"] == [
+        "switch sockets dropped 7 frames (a switch process fell behind)"]

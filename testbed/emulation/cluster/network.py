@@ -272,6 +272,15 @@ class ClusterFabricNetwork(FabricNetwork):
                 "link": self.link_kind, "crossing_links": [list(pair) for pair in self.crossing],
                 "cross_link_measured": self.cross_link_measured}
 
+    def load_averages(self):
+        """``{server: [1, 5, 15 minute load average]}`` of every server (None for one that did not answer)."""
+        loads = super().load_averages()
+        for server in self.servers:
+            if not server.local:
+                fields = server.run("cat /proc/loadavg").stdout.split()[:3]
+                loads[server.name] = [float(value) for value in fields] if len(fields) == 3 else None
+        return loads
+
     def measure_cross_link(self, seconds=PROBE_SECONDS):
         """Round trip and TCP rate of one link of the run's kind between this machine and the first other
         server: two probe namespaces, one on each, joined by such a link (the fabric's own cross links

@@ -23,11 +23,10 @@ import threading
 import time
 
 from testbed.embedded_switch.port_control import ControlRelay, KeptProcess
-from testbed.emulation.cleanup import OWNER_ENV, SERVER_ENV
+from testbed.emulation.cleanup import LOCAL_SERVER as LOCAL, OWNER_ENV, SERVER_ENV
 from testbed.emulation.cluster import simserver
 from testbed.errors import EmulationError, ParameterError
 
-LOCAL = "localhost"
 #: ssh options of every connection: never a password prompt, never an unknown host key accepted
 SSH_OPTIONS = ("-q", "-o", "BatchMode=yes", "-o", "ConnectTimeout=5", "-o", "ServerAliveInterval=5",
                "-o", "ServerAliveCountMax=3")

@@ -596,7 +596,6 @@ class FabricRecorder:
         section["sample_errors"] = (list(self.sampler.errors) + list(self.dsf_sampler.errors)
                                     if self.sampler is not None else [])
         section["switch_cpu"] = {name: round(share, 3) for name, share in sorted(self.cpu_shares.items())}
-        section["load_average"] = list(os.getloadavg())
         return section
 
 

@@ -30,7 +30,6 @@ DSF_SCHEMA = {
     # counters changed, noted by the switches every dsf_sample_interval_s (voq_depth and credits use them)
     "samples": int, "dsf_samples": int, "dsf_sample_interval_s": OPT_NUMBER, "sample_errors": [str],
     "switch_cpu": dict,                   # {switch: CPU share of one core over the run}
-    "load_average": [NUMBER],             # the machine's, at the end
 }
 
 
