@@ -544,6 +544,9 @@ def main(argv=None):
                 handle.write(f"{os.getpid()}\n")
         switch_logger(args.name).info("ports %s, P4Runtime on %s", ports, args.grpc_addr)
         daemon.run()
+    except (TestbedError, OSError) as error:  # the native loop's ports could not be opened
+        switch_logger(args.name).error("%s", error)
+        return 2
     finally:
         server.stop()
         daemon.close()

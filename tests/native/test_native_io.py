@@ -21,7 +21,7 @@ import pytest
 from repo_paths import REPO
 from testbed.embedded_switch import native_io
 from testbed.embedded_switch.native_io.netns import VethLine, in_namespace
-from testbed.errors import ParameterError
+from testbed.errors import ParameterError, TestbedError
 from testbed.p4.v1model.device import pause_source_mac
 from testbed.p4.v1model.pfc import PRIORITIES, PfcConfig, build_pause, parse_pause
 from testbed.p4.v1model.traffic_manager import TrafficManager
@@ -609,6 +609,33 @@ def test_switchd_forwards_in_the_native_loop(tmp_path):
             process.send_signal(2)
             assert process.wait(20) == 0
     assert "native packet loop on ports [1, 2]" in log_path.read_text()
+
+
+def test_ports_opened_in_the_background_give_their_loop_or_their_error():
+    """The switch daemon opens its ports in a thread (the kernel attaches XDP programs one at a time) and
+    its run takes the loop from it, or the error that stopped it; a loop that never runs is closed."""
+    from testbed.embedded_switch.native_io.daemon import _Opening
+
+    class Loop:
+        closed = False
+
+        def close(self):
+            self.closed = True
+
+    loop, opened_in = Loop(), []
+
+    def open_loop():
+        opened_in.append(threading.current_thread().name)
+        return loop
+    assert _Opening(open_loop).result() is loop and opened_in == ["native-io-open"]
+    _Opening(open_loop).discard()
+    assert loop.closed
+
+    def fail():
+        raise TestbedError("port 1 (s1-eth1): no such device")
+    with pytest.raises(TestbedError, match="no such device"):
+        _Opening(fail).result()
+    _Opening(fail).discard()  # nothing to close
 
 
 @contextlib.contextmanager

@@ -56,6 +56,9 @@ IDLE_TIMEOUT_MS = 100  # how often an idle loop looks at the replication engine
 RING_SIZE = int(os.environ.get("TESTBED_NATIVE_RING", "256"))
 #: how long a Write or pipeline RPC waits at most for the loop to forward with it (normally one wake-up)
 CATCH_UP_S = 5.0
+#: how long a Write or pipeline RPC waits at most for the ports to be opened (the kernel attaches XDP
+#: programs one at a time, 5-13 ms each: a k=8 FatTree's 640 ports take seconds)
+OPEN_WAIT_S = 60.0
 #: the switch process's GIL switch interval (Python's default: 5 ms).  The main thread copies a write
 #: into native memory under the loop's lock, and returning from each C call there it waits for the GIL,
 #: which the P4Runtime server's thread holds while it decodes the next Write: up to this long each time,
@@ -115,9 +118,15 @@ class NativeSwitchDaemon(SwitchDaemon):
         self._caught_up = threading.Condition()
         self._changes_seen = 0     # write batches and pipelines the P4Runtime server reported
         self._changes_current = 0  # of those, the ones the loop forwards with
-        # the ports are opened now, before the switch says it is ready: a pipeline pushed later starts
-        # forwarding as soon as it is installed, not after the ports' XDP programs are loaded
-        self._opened = None if native_loop_refused(self._real_device(), pcap_dir) else self._open_loop()
+        # the ports are opened in a thread of their own from now on: the switch says it is ready at once and
+        # builds a pipeline pushed meanwhile, while the kernel attaches the ports' XDP programs (one port of
+        # one switch at a time); a pipeline or Write RPC is answered once the loop forwards with it
+        self._loop_started = threading.Event()  # the native loop ran (or will not): RPCs stop waiting for it
+        self._opening = None
+        if native_loop_refused(self._real_device(), pcap_dir):
+            self._loop_started.set()
+        else:
+            self._opening = _Opening(self._open_loop)
         self.target.add_pipeline_listener(self._pipeline_changed)
         self.target.add_write_listener(self._wait_until_current)
 
@@ -163,6 +172,7 @@ class NativeSwitchDaemon(SwitchDaemon):
     def stop(self, *_args):
         """Ask the loop to finish (signal handler; safe from any thread)."""
         self._stopped = True
+        self._loop_started.set()
         super().stop()
         loop = self.loop
         if loop is not None:
@@ -176,6 +186,7 @@ class NativeSwitchDaemon(SwitchDaemon):
                 self._native_run()
             else:
                 self._close_opened()
+                self._loop_started.set()
                 self._discard_read_natively()
                 self.running = not self._stopped
                 super().run()  # returns on stop, or when _pipeline_changed brings a native pipeline
@@ -187,9 +198,9 @@ class NativeSwitchDaemon(SwitchDaemon):
         super().close()
 
     def _close_opened(self):
-        opened, self._opened = getattr(self, "_opened", None), None
-        if opened is not None:
-            opened.close()
+        opening, self._opening = getattr(self, "_opening", None), None
+        if opening is not None:
+            opening.discard()
 
     def _discard_read_natively(self):
         """Empty the port sockets of the ports the native loop read without XDP: the frames waiting
@@ -209,6 +220,7 @@ class NativeSwitchDaemon(SwitchDaemon):
 
     def _pipeline_changed(self):
         """A new pipeline was committed (P4Runtime thread): the running loop must look at it."""
+        self._loop_started.wait(OPEN_WAIT_S)
         if self.loop is not None:
             self._wait_until_current()
         elif not native_loop_refused(self._real_device(), self.pcap):
@@ -221,6 +233,7 @@ class NativeSwitchDaemon(SwitchDaemon):
     def _wait_until_current(self):
         """The state or the pipeline changed (P4Runtime thread): return once the running loop forwards
         with the change, so that a frame sent after the RPC's answer sees it, as on BMv2."""
+        self._loop_started.wait(OPEN_WAIT_S)
         loop = self.loop
         if loop is None:
             return  # the Python loop reads the state itself
@@ -252,11 +265,17 @@ class NativeSwitchDaemon(SwitchDaemon):
         return loop
 
     def _native_run(self):
-        loop, self._opened = self._opened or self._open_loop(), None
+        opening, self._opening = self._opening, None
+        try:
+            loop = opening.result() if opening is not None else self._open_loop()
+        except BaseException:
+            self._loop_started.set()
+            raise
         sys.setswitchinterval(GIL_SWITCH_INTERVAL_S)
         for port, impairment in self.impaired.items():
             loop.set_impairment(port, impairment.loss, impairment.delay_ns / 1e6)
         self.loop = loop
+        self._loop_started.set()
         self.target.packet_generator.attach(loop.packet_generator)
         watcher = threading.Thread(target=self._watch, name="native-io-control", daemon=True)
         watcher.start()
@@ -386,6 +405,33 @@ class NativeSwitchDaemon(SwitchDaemon):
                 else:
                     loop.wake()
                     return
+
+
+class _Opening:
+    """``open_loop()`` run in a thread of its own: :meth:`result` waits for its loop (or raises its error)."""
+
+    def __init__(self, open_loop):
+        self._loop = self._error = None
+        self._thread = threading.Thread(target=self._open, args=(open_loop,), name="native-io-open", daemon=True)
+        self._thread.start()
+
+    def _open(self, open_loop):
+        try:
+            self._loop = open_loop()
+        except BaseException as error:  # noqa: BLE001 - raised by result() in the thread that asks
+            self._error = error
+
+    def result(self):
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        return self._loop
+
+    def discard(self):
+        """Close the loop once it is open (it never ran)."""
+        self._thread.join()
+        if self._loop is not None:
+            self._loop.close()
 
 
 def deliver_events(device, events):
