@@ -14,10 +14,17 @@ and 1500 bytes of
 * ``native-pyloop``: the native backend's pipeline in the Python packet loop (``TESTBED_NATIVE_LOOP=0``);
 * ``native``: the native backend's pipeline in the native packet loop (AF_XDP, traffic manager);
 * ``cforwarder``: benchmarks/c_forwarder.c with AF_XDP, no lookup: the machine's limit;
+* ``bmv2``: BMv2 ``simple_switch_grpc`` with the program compiled by p4c (where both are installed;
+  all its threads pinned to CPU 1 too);
 
 then the ratios the native data plane is held to: native / python (goal >= 10x) and native /
 C forwarder (goal >= 75%), in packets/s and in CPU per packet, and each switch's idle CPU and
-proportional set size.  The machine is shared: it prints the load average; compare within one run.
+proportional set size.  ``--overload`` also measures each switch (not the C forwarder) under 10x
+overload as ``bench_io_methods.py`` does: the switch process (all its threads) capped with a cgroup
+v1 CPU quota to a twentieth of what the sender offers at 64 bytes, its peak the best rate under that
+cap with the sender paced at 1.2x and 3x its capacity, then flooded: the rate must stay >= 90% of
+the peak (no receive livelock).  The machine is shared: it prints the load average; compare within
+one run.
 """
 import argparse
 import os
@@ -30,53 +37,95 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_io_methods import build_forwarder, cpu_seconds, forwarding, pss_kib, send  # noqa: E402
+from bench_io_methods import build_forwarder, cpu_cap, cpu_seconds, forwarding, pss_kib, send  # noqa: E402
 
 from testbed.embedded_switch.native_io.netns import VethLine  # noqa: E402
+from testbed.targets import bmv2_available, compile_with_p4c  # noqa: E402
 
 PROGRAM = os.path.join(os.path.dirname(os.path.abspath(__file__)), "bench_io_port_map.p4")
-TARGETS = ("python", "native-pyloop", "native", "cforwarder")
+TARGETS = ("python", "native-pyloop", "native", "cforwarder", "bmv2")
 SIZES = (64, 1500)
 
 
-def switch_process(line, backend, native_loop, log):
-    """Start the switch process in the switch namespace (pinned to CPU 1); return it once forwarding."""
-    env = dict(os.environ, TESTBED_NATIVE_LOOP="1" if native_loop else "0")
-    process = subprocess.Popen(
-        ["ip", "netns", "exec", line.switch, "taskset", "-c", "1", sys.executable, "-m",
-         "testbed.embedded_switch.switchd", "--name", "bench", "--grpc-addr", "127.0.0.1:0",
-         "--port", f"1={line.switch_in}", "--port", f"2={line.switch_out}", "--cpu-port", "255",
-         "--program", PROGRAM, "--backend", backend], env=env, stderr=log)
+def switch_process(line, target, log):
+    """Start the ``target``'s switch process in the switch namespace (pinned to CPU 1); return it once forwarding."""
+    if target == "bmv2":
+        _p4info, program = compile_with_p4c(PROGRAM)
+        command = ["simple_switch_grpc", "--device-id", "1", "--thrift-port", str(free_port()),
+                   "-i", f"1@{line.switch_in}", "-i", f"2@{line.switch_out}", program,
+                   "--", "--grpc-server-addr", f"127.0.0.1:{free_port()}"]
+        env = None
+    else:
+        command = [sys.executable, "-m", "testbed.embedded_switch.switchd", "--name", "bench",
+                   "--grpc-addr", "127.0.0.1:0", "--port", f"1={line.switch_in}", "--port", f"2={line.switch_out}",
+                   "--cpu-port", "255", "--program", PROGRAM,
+                   "--backend", "python" if target == "python" else "native"]
+        env = dict(os.environ, TESTBED_NATIVE_LOOP="1" if target == "native" else "0")
+    process = subprocess.Popen(["ip", "netns", "exec", line.switch, "taskset", "-c", "1", *command], env=env,
+                               stdout=log, stderr=log)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:  # ready when a frame gets through
         if process.poll() is not None:
-            raise RuntimeError(f"switchd --backend {backend} exited: see {log.name}")
+            raise RuntimeError(f"{target} exited: see {log.name}")
         before = line.received()
         send(line.binary, line, 64, 0.05, 1000)
         time.sleep(0.2)
         if line.received() > before:
             return process
     process.kill()
-    raise RuntimeError(f"switchd --backend {backend} forwarded nothing in 60 s: see {log.name}")
+    raise RuntimeError(f"{target} forwarded nothing in 60 s: see {log.name}")
 
 
-def measure_switch(line, target, seconds, log):
-    """``{size: (forwarded/s, CPU us per packet)}``, idle CPU %, PSS MiB of one switch process."""
-    backend = "python" if target == "python" else "native"
-    process = switch_process(line, backend, target == "native", log)
+def free_port():
+    """A TCP port free on this machine now (BMv2's Thrift and gRPC servers; the namespace has its own)."""
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def rate_of(line, process, size, seconds, rate=0):
+    """``(offered per s, forwarded per s, CPU us per forwarded packet)`` of the switch ``process``."""
+    before, cpu_before, started = line.received(), cpu_seconds(process.pid), time.monotonic()
+    sent = send(line.binary, line, size, seconds, rate)
+    time.sleep(0.1)  # the last frames in flight
+    span = time.monotonic() - started
+    received, cpu = line.received() - before, cpu_seconds(process.pid) - cpu_before
+    return sent / seconds, received / span, 1e6 * cpu / max(received, 1)
+
+
+def overload(line, process, seconds, cpu_us):
+    """The switch under 10x overload at 64 B: ``(cap share, offered / peak, overload rate / peak, peak)``."""
+    offered = rate_of(line, process, 64, 1.0)[0]
+    capacity = offered / 20.0  # a margin: the sender's rate varies on a shared machine
+    cap = min(1.0, capacity * cpu_us / 1e6)
+    with cpu_cap(cap) as tasks:
+        # cgroup.procs moves every thread of the process (the native loop's and BMv2's threads too)
+        with open(os.path.join(os.path.dirname(tasks), "cgroup.procs"), "w") as handle:
+            handle.write(str(process.pid))
+        try:
+            peak = max(rate_of(line, process, 64, seconds, factor * capacity)[1] for factor in (1.2, 3.0))
+            flooded, under, _cpu = rate_of(line, process, 64, seconds)
+        finally:
+            with open(os.path.join(os.path.dirname(os.path.dirname(tasks)), "cgroup.procs"), "w") as handle:
+                handle.write(str(process.pid))  # back to the root group, so the capped one can go
+    return cap, flooded / max(peak, 1), under / max(peak, 1), peak
+
+
+def measure_switch(line, target, seconds, log, with_overload=False):
+    """``{size: (forwarded/s, CPU us per packet)}``, idle CPU %, PSS MiB of one switch process, and its
+    :func:`overload` figures (None without ``with_overload``)."""
+    process = switch_process(line, target, log)
     try:
         results = {}
         for size in SIZES:
-            before, cpu_before, started = line.received(), cpu_seconds(process.pid), time.monotonic()
-            send(line.binary, line, size, seconds)
-            time.sleep(0.1)
-            span = time.monotonic() - started
-            received, cpu = line.received() - before, cpu_seconds(process.pid) - cpu_before
-            results[size] = (received / span, 1e6 * cpu / max(received, 1))
+            results[size] = rate_of(line, process, size, seconds)[1:]
         pss = pss_kib(process.pid) / 1024
         before = cpu_seconds(process.pid)
         time.sleep(3.0)
         idle = 100.0 * (cpu_seconds(process.pid) - before) / 3.0
+        overloaded = overload(line, process, seconds, results[64][1]) if with_overload else None
     finally:
         process.send_signal(signal.SIGTERM)
         try:
@@ -84,19 +133,24 @@ def measure_switch(line, target, seconds, log):
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
-    return results, idle, pss
+    return results, idle, pss, overloaded
 
 
 def main():
     """Run the benchmark and print the figures."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=4.0, help="sending time of each measurement")
-    parser.add_argument("--targets", default=",".join(TARGETS), help=f"comma-separated, of {', '.join(TARGETS)}")
+    parser.add_argument("--targets", default=",".join(TARGETS),
+                        help=f"comma-separated, of {', '.join(TARGETS)} (bmv2 skipped where not installed)")
+    parser.add_argument("--overload", action="store_true", help="also each switch under 10x overload (64 B)")
     args = parser.parse_args()
     targets = [t.strip() for t in args.targets.split(",") if t.strip()]
     unknown = sorted(set(targets) - set(TARGETS))
     if unknown or not targets:
         parser.error(f"--targets: unknown {', '.join(unknown) or '(none given)'}; allowed: {', '.join(TARGETS)}")
+    if "bmv2" in targets and not bmv2_available():
+        print("bmv2: skipped (simple_switch_grpc and p4c are not both installed)")
+        targets.remove("bmv2")
     print(f"machine: {platform.machine()}, {os.cpu_count()} cores, {platform.platform()}, "
           f"load average {os.getloadavg()[0]:.1f} (other work shares the cores)")
     directory = tempfile.mkdtemp(prefix=f"testbed-bench-{os.getpid()}-")
@@ -112,9 +166,14 @@ def main():
                         figures[target, size] = (rate, cpu_us)
                     print(f"{target:13s} PSS {pss / 1024:.1f} MiB", flush=True)
                 else:
-                    results, idle, pss = measure_switch(line, target, args.seconds, log)
+                    results, idle, pss, overloaded = measure_switch(line, target, args.seconds, log, args.overload)
                     figures.update({(target, size): value for size, value in results.items()})
                     print(f"{target:13s} idle CPU {idle:.2f}% of a core, PSS {pss:.1f} MiB", flush=True)
+                    if overloaded is not None:
+                        cap, offered, kept, peak = overloaded
+                        print(f"{target:13s}   64 B overload: capped at {100 * cap:.1f}% of a core, "
+                              f"peak {peak:,.0f}/s, flooded with {offered:.1f}x that: "
+                              f"{100 * kept:.0f}% of the peak forwarded (goal >= 90%)", flush=True)
                 for size in SIZES:
                     rate, cpu_us = figures[target, size]
                     print(f"{target:13s} {size:4d} B: {rate:,.0f} packets/s forwarded, {cpu_us:.2f} us CPU per packet",
