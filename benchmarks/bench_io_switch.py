@@ -39,6 +39,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_io_methods import build_forwarder, cpu_cap, cpu_seconds, forwarding, pss_kib, send  # noqa: E402
 
+from testbed.controllers.launcher import free_ports  # noqa: E402
 from testbed.embedded_switch.native_io.netns import VethLine  # noqa: E402
 from testbed.targets import bmv2_available, compile_with_p4c  # noqa: E402
 
@@ -51,9 +52,10 @@ def switch_process(line, target, log):
     """Start the ``target``'s switch process in the switch namespace (pinned to CPU 1); return it once forwarding."""
     if target == "bmv2":
         _p4info, program = compile_with_p4c(PROGRAM)
-        command = ["simple_switch_grpc", "--device-id", "1", "--thrift-port", str(free_port()),
+        thrift, grpc = free_ports(2)  # the switch namespace's own loopback: any two ports
+        command = ["simple_switch_grpc", "--device-id", "1", "--thrift-port", str(thrift),
                    "-i", f"1@{line.switch_in}", "-i", f"2@{line.switch_out}", program,
-                   "--", "--grpc-server-addr", f"127.0.0.1:{free_port()}"]
+                   "--", "--grpc-server-addr", f"127.0.0.1:{grpc}"]
         env = None
     else:
         command = [sys.executable, "-m", "testbed.embedded_switch.switchd", "--name", "bench",
@@ -74,15 +76,6 @@ def switch_process(line, target, log):
             return process
     process.kill()
     raise RuntimeError(f"{target} forwarded nothing in 60 s: see {log.name}")
-
-
-def free_port():
-    """A TCP port free on this machine now (BMv2's Thrift and gRPC servers; the namespace has its own)."""
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def rate_of(line, process, size, seconds, rate=0):
