@@ -80,23 +80,17 @@ def group_placement(graph, servers, attributes):
 
 def structural_placement(graph, servers):
     """Of the placements by :data:`GROUPINGS` that give every server a group, the one with the fewest
-    links across servers, or None (no such grouping).
-
-    Returns:
-        tuple: ``(placement, attributes)`` or None.
-    """
+    switch-to-switch links across servers (hosts go beside their switch), or None (no such grouping)."""
     best = None
     for attributes in GROUPINGS:
         placement = group_placement(graph, servers, attributes)
         if placement is None:
             continue
-        for node in graph.nodes:  # hosts beside their switch
-            if node not in placement:
-                placement[node] = placement.get(next(iter(graph.neighbors(node)), None), servers[0])
-        crossing = sum(1 for a, b in graph.edges() if placement[a] != placement[b])
+        crossing = sum(1 for a, b in graph.edges() if graph.nodes[a].get("role") != "host"
+                       and graph.nodes[b].get("role") != "host" and placement[a] != placement[b])
         if best is None or crossing < best[0]:
-            best = (crossing, placement, attributes)
-    return None if best is None else best[1:]
+            best = (crossing, placement)
+    return None if best is None else best[1]
 
 
 def bin_placement(topo, servers):
@@ -127,8 +121,7 @@ def place(topo, servers, fixed=None):
                                  + ", ".join(sorted(nodes)[:6]) + ", ...)", f"no node {node}")
         if server not in servers:
             raise ParameterError("placement", f"{node}: {server}", "one of the servers: " + ", ".join(servers))
-    structural = structural_placement(topo.graph(), servers)
-    placement = structural[0] if structural else bin_placement(topo, servers)
+    placement = structural_placement(topo.graph(), servers) or bin_placement(topo, servers)
     placement.update(fixed)
     for node in topo.hosts():
         if node not in fixed:
