@@ -4,7 +4,8 @@ Starts one embedded switch with a one-table program (an exact 32-bit key, one
 action), makes this script its primary controller, and times inserting table
 entries: one update per Write (unbatched), then batches of 100 and 1,000 updates
 per Write (``--batch-sizes``), into a table that already holds ``--prefill`` entries
-(the cost of a write to a large table).  Every run inserts fresh keys into the same table;
+(the cost of a write to a large table); then deleting the unbatched run's entries, one
+per Write.  Every run inserts fresh keys into the same table;
 the Update messages are built before the clock starts, so the figures are those of
 the RPCs: client serialization, gRPC on localhost, the server's checks and the
 state change.
@@ -112,19 +113,21 @@ def set_bench_program(client):
     client.load_p4info()
 
 
-def insert_updates(client, first_key, count):
-    """``count`` INSERT updates of the hosts table for keys ``first_key`` ... (built in advance)."""
+def insert_updates(client, first_key, count, kind=p4runtime_pb2.Update.INSERT):
+    """``count`` INSERT (or ``kind``: DELETE) updates of the hosts table for keys ``first_key`` ... (built in
+    advance)."""
     table_id = client.index.id_of("tables", TABLE)
     action_id = client.index.id_of("actions", "I.fwd")
     updates = []
     for key in range(first_key, first_key + count):
-        update = p4runtime_pb2.Update(type=p4runtime_pb2.Update.INSERT)
+        update = p4runtime_pb2.Update(type=kind)
         entry = update.entity.table_entry
         entry.table_id = table_id
         entry.match.add(field_id=1).exact.value = key.to_bytes(4, "big")
-        action = entry.action.action
-        action.action_id = action_id
-        action.params.add(param_id=1, value=bytes([1 + key % 250]))
+        if kind != p4runtime_pb2.Update.DELETE:
+            action = entry.action.action
+            action.action_id = action_id
+            action.params.add(param_id=1, value=bytes([1 + key % 250]))
         updates.append(update)
     return updates
 
@@ -167,6 +170,8 @@ def main(argv=None):
                 updates = insert_updates(client, first_key, count)
                 first_key += count
                 results[f"{name}_entries_per_s"] = round(measure(client, updates, batch_size))
+            deletes = insert_updates(client, 0, args.unbatched_entries, p4runtime_pb2.Update.DELETE)
+            results["unbatched_delete_entries_per_s"] = round(measure(client, deletes, 1))
             results["loadavg_after"] = [round(x, 2) for x in os.getloadavg()]
     finally:
         switch.close()
@@ -180,6 +185,8 @@ def main(argv=None):
         rate = results[f"{name}_entries_per_s"]
         label = "1 update per Write" if batch_size == 1 else f"{batch_size} updates per Write"
         print(f"  {label:24} {count:7d} entries: {rate:10,.0f} entries/s")
+    print(f"  {'deleted, 1 per Write':24} {args.unbatched_entries:7d} entries: "
+          f"{results['unbatched_delete_entries_per_s']:10,.0f} entries/s")
     return 0
 
 

@@ -33,6 +33,7 @@ import select
 import signal
 import socket
 import sys
+import threading
 import time
 
 from testbed.embedded_switch.p4runtime_target import EmbeddedTarget, preload_program
@@ -209,6 +210,10 @@ class SwitchDaemon:
         self._stop_read, self._stop_write = os.pipe()
         os.set_blocking(self._stop_read, False)
         os.set_blocking(self._stop_write, False)
+
+    def wait_forwarding(self):
+        """Return once the switch forwards with its current pipeline (the Python loop: at once, as the
+        port sockets queue what comes before it reads them)."""
 
     def stop(self, *_args):
         """Ask the loop to finish (signal handler; safe from any thread)."""
@@ -537,17 +542,33 @@ def main(argv=None):
     server = P4RuntimeServer(target, device_id=args.device_id, address=args.grpc_addr)
     signal.signal(signal.SIGTERM, daemon.stop)
     signal.signal(signal.SIGINT, daemon.stop)
+    announced = threading.Lock()
+    ended = []  # set at the end: no ready file after it
+
+    def announce_ready():
+        with announced:
+            if ended:
+                return
+            if args.ready_file:
+                with open(args.ready_file, "w") as handle:
+                    handle.write(f"{os.getpid()}\n")
+            switch_logger(args.name).info("ports %s, P4Runtime on %s", ports, args.grpc_addr)
     try:
         server.start()
-        if args.ready_file:
-            with open(args.ready_file, "w") as handle:
-                handle.write(f"{os.getpid()}\n")
-        switch_logger(args.name).info("ports %s, P4Runtime on %s", ports, args.grpc_addr)
+        if args.program:
+            # ready once it forwards with the program it was given (the native loop opens its ports first);
+            # without one, a pipeline pushed later is answered once the switch forwards with it
+            threading.Thread(target=lambda: (daemon.wait_forwarding(), announce_ready()), name="ready",
+                             daemon=True).start()
+        else:
+            announce_ready()
         daemon.run()
     except (TestbedError, OSError) as error:  # the native loop's ports could not be opened
         switch_logger(args.name).error("%s", error)
         return 2
     finally:
+        with announced:
+            ended.append(True)
         server.stop()
         daemon.close()
         if args.ready_file and os.path.exists(args.ready_file):

@@ -173,6 +173,45 @@ def test_an_added_entry_that_raises_its_masks_best_priority_is_found_first(tmp_p
     assert outputs[-1][0] != outputs[-2][0]  # the priority 5 entry answers
 
 
+def test_deletes_change_the_native_table_in_place(tmp_path):
+    """A delete takes its entry out of native memory without loading the table again: lookups then find
+    what the Python target finds, the lower-priority entry of the same masked key and the entries after
+    it in load order included."""
+    program = _program(tmp_path)
+    states = [SwitchState(program.info) for _ in range(2)]
+    devices = [make_device(program, state, backend=backend) for state, backend in zip(states, ("python", "native"))]
+    native = devices[1].native
+    library, loads = native.lib, []
+
+    class CountingLoads:
+        def __getattr__(self, name):
+            call = getattr(library, name)
+            return (lambda *args: loads.append(args) or call(*args)) if name == "tb_table_load" else call
+    native.lib = CountingLoads()
+
+    def entry(value, priority, low=7, high=7):
+        return TableEntry([KeyMatch("ternary", value, mask=0xfffffff0), KeyMatch("range", low, high=high)],
+                          ActionCall("I.set3", (priority,)), priority=priority)
+    frames = [struct.pack("!IH", key, b) + bytes(8) for key in (0x0a000005, 0x0a000015) for b in (7, 9)]
+
+    def outputs():
+        return [[device.process(1, frame) for frame in frames] for device in devices]
+    for state in states:
+        for value, priority, low, high in ((0x0a000000, 5, 7, 7), (0x0a000000, 2, 7, 7), (0x0a000010, 4, 7, 7),
+                                           (0x0a000000, 3, 0, 20), (0x0a000010, 1, 9, 9)):
+            state.tables["I.ternary_t"].insert(entry(value, priority, low, high))
+    python, first = outputs()
+    assert python == first
+    loads.clear()
+    for doomed in (entry(0x0a000000, 5), entry(0x0a000000, 3, 0, 20), entry(0x0a000010, 4)):
+        for state in states:
+            state.tables["I.ternary_t"].delete(doomed)
+        python, patched = outputs()
+        assert patched == python and patched != first
+    assert loads == []  # no table was loaded whole
+    assert native._tables_loaded["I.ternary_t"].in_native == 2
+
+
 def test_an_insert_seen_after_a_later_one_reloads_the_table(tmp_path):
     """Two writers whose notifications come in the other order: the table is loaded anew, in insertion order."""
     program = _program(tmp_path)

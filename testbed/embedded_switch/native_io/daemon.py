@@ -246,6 +246,10 @@ class NativeSwitchDaemon(SwitchDaemon):
             self._caught_up.wait_for(lambda: self._changes_current >= wanted or self.loop is not loop,
                                      timeout=CATCH_UP_S)
 
+    def wait_forwarding(self):
+        """Return once the loop forwards with the current pipeline (its ports opened first), or it stopped."""
+        self._wait_until_current()
+
     def _drain_stop_pipe(self):
         try:
             while os.read(self._stop_read, 4096):

@@ -78,6 +78,7 @@ int tb_table_load(tb_pipeline_t *pl, uint32_t table, uint32_t n, const int32_t *
 int tb_table_append(tb_pipeline_t *pl, uint32_t table, uint32_t n, const int32_t *prio, const int32_t *kind,
                     const int32_t *action, const uint64_t *ref, const int32_t *is_range,
                     const uint64_t *vals, const uint64_t *masks, const uint64_t *args);
+int tb_table_remove(tb_pipeline_t *pl, uint32_t table, uint32_t position);
 int tb_table_update(tb_pipeline_t *pl, uint32_t table, uint32_t position, int32_t kind, int32_t action, uint64_t ref,
                     const uint64_t *args);
 void tb_table_set_default(tb_pipeline_t *pl, uint32_t table, int32_t action, const uint64_t *args);

@@ -5,13 +5,14 @@ The P4Runtime server, controllers and tests keep writing the Python state object
 :mod:`testbed.p4.state.watch`) and the changed ones are copied into native memory before
 the next packet (:meth:`NativeState.sync`).  A table's load arrays are kept here in load order and
 only the written entries are encoded (the table's watchers name each write and its entry); inserts
-and modifies then change the native lookup structures in place (``tb_table_append``,
-``tb_table_update``), while a delete or a reset, or a table with per-entry resources (direct
+modifies and deletes then change the native lookup structures in place (``tb_table_append``,
+``tb_table_update``, ``tb_table_remove``), while a reset, or a table with per-entry resources (direct
 counters, meters, idle timeout), is loaded whole from the arrays (``tb_table_load``).  So a write
 to a large table costs work for the written entries only.  Registers and counters live in native memory
 only: their Python objects' ``values`` / ``packets`` / ``bytes`` become :class:`NativeArray`
 views of it, so reads and writes through the server reach the cells the pipeline updates.
 """
+import bisect
 import contextlib
 import struct
 import threading
@@ -35,24 +36,38 @@ class _LoadedTable:
         in_native: how many of the entries native memory holds in this order, the first ones (the
             rest are added by tb_table_append); None: the table must be loaded whole.
         modified: positions below ``in_native`` whose action changed since (tb_table_update).
+        removed: positions native memory holds that were deleted since, highest first (tb_table_remove,
+            before the updates and appends: the positions above each one move down).
     """
 
     def __init__(self, nkeys, nargs):
         self.entries = []  # in load order; None where an entry was deleted (until compact)
-        self.position = {}  # id(entry) -> its index in entries
+        # id(entry) -> the number it was added as; its position is that less the removed numbers below it
+        # (so that a delete moves the entries after it without renumbering them one by one)
+        self.number = {}
+        self.gone = []  # the numbers of the entries removed since the table was built, sorted
         self.sizes = tuple(struct.calcsize(f"={count}{f}") for f, count in
                            zip(_ROW_FORMATS, (1, 1, 1, 1, 1, nkeys, nkeys, nargs)))
         self.columns = [bytearray() for _ in _ROW_FORMATS]
-        self.deleted = []
+        self.deleted = []  # (position, number) of the entries deleted since the last compact
         self.in_native = None
         self.modified = set()
+        self.removed = []
+
+    def position(self, entry):
+        """``entry``'s position in load order, or None when it is not loaded."""
+        number = self.number.get(id(entry))
+        if number is None:
+            return None
+        at = number - bisect.bisect_left(self.gone, number)
+        return at if at < len(self.entries) and self.entries[at] is entry else None
 
     def put(self, entry, row, in_order=False):
         """Write ``entry``'s row in its place, or add it at the end; False when it cannot be added there
         (inserted before the last loaded entry: the table must be reloaded).  ``in_order``: the caller
         adds the entries in insertion order."""
-        at = self.position.get(id(entry))
-        if at is not None and self.entries[at] is entry:
+        at = self.position(entry)
+        if at is not None:
             for column, size, values in zip(self.columns, self.sizes, row):
                 column[at * size:(at + 1) * size] = values
             self.modified.add(at)
@@ -60,7 +75,7 @@ class _LoadedTable:
         last = None if in_order else next((e for e in reversed(self.entries) if e is not None), None)
         if last is not None and last._seq > entry._seq:
             return False  # load order must be insertion order (ties between equal priorities)
-        self.position[id(entry)] = len(self.entries)
+        self.number[id(entry)] = len(self.entries) + len(self.gone)  # above every removed number
         self.entries.append(entry)
         for column, values in zip(self.columns, row):
             column += values
@@ -68,10 +83,10 @@ class _LoadedTable:
 
     def delete(self, entry):
         """Mark ``entry`` deleted (nothing when it is not loaded); :meth:`compact` removes it."""
-        at = self.position.get(id(entry))
-        if at is not None and self.entries[at] is entry:
+        at = self.position(entry)
+        if at is not None:
             self.entries[at] = None
-            self.deleted.append(at)
+            self.deleted.append((at, self.number.pop(id(entry))))
 
     def rows(self, start, end=None):
         """The arrays' rows ``start`` to ``end`` (default: the last), as buffers tb_table_load's pointers take."""
@@ -79,16 +94,25 @@ class _LoadedTable:
         return [memoryview(column)[start * size:end * size] for column, size in zip(self.columns, self.sizes)]
 
     def compact(self):
-        """Remove the deleted entries' rows; the remaining entries keep their order."""
+        """Remove the deleted entries' rows; the remaining entries keep their order.  The deleted rows
+        native memory holds go to :attr:`removed`, and the positions above them move down."""
         if not self.deleted:
             return
-        self.in_native = None  # the positions after a deleted entry move
-        for at in sorted(self.deleted, reverse=True):
+        gone = sorted(at for at, _number in self.deleted)
+        if self.in_native is not None and not self.removed:
+            self.removed = [at for at in reversed(gone) if at < self.in_native]
+            self.modified = {at - bisect.bisect_left(gone, at) for at in self.modified
+                             if self.entries[at] is not None}
+            self.in_native -= len(self.removed)
+        else:
+            self.in_native, self.removed = None, []  # removals not yet applied: the table loads whole
+        for at in reversed(gone):
+            del self.entries[at]
             for column, size in zip(self.columns, self.sizes):
                 del column[at * size:(at + 1) * size]
+        for _at, number in self.deleted:
+            bisect.insort(self.gone, number)
         self.deleted = []
-        self.entries = [entry for entry in self.entries if entry is not None]
-        self.position = {id(entry): at for at, entry in enumerate(self.entries)}
 
 
 class NativeArray:
@@ -466,8 +490,12 @@ class NativeState:
                 for f, row in zip(_ROW_FORMATS, rows)]
 
     def _patch_table(self, index, loaded):
-        """Change the modified entries' actions in native memory and add the new entries; 0 or the failing
-        call's status."""
+        """Remove the deleted entries, change the modified entries' actions in native memory and add the new
+        entries; 0 or the failing call's status."""
+        for at in loaded.removed:
+            status = self.lib.tb_table_remove(self.pl, index, at)
+            if status:
+                return status
         for at in sorted(loaded.modified):
             if at >= loaded.in_native:
                 continue  # added below with its latest row
@@ -499,7 +527,7 @@ class NativeState:
         else:
             status = lib.tb_table_load(self.pl, index, len(entries), *self._arrays(loaded.rows(0)),
                                        ffi.new("uint8_t[]", range_key or [0]))
-        loaded.in_native, loaded.modified = (len(entries), set()) if not status else (None, set())
+        loaded.in_native, loaded.modified, loaded.removed = (len(entries) if not status else None), set(), []
         if status:
             raise NativeBackendError(f"native backend: {where}: loading into native memory failed ({status})")
         if table.direct_meter is not None:

@@ -354,6 +354,74 @@ int tb_table_append(tb_pipeline_t *pl, uint32_t table, uint32_t n, const int32_t
     return 0;
 }
 
+/* Take entry idx out of its level's hash if it holds it; the entries after it in its probe run are put
+ * again, so that each stays reachable from its home slot (linear probing). */
+static void level_unput(tb_table_t *t, tb_level_t *lv, int32_t idx) {
+    uint32_t mask = lv->cap - 1, i = (uint32_t)level_hash(lv, t->entries[idx].vals, t->nkeys) & mask;
+    for (;; i = (i + 1) & mask) {
+        if (lv->slots[i] < 0) return;  /* not held: another entry of its masked key ranks before it */
+        if (lv->slots[i] == idx) break;
+    }
+    lv->slots[i] = -1;
+    lv->used--;
+    for (i = (i + 1) & mask; lv->slots[i] >= 0; i = (i + 1) & mask) {
+        int32_t moved = lv->slots[i];
+        lv->slots[i] = -1;
+        lv->used--;
+        level_put(t, lv, moved);
+    }
+}
+
+int tb_table_remove(tb_pipeline_t *pl, uint32_t table, uint32_t position) {
+    tb_table_t *t = &pl->tables[table];
+    if (position >= t->n) return -1;
+    uint32_t nk = t->nkeys, per = 2 * nk + t->nargs;
+    int32_t gone = (int32_t)position;
+    tb_entry_t *e = &t->entries[position];
+    tb_level_t *lv = NULL;  /* its mask level (entries' level numbers are stale once levels are sorted) */
+    uint64_t key[TB_MAX_KEYS];
+    memcpy(key, e->vals, nk * sizeof(uint64_t));
+    if (!e->is_range)
+        for (uint32_t l = 0; l < t->nlevels && !lv; l++)
+            if (memcmp(t->levels[l].masks, e->masks, nk * sizeof(uint64_t)) == 0) lv = &t->levels[l];
+    if (e->is_range) {
+        uint32_t at = 0;
+        while (at < t->nranges && t->ranges[at] != gone) at++;
+        if (at < t->nranges) {
+            memmove(&t->ranges[at], &t->ranges[at + 1], (t->nranges - at - 1) * sizeof(int32_t));
+            t->nranges--;
+        }
+    } else if (lv) {
+        level_unput(t, lv, gone);
+    }
+    /* the entries after it move down one place, in order, and their seq with them (as load order, as
+     * tb_table_load and tb_table_append number entries: one more than the position) */
+    memmove(&t->entries[position], &t->entries[position + 1], (t->n - position - 1) * sizeof(tb_entry_t));
+    if (per)
+        memmove(t->store + (size_t)position * per, t->store + (size_t)(position + 1) * per,
+                (size_t)(t->n - position - 1) * per * sizeof(uint64_t));
+    t->n--;
+    for (uint32_t i = position; i < t->n; i++) {
+        tb_entry_t *moved = &t->entries[i];
+        moved->vals = t->store + (size_t)i * per; moved->masks = moved->vals + nk; moved->args = moved->masks + nk;
+        moved->seq = i + 1;
+    }
+    for (uint32_t l = 0; l < t->nlevels; l++)
+        for (uint32_t i = 0; i < t->levels[l].cap; i++)
+            if (t->levels[l].slots[i] > gone) t->levels[l].slots[i]--;
+    for (uint32_t j = 0; j < t->nranges; j++)
+        if (t->ranges[j] > gone) t->ranges[j]--;
+    if (lv) {  /* the best remaining entry of its masked key takes its place (level_put keeps the best) */
+        for (uint32_t i = 0; i < t->n; i++) {
+            const tb_entry_t *other = &t->entries[i];
+            if (!other->is_range && memcmp(other->masks, lv->masks, nk * sizeof(uint64_t)) == 0 &&
+                level_match(lv, other, key, nk))
+                level_put(t, lv, (int32_t)i);
+        }
+    }
+    return 0;
+}
+
 int tb_table_update(tb_pipeline_t *pl, uint32_t table, uint32_t position, int32_t kind, int32_t action, uint64_t ref,
                     const uint64_t *args) {
     tb_table_t *t = &pl->tables[table];

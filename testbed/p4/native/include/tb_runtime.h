@@ -110,7 +110,7 @@ typedef struct tb_entry {
     uint64_t *masks;         /* nkeys masks (range entries: high, with is_range) */
     uint64_t *args;
     int32_t is_range;
-    int32_t level;           /* index of its mask level, -1 for range entries */
+    int32_t level;           /* index of its mask level while tb_table_load builds them (sorted after), -1: range */
 } tb_entry_t;
 
 typedef struct tb_level {
@@ -199,6 +199,8 @@ int tb_table_load(tb_pipeline_t *pl, uint32_t table, uint32_t n, const int32_t *
 int tb_table_append(tb_pipeline_t *pl, uint32_t table, uint32_t n, const int32_t *prio, const int32_t *kind,
                     const int32_t *action, const uint64_t *ref, const int32_t *is_range,
                     const uint64_t *vals, const uint64_t *masks, const uint64_t *args);
+/* remove the entry at position (load order); the entries after it move down one position, in order */
+int tb_table_remove(tb_pipeline_t *pl, uint32_t table, uint32_t position);
 /* change the action of the entry at position (load order): its key and priority stay */
 int tb_table_update(tb_pipeline_t *pl, uint32_t table, uint32_t position, int32_t kind, int32_t action, uint64_t ref,
                     const uint64_t *args);
