@@ -256,3 +256,33 @@ def test_sync_reads_the_state_before_it_holds_the_loop(tmp_path):
     syncing.join(10)
     assert held.is_set() and not syncing.is_alive()
     assert native._tables_loaded["I.exact_t"].entries == [entry]
+
+
+def test_a_long_run_of_deletes_keeps_positions_right(tmp_path):
+    """Inserts and deletes churning far past the point where the loaded table numbers its entries anew
+    (its removed numbers kept short): positions stay right, lookups stay the Python target's."""
+    program = _program(tmp_path)
+    states = [SwitchState(program.info) for _ in range(2)]
+    devices = [make_device(program, state, backend=backend) for state, backend in zip(states, ("python", "native"))]
+    native = devices[1].native
+    rng = random.Random(5)
+
+    def entry(key, value=0):
+        return TableEntry([KeyMatch("exact", key)], ActionCall("I.set1", (value,)))
+    for key in range(40):
+        for state in states:
+            state.tables["I.exact_t"].insert(entry(key, key + 1))
+    live, next_key = list(range(40)), 40
+    for step in range(1500):
+        doomed = live.pop(rng.randrange(len(live)))
+        for state in states:
+            state.tables["I.exact_t"].delete(entry(doomed))
+            state.tables["I.exact_t"].insert(entry(next_key, next_key % 500 + 1))
+        live.append(next_key)
+        next_key += 1
+        if step % 50 == 0:
+            frames = [struct.pack("!IH", rng.choice(live + [doomed]), 0) + bytes(8) for _ in range(10)]
+            assert [devices[1].process(1, f) for f in frames] == [devices[0].process(1, f) for f in frames], step
+    loaded = native._tables_loaded["I.exact_t"]
+    assert len(loaded.gone) <= len(loaded.entries) + 1024
+    assert [loaded.position(e) for e in loaded.entries] == list(range(len(loaded.entries)))

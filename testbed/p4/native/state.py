@@ -113,6 +113,9 @@ class _LoadedTable:
         for _at, number in self.deleted:
             bisect.insort(self.gone, number)
         self.deleted = []
+        if len(self.gone) > len(self.entries) + 1024:  # now and then numbered anew, so that gone stays short
+            self.number = {id(entry): at for at, entry in enumerate(self.entries)}
+            self.gone = []
 
 
 class NativeArray:
