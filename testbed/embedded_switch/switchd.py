@@ -543,11 +543,11 @@ def main(argv=None):
     signal.signal(signal.SIGTERM, daemon.stop)
     signal.signal(signal.SIGINT, daemon.stop)
     announced = threading.Lock()
-    ended = []  # set at the end: no ready file after it
+    ended = threading.Event()  # set at the end: no ready file after it
 
     def announce_ready():
         with announced:
-            if ended:
+            if ended.is_set():
                 return
             if args.ready_file:
                 with open(args.ready_file, "w") as handle:
@@ -568,7 +568,7 @@ def main(argv=None):
         return 2
     finally:
         with announced:
-            ended.append(True)
+            ended.set()
         server.stop()
         daemon.close()
         if args.ready_file and os.path.exists(args.ready_file):

@@ -23,7 +23,7 @@ import threading
 import time
 
 from testbed.embedded_switch.port_control import ControlRelay, KeptProcess
-from testbed.emulation.cleanup import LOCAL_SERVER as LOCAL, OWNER_ENV, SERVER_ENV
+from testbed.emulation.cleanup import LOCAL_SERVER, OWNER_ENV, SERVER_ENV
 from testbed.emulation.cluster import simserver
 from testbed.errors import EmulationError, ParameterError
 
@@ -56,7 +56,7 @@ class Server:
     @property
     def local(self):
         """True for the machine ``testbed`` runs on."""
-        return self.name == LOCAL
+        return self.name == LOCAL_SERVER
 
     def ssh_argv(self, tty=False, alive_s=None):
         """``ssh ... user@address`` (with ``-tt`` for node shells), without the remote command;
@@ -230,8 +230,8 @@ def resolve(entry):
         return server
     if not isinstance(entry, str) or not entry:
         raise ParameterError("servers", entry, "host names, user@host, simulated server names or dicts")
-    if entry in (LOCAL, "127.0.0.1"):
-        return Server(LOCAL, "127.0.0.1")
+    if entry in (LOCAL_SERVER, "127.0.0.1"):
+        return Server(LOCAL_SERVER, "127.0.0.1")
     simulated = simserver.load(entry)
     if simulated is not None:
         return Server(entry, simulated["address"], simulated["user"], simulated["identity"],
@@ -257,7 +257,7 @@ def resolve_all(entries):
     """
     servers = [resolve(entry) for entry in entries]
     if not any(server.local for server in servers):
-        servers.insert(0, Server(LOCAL, "127.0.0.1"))
+        servers.insert(0, Server(LOCAL_SERVER, "127.0.0.1"))
     servers.sort(key=lambda server: not server.local)
     names = [server.name for server in servers]
     for name in names:
@@ -373,6 +373,6 @@ def local_address_towards(server):
     return out[out.index("src") + 1]
 
 
-__all__ = ["Server", "resolve", "resolve_all", "check_servers", "parse_servers_option", "LOCAL",
+__all__ = ["Server", "resolve", "resolve_all", "check_servers", "parse_servers_option", "LOCAL_SERVER",
            "local_address_towards", "watch", "WATCH_TIMEOUT_S", "RemoteShell",
            "project_digest"]
