@@ -257,9 +257,11 @@ static void forward_one(void *ctx, const uint8_t *data, uint32_t len)
 
 static void forward_xdp(const char *in, const char *out)
 {
+    static struct xsk_umem umem;
     static struct xsk rx, tx;
     char err[512];
-    if (xsk_open(&rx, in, XSK_RING, err, sizeof err) || xsk_open(&tx, out, XSK_RING, err, sizeof err)) {
+    if (xsk_umem_open(&umem, 2 * XSK_RING, XSK_TX_FRAMES, err, sizeof err) ||
+        xsk_open(&rx, &umem, in, XSK_RING, err, sizeof err) || xsk_open(&tx, &umem, out, XSK_RING, err, sizeof err)) {
         fprintf(stderr, "%s\n", err);
         exit(2);
     }
@@ -271,6 +273,9 @@ static void forward_xdp(const char *in, const char *out)
         xsk_tx_flush(&tx);
     }
     kernel_drops = xsk_drops(&rx);
+    xsk_close(&rx);
+    xsk_close(&tx);
+    xsk_umem_close(&umem);
 }
 
 /* ------------------------------------------------------------------ sender and latency receiver */

@@ -496,19 +496,23 @@ def warm(path):
     """Prepare a fork server before it forks switches: they share what it loads instead of each loading
     its own copy (a page a switch only reads stays shared; see the module :mod:`testbed.emulation.forkserver`).
 
-    Loads the P4 program ``path`` (:func:`preload_program`), the native packet loop's module and library,
-    and the modules gRPC imports when a server is made (no gRPC server or thread is made here).
+    Loads the P4 program ``path`` (:func:`preload_program`), the modules of the devices
+    :func:`~testbed.p4.native.make_device` makes for the backend, the native packet loop's module and
+    library, and the modules gRPC imports when a server is made and serves (no device, gRPC server or
+    thread is made here).
     """
     preload_program(path)
+    modules = ["testbed.p4.v1model.device", "concurrent.futures.thread", "grpc._server", "grpc._utilities"]
     if default_backend() != "python":
         from testbed.embedded_switch import native_io
         from testbed.embedded_switch.native_io import daemon  # noqa: F401 - imported to be shared
 
+        modules.append("testbed.p4.native.device")
         try:
             native_io.load()
         except Exception as error:  # noqa: BLE001 - the switch reports it when it opens its loop
             logging.getLogger("testbed.switchd").warning("warming the native loop failed: %s", error)
-    for name in ("concurrent.futures.thread", "grpc._server"):  # what making a gRPC server imports (lazily)
+    for name in modules:
         importlib.import_module(name)
 
 

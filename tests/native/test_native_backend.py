@@ -5,6 +5,7 @@ option is checked where it is given, and the P4Runtime server is shown to work u
 native device (writes through a real gRPC client, counters read back).
 """
 import os
+import re
 
 import pytest
 
@@ -112,6 +113,51 @@ def test_a_switch_takes_the_preloaded_program_when_its_device_config_comes(monke
     finally:
         server.stop()
         target.close()
+
+
+def _type_strings(path):
+    """The C type strings a module's source hands to an ffi (new, cast, from_buffer, typeof, sizeof,
+    an allocator's call), both arms of a conditional included."""
+    with open(path) as handle:
+        text = handle.read()
+    call = r'(?:ffi\.(?:new|cast|from_buffer|typeof|sizeof)|ffi\.new_allocator\([^)]*\))\(\s*'
+    found = set()
+    for first, other in re.findall(call + r'"([^"]+)"(?:\s+if\s[^,]+?\selse\s+"([^"]+)")?', text):
+        found.update(filter(None, (first, other)))
+    return found
+
+
+def test_a_switch_forked_after_the_libraries_load_parses_no_c_type(monkeypatch):
+    """Every type string the Python side hands to the loop's or a pipeline's ffi is parsed when the
+    library loads (in the fork server): a switch never runs pycparser, which would copy the parser's
+    tables into its memory."""
+    import pycparser
+
+    from testbed.embedded_switch import native_io
+    from testbed.p4.loader import load_program
+    from testbed.p4.native import build as native_build
+
+    package = os.path.dirname(native_build.__file__)
+    pipeline_used = set().union(*(_type_strings(os.path.join(package, name))
+                                  for name in ("device.py", "state.py", "dsf.py")))
+    loop_used = _type_strings(native_io.__file__)
+    assert {"uint64_t[]", "tb_packet_t *", "int32_t[]"} <= pipeline_used  # the scan finds them
+    assert pipeline_used <= set(native_build.PIPELINE_TYPES)
+    assert loop_used <= set(native_io.LOOP_TYPES)
+
+    loop_ffi, _ = native_io.load()
+    pipeline_ffi = native_build.build(load_program(program_path("l3_ecmp"))).ffi
+
+    def parse(*_args, **_kwargs):
+        raise AssertionError("pycparser ran")
+
+    monkeypatch.setattr(pycparser.CParser, "parse", parse)
+    for cdecl in native_build.PIPELINE_TYPES:
+        pipeline_ffi.typeof(cdecl)
+    for cdecl in native_io.LOOP_TYPES:
+        loop_ffi.typeof(cdecl)
+    with pytest.raises(AssertionError, match="pycparser ran"):  # a string not parsed before does parse
+        loop_ffi.typeof("int16_t[]")
 
 
 def test_without_a_compiler_native_fails_and_auto_falls_back(monkeypatch):

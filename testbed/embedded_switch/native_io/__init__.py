@@ -38,7 +38,7 @@ import tempfile
 import threading
 
 from testbed.errors import ParameterError, TestbedError
-from testbed.p4.native.build import COMPILER_ENV, SANITIZE_ENV, SANITIZE_FLAGS, header_cdef
+from testbed.p4.native.build import COMPILER_ENV, SANITIZE_ENV, SANITIZE_FLAGS, header_cdef, preparse_types
 from testbed.p4.v1model import pfc
 from testbed.p4.v1model.pfc import DEFAULT_QUANTUM_NS, PRIORITIES
 
@@ -50,6 +50,12 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 SOURCES = ("tbio.c", "pktgen.c", "tbio.h", "tbio_dsf.h", "xsk.h")
 #: tb_pipeline.h, the C ABI of the native backend's compiled programs (testbed/p4/native)
 PIPELINE_HEADER = os.path.join(os.path.dirname(os.path.dirname(HERE)), "p4", "native", "include", "tb_pipeline.h")
+
+#: the C type strings this module hands to the library's ffi, parsed by :func:`load`
+#: (see :func:`~testbed.p4.native.build.preparse_types`)
+LOOP_TYPES = ("char[]", "uint8_t[]", "uint32_t[]", "uint64_t[16]", "int32_t *", "int64_t *", "uint32_t *",
+              "uint64_t *", "void *", "tbio_departure_t[]", "tbio_pause_t[]", "tbio_pfc_config_t *",
+              "tbio_pfc_stats_t *", "tbio_pktgen_app_t *", "tbio_port_stats_t *", "tbio_queue_stats_t *")
 
 #: tbio_run's answers
 STOPPED, WOKEN, PUNTED, HALTED, UNSUPPORTED = 0, 1, 2, 3, 4
@@ -140,7 +146,9 @@ def load(extra_flags=()):
 
             ffi = cffi.FFI()
             ffi.cdef(header_cdef(os.path.join(HERE, "tbio.h")))
-            _loaded[key] = (ffi, ffi.dlopen(build(extra_flags)))
+            lib = ffi.dlopen(build(extra_flags))
+            preparse_types(ffi, LOOP_TYPES)
+            _loaded[key] = (ffi, lib)
         return _loaded[key]
 
 
@@ -478,9 +486,9 @@ class NativeLoop:
         ports: ``{port number: interface name}`` (each interface with one receive queue).
         cpu_port: the CPU port (frames sent to it are punted to Python), or None.
         clock_origin_ns: CLOCK_MONOTONIC ns at which the pipeline's timestamps are 0.
-        ring_size: AF_XDP ring size per port (a power of two): ring_size receive frames and up to 256
-            transmit frames of 2 KiB each, resident for as long as the port is open (the kernel
-            pins the UMEM).
+        ring_size: AF_XDP ring size per port (a power of two): ring_size receive frames of 2 KiB per
+            port, and 256 transmit frames shared by the ports, resident for as long as the loop is
+            open (the kernel pins the UMEM).
         seed: seeds the per-port loss generators.
         via_qdisc: ports whose frames leave through an AF_PACKET socket instead of AF_XDP, so that
             they pass the interface's qdisc (AF_XDP's transmit bypasses it, and with it tc shaping):
@@ -498,7 +506,8 @@ class NativeLoop:
     def __init__(self, ports, cpu_port=None, clock_origin_ns=0, ring_size=256, seed=0, via_qdisc=()):
         self._ffi, self._lib = load()
         ffi, lib = self._ffi, self._lib
-        self._loop = lib.tbio_new(-1 if cpu_port is None else cpu_port, clock_origin_ns, ring_size, seed)
+        self._loop = lib.tbio_new(-1 if cpu_port is None else cpu_port, clock_origin_ns, ring_size, len(ports),
+                                  seed)
         if self._loop == ffi.NULL:
             raise ParameterError("ring_size", ring_size, "a power of two >= 8")
         self._err = ffi.new("char[]", 512)

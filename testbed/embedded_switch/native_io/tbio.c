@@ -767,7 +767,8 @@ struct tbio_loop {
     uint32_t noted; /* bit s: status s happened since tbio_wait last looked */
     int32_t cpu_port;
     int64_t origin;
-    uint32_t ring_size, seed;
+    uint32_t ring_size, max_ports, seed;
+    struct xsk_umem umem; /* every port's AF_XDP frames (set up with the first port) */
     xport_t *xports[MAX_PORTS];
     uint32_t xport_list[MAX_PORTS], nxports;
     tbio_port_stats_t stats[MAX_PORTS];
@@ -779,7 +780,8 @@ struct tbio_loop {
     tb_pipeline_t *pl;
     size_t slot_size;
     slot_t *free_slots;
-    uint32_t nslots;
+    uint8_t *unused;       /* the newest chunk's slots not used yet: unused_slots of them from here */
+    uint32_t unused_slots, nslots;
     void **chunks;
     uint32_t nchunks;
     slot_t *punt_head, *punt_tail;
@@ -803,29 +805,34 @@ struct tbio_loop {
 
 #define PKT(loop, s) ((tb_packet_t *)((uint8_t *)(s) + sizeof(slot_t)))
 
+/* A free slot: a released one, else the next never used of the newest chunk, so a chunk's pages
+ * become resident only as its slots are first used. */
 static slot_t *slot_get(tbio_loop_t *L)
 {
-    if (!L->free_slots) {
-        if (L->nslots >= MAX_SLOTS) return NULL;
-        uint32_t n = 64;
-        uint8_t *chunk = malloc(L->slot_size * n);
-        void **chunks = realloc(L->chunks, sizeof *chunks * (L->nchunks + 1));
-        if (!chunk || !chunks) {
-            free(chunk);
-            if (chunks) L->chunks = chunks;
-            return NULL;
-        }
-        L->chunks = chunks;
-        L->chunks[L->nchunks++] = chunk;
-        for (uint32_t i = n; i-- > 0;) {
-            slot_t *s = (slot_t *)(chunk + (size_t)i * L->slot_size);
-            s->next = L->free_slots;
-            L->free_slots = s;
-        }
-        L->nslots += n;
-    }
     slot_t *s = L->free_slots;
-    L->free_slots = s->next;
+    if (s) {
+        L->free_slots = s->next;
+    } else {
+        if (!L->unused_slots) {
+            if (L->nslots >= MAX_SLOTS) return NULL;
+            uint32_t n = 64;
+            uint8_t *chunk = malloc(L->slot_size * n);
+            void **chunks = realloc(L->chunks, sizeof *chunks * (L->nchunks + 1));
+            if (!chunk || !chunks) {
+                free(chunk);
+                if (chunks) L->chunks = chunks;
+                return NULL;
+            }
+            L->chunks = chunks;
+            L->chunks[L->nchunks++] = chunk;
+            L->unused = chunk;
+            L->unused_slots = n;
+            L->nslots += n;
+        }
+        s = (slot_t *)L->unused;
+        L->unused += L->slot_size;
+        L->unused_slots--;
+    }
     s->next = NULL, s->owner = s, s->refs = 1, s->len = 0, s->passes = 0, s->truncate = -1;
     return s;
 }
@@ -1272,11 +1279,13 @@ static void on_frame(void *ctx, const uint8_t *data, uint32_t len)
     run_ingress(L, s, c->port, TB_INSTANCE_NORMAL, NULL, -1);
 }
 
-tbio_loop_t *tbio_new(int32_t cpu_port, int64_t clock_origin_ns, uint32_t ring_size, uint32_t seed)
+tbio_loop_t *tbio_new(int32_t cpu_port, int64_t clock_origin_ns, uint32_t ring_size, uint32_t max_ports,
+                      uint32_t seed)
 {
-    if (ring_size < 8 || (ring_size & (ring_size - 1))) return NULL;
+    if (ring_size < 8 || (ring_size & (ring_size - 1)) || max_ports > MAX_PORTS) return NULL;
     tbio_loop_t *L = calloc(1, sizeof *L);
     if (!L) return NULL;
+    L->umem.fd = -1;
     pthread_mutex_init(&L->mutex, NULL);
     L->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     L->notify_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
@@ -1289,6 +1298,7 @@ tbio_loop_t *tbio_new(int32_t cpu_port, int64_t clock_origin_ns, uint32_t ring_s
     L->cpu_port = cpu_port;
     L->origin = clock_origin_ns;
     L->ring_size = ring_size;
+    L->max_ports = max_ports;
     L->seed = seed;
     return L;
 }
@@ -1306,6 +1316,7 @@ static void release_pool(tbio_loop_t *L)
     for (uint32_t i = 0; i < L->nchunks; i++) free(L->chunks[i]);
     free(L->chunks);
     L->chunks = NULL, L->nchunks = 0, L->nslots = 0, L->free_slots = NULL;
+    L->unused = NULL, L->unused_slots = 0;
     L->punt_head = L->punt_tail = NULL;
     L->npunted = 0;
     for (uint32_t i = 0; i < L->nxports; i++) L->xports[L->xport_list[i]]->delayed_head = NULL,
@@ -1321,6 +1332,7 @@ void tbio_free(tbio_loop_t *L)
         port_close(L->xports[L->xport_list[i]]);
         free(L->xports[L->xport_list[i]]);
     }
+    if (L->umem.area) xsk_umem_close(&L->umem);
     for (int i = 0; i < 65536; i++) free_replicas(L->groups[i]), free_replicas(L->sessions[i]);
     tbio_tm_free(L->tm);
     tbio_pktgen_free(L->pktgen);
@@ -1373,16 +1385,21 @@ static int port_without_xdp(tbio_loop_t *L, xport_t *x, char *err, size_t errlen
 
 int tbio_add_port(tbio_loop_t *L, uint32_t port, const char *ifname, char *err, size_t errlen)
 {
-    if (port >= MAX_PORTS || L->xports[port]) {
-        snprintf(err, errlen, "port %u: %s", port, port >= MAX_PORTS ? "must be below 512" : "already added");
+    if (port >= MAX_PORTS || L->xports[port] || L->nxports == L->max_ports) {
+        snprintf(err, errlen, "port %u: %s", port,
+                 port >= MAX_PORTS ? "must be below 512"
+                 : L->xports[port] ? "already added"
+                                   : "one more port than the loop was made for (tbio_new's max_ports)");
         return -1;
     }
+    if (!L->umem.area && xsk_umem_open(&L->umem, L->max_ports * L->ring_size, XSK_TX_FRAMES, err, errlen))
+        return -1;
     xport_t *x = calloc(1, sizeof *x);
     if (!x) {
         snprintf(err, errlen, "out of memory");
         return -1;
     }
-    int without_xdp = xsk_open(&x->xsk, ifname, L->ring_size, err, errlen) < 0;
+    int without_xdp = xsk_open(&x->xsk, &L->umem, ifname, L->ring_size, err, errlen) < 0;
     if (without_xdp && !(x->xsk.ifindex = (int)if_nametoindex(ifname))) { /* no interface: no port */
         free(x);
         return -1;

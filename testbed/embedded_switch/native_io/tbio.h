@@ -137,7 +137,10 @@ const uint8_t *tbio_pktgen_frame(tbio_pktgen_t *pg, uint32_t app, uint32_t *len)
 #define TBIO_UNSUPPORTED 4 /* a packet called the target's own externs (DSF), which the loop cannot
                               carry out: it was dropped; the caller should forward in Python */
 
-tbio_loop_t *tbio_new(int32_t cpu_port, int64_t clock_origin_ns, uint32_t ring_size, uint32_t seed);
+/* A loop for at most max_ports ports, each with AF_XDP rings of ring_size (a power of two >= 8): their
+ * frames are one UMEM of max_ports * ring_size receive frames and 256 transmit frames for all. */
+tbio_loop_t *tbio_new(int32_t cpu_port, int64_t clock_origin_ns, uint32_t ring_size, uint32_t max_ports,
+                      uint32_t seed);
 void tbio_free(tbio_loop_t *loop);
 /* Open an AF_XDP socket on ifname's receive queue 0 and attach the redirecting XDP program.
  * Returns 0; or 1 when that failed (a device without XDP, such as VXLAN) and the port receives and

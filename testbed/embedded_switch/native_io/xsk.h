@@ -1,6 +1,8 @@
-/* xsk.h - AF_XDP sockets without libbpf: one socket per interface (its receive queue 0), its own
- * UMEM split between the fill ring (receive) and transmit frames, and a five-instruction XDP
- * program that redirects every frame of the queue to the socket.  Copy mode: veth has no zero copy.
+/* xsk.h - AF_XDP sockets without libbpf: one socket per interface (its receive queue 0) and a
+ * five-instruction XDP program that redirects every frame of the queue to the socket.  The sockets of
+ * one process share one UMEM (struct xsk_umem: registered by the first socket, shared by the others
+ * with XDP_SHARED_UMEM): each socket keeps its own receive frames in its fill ring, and all draw
+ * their transmit frames from one pool.  Copy mode: veth has no zero copy.
  *
  * Used by the native packet loop (tbio.c) and by benchmarks/c_forwarder.c.  Functions return 0 or
  * -1 with a message in err (errno kept).  Closing the socket and the link fd (xsk_close, or the
@@ -10,6 +12,7 @@
 #define TB_XSK_H
 
 #include <errno.h>
+#include <fcntl.h>
 #include <linux/bpf.h>
 #include <linux/if_link.h>
 #include <linux/if_xdp.h>
@@ -30,12 +33,13 @@
 #define AF_XDP 44
 #endif
 
-#define XSK_FRAME 2048u /* UMEM chunk: the largest frame a port receives or sends */
-/* Transmit frames per socket (at most; never more than the ring size).  The kernel pins the whole
- * UMEM (XDP_UMEM_REG), so every frame is resident memory.  A sent frame comes back only when the
- * peer has taken it, which for a veth whose peer runs XDP (switch to switch) is that peer's NAPI
- * poll, later: its queue holds 256 frames, so fewer transmit frames would drop bursts that the
- * link itself would take (xsk_tx_put flushes when they are all queued). */
+#define XSK_FRAME 2048u /* UMEM chunk (the kernel's smallest): the largest frame a port receives or sends */
+/* Transmit frames of a UMEM, shared by its sockets.  The kernel pins the whole UMEM (XDP_UMEM_REG),
+ * so every frame is resident memory.  A sent frame comes back only when the peer has taken it,
+ * which for a veth whose peer runs XDP (switch to switch) is that peer's NAPI poll, later: its
+ * queue holds 256 frames, so a pool of 256 lets one port take a burst as the link would; one pool
+ * per socket (4 MiB per switch of four ports instead of 2.5) held frames that idle ports never
+ * used (xsk_tx_put takes the pool's sent frames back when it runs dry). */
 #define XSK_TX_FRAMES 256u
 
 struct xsk_ring {
@@ -46,14 +50,27 @@ struct xsk_ring {
     size_t map_len;
 };
 
+struct xsk;
+
+/* The frames of a process's sockets: rx_frames receive frames, handed to the sockets' fill rings
+ * as they open, then tx_frames transmit frames, shared. */
+struct xsk_umem {
+    uint8_t *area;
+    size_t len;
+    uint32_t rx_frames, rx_given; /* receive frames, and those handed to a socket so far */
+    uint32_t *free_frames;        /* transmit frames not in flight */
+    uint32_t nfree, tx_frames;
+    int fd;                       /* a bound socket holding the registration (a dup of the first
+                                   * socket's, so it outlives that port): the others share through it */
+    struct xsk *sockets;          /* the open sockets, whose completion rings give frames back */
+};
+
 struct xsk {
     int fd, link_fd, ifindex;
-    uint8_t *umem;
-    size_t umem_len;
-    uint32_t ring_size;
+    struct xsk_umem *umem;
+    struct xsk *next;      /* in umem->sockets */
+    uint32_t ring_size, rx_first; /* receive frames rx_first .. rx_first + ring_size - 1 */
     struct xsk_ring rx, tx, fill, comp;
-    uint32_t *free_frames; /* transmit frames not in flight */
-    uint32_t nfree, tx_frames;
     uint32_t tx_prod;      /* our producer index, published by xsk_tx_flush */
 };
 
@@ -141,6 +158,36 @@ static int xsk_attach_program(int ifindex, int xsk_fd, char *log, size_t loglen)
     return link;
 }
 
+/* Set up u with rx_frames receive frames (the sum of its sockets' ring sizes) and tx_frames transmit
+ * frames; the kernel registers (and pins) them when the first socket opens. */
+static int xsk_umem_open(struct xsk_umem *u, uint32_t rx_frames, uint32_t tx_frames, char *err, size_t errlen)
+{
+    memset(u, 0, sizeof *u);
+    u->fd = -1;
+    u->rx_frames = rx_frames;
+    u->tx_frames = tx_frames;
+    u->len = (size_t)(rx_frames + tx_frames) * XSK_FRAME;
+    u->area = mmap(NULL, u->len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    u->free_frames = malloc(sizeof *u->free_frames * (tx_frames ? tx_frames : 1));
+    if (u->area == MAP_FAILED || !u->free_frames) {
+        snprintf(err, errlen, "%s: %s", u->area == MAP_FAILED ? "mmap(UMEM)" : "malloc", strerror(errno));
+        if (u->area == MAP_FAILED) u->area = NULL;
+        return -1;
+    }
+    for (uint32_t i = 0; i < tx_frames; i++) u->free_frames[u->nfree++] = rx_frames + i;
+    return 0;
+}
+
+/* After every socket of u is closed. */
+static void xsk_umem_close(struct xsk_umem *u)
+{
+    if (u->fd >= 0) close(u->fd);
+    if (u->area) munmap(u->area, u->len);
+    free(u->free_frames);
+    memset(u, 0, sizeof *u);
+    u->fd = -1;
+}
+
 static void xsk_close(struct xsk *x)
 {
     if (x->link_fd >= 0) close(x->link_fd);
@@ -148,46 +195,58 @@ static void xsk_close(struct xsk *x)
     struct xsk_ring *rings[] = {&x->rx, &x->tx, &x->fill, &x->comp};
     for (int i = 0; i < 4; i++)
         if (rings[i]->map) munmap(rings[i]->map, rings[i]->map_len);
-    if (x->umem) munmap(x->umem, x->umem_len);
-    free(x->free_frames);
+    if (x->umem) {
+        struct xsk **at = &x->umem->sockets;
+        while (*at && *at != x) at = &(*at)->next;
+        if (*at) *at = x->next;
+        /* the last socket opened gives its receive frames back, so a port that failed leaves none idle */
+        if (x->ring_size && x->rx_first + x->ring_size == x->umem->rx_given) x->umem->rx_given = x->rx_first;
+    }
     memset(x, 0, sizeof *x);
     x->fd = x->link_fd = -1;
 }
 
-/* Open x on ifname's queue 0 with rings of ring_size (a power of two), ring_size receive frames (all in
- * the fill ring) and min(ring_size, XSK_TX_FRAMES) transmit frames. */
-static int xsk_open(struct xsk *x, const char *ifname, uint32_t ring_size, char *err, size_t errlen)
+/* Open x on ifname's queue 0 with rings of ring_size (a power of two) and ring_size receive frames of
+ * u (all in the fill ring); it sends with u's transmit frames. */
+static int xsk_open(struct xsk *x, struct xsk_umem *u, const char *ifname, uint32_t ring_size, char *err,
+                    size_t errlen)
 {
     memset(x, 0, sizeof *x);
     x->fd = x->link_fd = -1;
-    x->ring_size = ring_size;
     int ifindex = (int)if_nametoindex(ifname);
     if (!ifindex) return xsk_fail(err, errlen, "no such interface", ifname);
     x->ifindex = ifindex;
+    if (u->rx_given + ring_size > u->rx_frames) {
+        snprintf(err, errlen, "%s: the UMEM has no receive frames left (%u of %u given)", ifname, u->rx_given,
+                 u->rx_frames);
+        errno = ENOSPC;
+        return -1;
+    }
+    x->umem = u;
+    x->ring_size = ring_size;
+    x->rx_first = u->rx_given;
+    u->rx_given += ring_size;
     char path[128];
     snprintf(path, sizeof path, "/sys/class/net/%s/queues/rx-1", ifname);
     if (access(path, F_OK) == 0) {
         snprintf(err, errlen, "%s has more than one receive queue; the switch reads queue 0 only", ifname);
-        return -1;
-    }
-    x->fd = socket(AF_XDP, SOCK_RAW, 0);
-    if (x->fd < 0) return xsk_fail(err, errlen, "socket(AF_XDP)", ifname);
-    x->tx_frames = ring_size < XSK_TX_FRAMES ? ring_size : XSK_TX_FRAMES;
-    x->umem_len = (size_t)(ring_size + x->tx_frames) * XSK_FRAME;
-    x->umem = mmap(NULL, x->umem_len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (x->umem == MAP_FAILED) {
-        x->umem = NULL;
-        xsk_fail(err, errlen, "mmap(UMEM)", ifname);
         goto fail;
     }
-    struct xdp_umem_reg reg = {.addr = (uintptr_t)x->umem, .len = x->umem_len, .chunk_size = XSK_FRAME};
-    if (setsockopt(x->fd, SOL_XDP, XDP_UMEM_REG, &reg, sizeof reg) < 0) {
+    x->fd = socket(AF_XDP, SOCK_RAW | SOCK_CLOEXEC, 0);
+    if (x->fd < 0) {
+        xsk_fail(err, errlen, "socket(AF_XDP)", ifname);
+        goto fail;
+    }
+    struct xdp_umem_reg reg = {.addr = (uintptr_t)u->area, .len = u->len, .chunk_size = XSK_FRAME};
+    if (u->fd < 0 && setsockopt(x->fd, SOL_XDP, XDP_UMEM_REG, &reg, sizeof reg) < 0) {
         xsk_fail(err, errlen, "XDP_UMEM_REG", ifname);
         goto fail;
     }
-    int size = (int)ring_size;
+    /* the completion ring takes every frame of the pool in flight through this socket */
+    int size = (int)ring_size, comp_size = (int)ring_size;
+    while ((uint32_t)comp_size < u->tx_frames) comp_size *= 2;
     if (setsockopt(x->fd, SOL_XDP, XDP_UMEM_FILL_RING, &size, sizeof size) < 0 ||
-        setsockopt(x->fd, SOL_XDP, XDP_UMEM_COMPLETION_RING, &size, sizeof size) < 0 ||
+        setsockopt(x->fd, SOL_XDP, XDP_UMEM_COMPLETION_RING, &comp_size, sizeof comp_size) < 0 ||
         setsockopt(x->fd, SOL_XDP, XDP_RX_RING, &size, sizeof size) < 0 ||
         setsockopt(x->fd, SOL_XDP, XDP_TX_RING, &size, sizeof size) < 0) {
         xsk_fail(err, errlen, "AF_XDP ring sizes", ifname);
@@ -199,22 +258,20 @@ static int xsk_open(struct xsk *x, const char *ifname, uint32_t ring_size, char 
         xsk_ring_map(x->fd, &x->rx, &off.rx, XDP_PGOFF_RX_RING, sizeof(struct xdp_desc), ring_size) ||
         xsk_ring_map(x->fd, &x->tx, &off.tx, XDP_PGOFF_TX_RING, sizeof(struct xdp_desc), ring_size) ||
         xsk_ring_map(x->fd, &x->fill, &off.fr, XDP_UMEM_PGOFF_FILL_RING, sizeof(uint64_t), ring_size) ||
-        xsk_ring_map(x->fd, &x->comp, &off.cr, XDP_UMEM_PGOFF_COMPLETION_RING, sizeof(uint64_t), ring_size)) {
+        xsk_ring_map(x->fd, &x->comp, &off.cr, XDP_UMEM_PGOFF_COMPLETION_RING, sizeof(uint64_t),
+                     (uint32_t)comp_size)) {
         xsk_fail(err, errlen, "mmap(AF_XDP rings)", ifname);
         goto fail;
     }
-    /* frames 0 .. ring_size-1 receive (all in the fill ring), the others transmit */
     uint64_t *fill = x->fill.descs;
-    for (uint32_t i = 0; i < ring_size; i++) fill[i] = (uint64_t)i * XSK_FRAME;
+    for (uint32_t i = 0; i < ring_size; i++) fill[i] = (uint64_t)(x->rx_first + i) * XSK_FRAME;
     __atomic_store_n(x->fill.producer, ring_size, __ATOMIC_RELEASE);
-    x->free_frames = malloc(sizeof *x->free_frames * x->tx_frames);
-    if (!x->free_frames) {
-        xsk_fail(err, errlen, "malloc", ifname);
-        goto fail;
-    }
-    for (uint32_t i = 0; i < x->tx_frames; i++) x->free_frames[x->nfree++] = ring_size + i;
     struct sockaddr_xdp addr = {.sxdp_family = AF_XDP, .sxdp_ifindex = (uint32_t)ifindex, .sxdp_queue_id = 0,
                                 .sxdp_flags = XDP_COPY | XDP_USE_NEED_WAKEUP};
+    if (u->fd >= 0) { /* another device's socket holds the UMEM: this one has its own fill and completion rings */
+        addr.sxdp_flags = XDP_SHARED_UMEM;
+        addr.sxdp_shared_umem_fd = (uint32_t)u->fd;
+    }
     /* a socket closed a moment ago (a previous switch on this port) may still hold the queue */
     for (int tries = 0; bind(x->fd, (struct sockaddr *)&addr, sizeof addr) < 0; tries++) {
         if (errno != EBUSY || tries == 100) {
@@ -223,6 +280,12 @@ static int xsk_open(struct xsk *x, const char *ifname, uint32_t ring_size, char 
         }
         usleep(20000);
     }
+    if (u->fd < 0 && (u->fd = fcntl(x->fd, F_DUPFD_CLOEXEC, 0)) < 0) {
+        xsk_fail(err, errlen, "dup(AF_XDP socket)", ifname);
+        goto fail;
+    }
+    x->next = u->sockets;
+    u->sockets = x;
     static char log[4096];
     log[0] = 0;
     x->link_fd = xsk_attach_program(ifindex, x->fd, log, sizeof log);
@@ -239,13 +302,14 @@ fail:
     return -1;
 }
 
-/* Take back the transmit frames the kernel has sent. */
+/* Take back the transmit frames the kernel has sent through x. */
 static void xsk_complete(struct xsk *x)
 {
+    struct xsk_umem *u = x->umem;
     uint32_t cons = *x->comp.consumer, prod = __atomic_load_n(x->comp.producer, __ATOMIC_ACQUIRE);
     const uint64_t *comp = x->comp.descs;
     uint32_t mask = x->comp.size - 1;
-    for (; cons != prod; cons++) x->free_frames[x->nfree++] = (uint32_t)(comp[cons & mask] / XSK_FRAME);
+    for (; cons != prod; cons++) u->free_frames[u->nfree++] = (uint32_t)(comp[cons & mask] / XSK_FRAME);
     __atomic_store_n(x->comp.consumer, cons, __ATOMIC_RELEASE);
 }
 
@@ -264,16 +328,19 @@ static void xsk_tx_flush(struct xsk *x)
     xsk_complete(x);
 }
 
-/* Queue one frame for sending (xsk_tx_flush sends; it is called here when every transmit frame is
- * queued); 0 when no transmit frame is free even then, or the frame is too long. */
+/* Queue one frame for sending (xsk_tx_flush sends).  When the pool is dry, the frames every socket has
+ * sent are taken back, and x's queued frames are sent; 0 when no transmit frame is free even then,
+ * the ring is full, or the frame is too long. */
 static int xsk_tx_put(struct xsk *x, const void *data, uint32_t len)
 {
+    struct xsk_umem *u = x->umem;
     if (len > XSK_FRAME) return 0;
-    if (!x->nfree) xsk_complete(x);
-    if (!x->nfree) xsk_tx_flush(x);
-    if (!x->nfree) return 0;
-    uint32_t frame = x->free_frames[--x->nfree];
-    memcpy(x->umem + (uint64_t)frame * XSK_FRAME, data, len);
+    if (x->tx_prod - __atomic_load_n(x->tx.consumer, __ATOMIC_ACQUIRE) == x->tx.size) xsk_tx_flush(x);
+    for (struct xsk *s = u->sockets; s && !u->nfree; s = s->next) xsk_complete(s);
+    if (!u->nfree) xsk_tx_flush(x);
+    if (!u->nfree || x->tx_prod - __atomic_load_n(x->tx.consumer, __ATOMIC_ACQUIRE) == x->tx.size) return 0;
+    uint32_t frame = u->free_frames[--u->nfree];
+    memcpy(u->area + (uint64_t)frame * XSK_FRAME, data, len);
     struct xdp_desc *descs = x->tx.descs;
     descs[x->tx_prod & (x->tx.size - 1)] = (struct xdp_desc){.addr = (uint64_t)frame * XSK_FRAME, .len = len};
     x->tx_prod++;
@@ -291,7 +358,7 @@ static uint32_t xsk_receive(struct xsk *x, uint32_t max, void (*fn)(void *, cons
     uint32_t mask = x->ring_size - 1, fill_prod = *x->fill.producer, n = 0;
     for (; cons != prod && n < max; cons++, n++) {
         struct xdp_desc d = descs[cons & mask];
-        fn(ctx, x->umem + d.addr, d.len);
+        fn(ctx, x->umem->area + d.addr, d.len);
         fill[fill_prod++ & mask] = d.addr - d.addr % XSK_FRAME;
     }
     __atomic_store_n(x->rx.consumer, cons, __ATOMIC_RELEASE);

@@ -106,7 +106,8 @@ class NativeDevice(Device):
         self._ffi = ffi
         self._pl = self.native.pl
         self._seed_random(kwargs.get("seed", 0))
-        self._out = ffi.new("uint8_t[]", _OUT_SPACE)
+        # not cleared, so its pages stay out of memory until a frame larger than the ones before is deparsed
+        self._out = ffi.new_allocator(should_clear_after_alloc=False)("uint8_t[]", _OUT_SPACE)
         self._out_len = ffi.new("int32_t *")
         self._scratch = NativePacket(self.library)
         self._extern_names = self.library.layout["target_externs"]
