@@ -6,8 +6,9 @@ the ``alltoall`` collective (:meth:`~testbed.fabrics.Fabric.collective`: one age
 to every other host, paced at ``rate`` Mbit/s per host, no retransmission, so losses stay losses)
 at rising rates (x ``--step`` each time) until more than ``--loss`` of the packets are lost.  Per
 rate it prints the packets/s offered and carried (packets sent / received over the sending window:
-the release instant to the last rank's end of sending), the loss, and the CPU time the switch
-processes and everything else spent per carried packet.  The backend's capacity is the highest
+the release instant to the last rank's end of sending), the loss, the CPU time the switch
+processes and everything else spent per carried packet, and the frames the switches themselves lost
+(their receive sockets, and frames they could not hand to a port).  The backend's capacity is the highest
 carried packets/s of a step within the loss bound (the knee); the summary gives each backend's and
 their ratio, with the machine's load.
 
@@ -56,24 +57,38 @@ def one_rate(fabric, hosts, rate_mbps, seconds, mtu, seed):
     Returns:
         dict: ``rate_mbps``, ``offered_pps``, ``carried_pps``, ``loss``, ``window_s``,
         ``switch_us``/``other_us`` (switch processes' / the rest of the machine's CPU microseconds
-        per carried packet).
+        per carried packet), ``socket_drops``/``tx_errors`` (:func:`switch_drops` during the step).
     """
     ranks = len(hosts)
     # every rank sends (ranks - 1) shares of size / ranks: size so that sending takes ``seconds``
     size = int(rate_mbps * 1e6 / 8 * seconds * ranks / (ranks - 1))
     pids = [switch.process.pid for switch in fabric.switches]
+    drops_before = switch_drops(fabric)
     switch_before, machine_before = sum(cpu_seconds(pid) for pid in pids), machine_cpu_seconds()
     report = fabric.collective("alltoall", hosts, size, rate_mbps=rate_mbps, mtu=mtu, retransmit=False,
                                seed=seed, step_timeout=1.0)
     switch_cpu = sum(cpu_seconds(pid) for pid in pids) - switch_before
     machine_cpu = machine_cpu_seconds() - machine_before
+    drops = {kind: count - drops_before[kind] for kind, count in switch_drops(fabric).items()}
     sent_end = max(step.get("sent_ns", rank["end_ns"]) for rank in report["ranks_report"] for step in rank["steps"])
     window_s = max(1e-3, (sent_end - report["start_ns"]) / 1e9)
     sent, received = report["sent_packets"], report["received_packets"]
     return {"rate_mbps": rate_mbps, "offered_pps": sent / window_s, "carried_pps": received / window_s,
             "loss": report["lost_packets"] / max(1, sent), "window_s": window_s,
             "switch_us": switch_cpu * 1e6 / max(1, received),
-            "other_us": (machine_cpu - switch_cpu) * 1e6 / max(1, received)}
+            "other_us": (machine_cpu - switch_cpu) * 1e6 / max(1, received), **drops}
+
+
+def switch_drops(fabric):
+    """Frames the fabric's switches lost so far, summed by cause: ``{"socket_drops", "tx_errors"}``
+    (:meth:`~testbed.emulation.network.FabricNetwork.drop_counters`: what their receive sockets dropped,
+    what they could not hand to a port)."""
+    totals = {"socket_drops": 0, "tx_errors": 0}
+    for ports in fabric.network.drop_counters().values():
+        for counts in ports.values():
+            for kind in totals:
+                totals[kind] += counts[kind]
+    return totals
 
 
 def run(k, backend, args):
@@ -87,7 +102,7 @@ def run(k, backend, args):
             print(f"\nFatTree k={k}, backend {backend}: {len(fabric.switches)} switches, {len(hosts)} hosts "
                   f"({len(missing)} unreachable pairs); {load()}")
             print(f"  {'rate/host':>10} {'offered/s':>10} {'carried/s':>10} {'loss':>7} {'switch CPU':>11} "
-                  f"{'other CPU':>10}  (CPU: us per carried packet)")
+                  f"{'other CPU':>10} {'socket drops':>12} {'tx errors':>9}  (CPU: us per carried packet)")
             rate = args.rate
             while rate <= args.max_rate:
                 row = one_rate(fabric, hosts, rate, args.seconds, args.mtu, args.seed)
@@ -95,7 +110,8 @@ def run(k, backend, args):
                 asked = rate * 1e6 / 8 / (args.mtu + roce.FRAME_OVERHEAD) * len(hosts)
                 limit = "  (hosts below the asked rate)" if row["offered_pps"] < 0.8 * asked else ""
                 print(f"  {rate:8.1f} Mb {row['offered_pps']:10,.0f} {row['carried_pps']:10,.0f} "
-                      f"{row['loss']:7.2%} {row['switch_us']:9.1f} us {row['other_us']:8.1f} us{limit}")
+                      f"{row['loss']:7.2%} {row['switch_us']:9.1f} us {row['other_us']:8.1f} us "
+                      f"{row['socket_drops']:12,} {row['tx_errors']:9,}{limit}")
                 if row["loss"] > args.loss:
                     break
                 rate *= args.step
