@@ -353,14 +353,18 @@ def test_a_port_shaped_with_tc_sends_at_the_shaped_rate(fixture_pipeline):
             switch.close()
 
 
-def _vxlan_over(line):
-    """Put a VXLAN device on each veth end (198.18.0.0/15, RFC 2544's, underneath) and return the
-    line's interface names over them: VXLAN takes no XDP program, as across servers (tests/cluster)."""
+def _vxlan_over(line, pairs=(0, 1)):
+    """Put a VXLAN device on each veth end of ``pairs`` (0: sender - switch, 1: switch - receiver;
+    198.18.0.0/15, RFC 2544's, underneath) and return the line's interface names, over them where
+    they are: VXLAN takes no XDP program, as across servers (tests/cluster)."""
     ends = ((line.sender, line.sender_if), (line.switch, line.switch_in), (line.switch, line.switch_out),
             (line.receiver, line.receiver_if))
     names = []
     for index, (namespace, interface) in enumerate(ends):
         pair, side = divmod(index, 2)
+        if pair not in pairs:
+            names.append(interface)
+            continue
         address, peer = f"198.18.{pair}.{1 + side}", f"198.18.{pair}.{2 - side}"
         name = interface + "x"
         for command in (f"addr add {address}/24 dev {interface}",
@@ -392,6 +396,32 @@ def test_a_port_without_xdp_receives_and_sends_through_af_packet(fixture_pipelin
             assert got == frames
             assert switch.loop.port_stats(1)["rx_packets"] == len(frames)
             assert switch.loop.port_stats(2)["tx_packets"] == len(frames)
+            sender.close(), receiver.close()
+        finally:
+            switch.close()
+
+
+@needs_root
+def test_ports_with_and_without_xdp_share_the_switch_frames_both_ways(fixture_pipeline):
+    """Port 1 without XDP (VXLAN) opens first, so the switch's UMEM is registered through a socket
+    whose port then falls back to AF_PACKET; port 2 (a veth) shares that UMEM: frames cross byte for
+    byte in both directions."""
+    with VethLine(prefix=f"tb-w{os.getpid() % 10000}-") as line:
+        line.sender_if, line.switch_in, line.switch_out, line.receiver_if = _vxlan_over(line, pairs=(0,))
+        switch = Switch(line, *fixture_pipeline)
+        try:
+            assert sorted(switch.loop.without_xdp) == [1]
+            # its socket was bound before the device refused the program: it registered the UMEM
+            assert switch.loop.without_xdp[1].startswith("loading the XDP program")
+            sender, receiver = _socket(line.sender, line.sender_if), _socket(line.receiver, line.receiver_if)
+            rng = random.Random(9)
+            for source, sink in ((sender, receiver), (receiver, sender)):
+                frames = [_frame(rng, rng.randint(60, 1400)) for _ in range(100)]
+                for frame in frames:
+                    source.send(frame)
+                    time.sleep(0.0005)
+                assert [data for _, data in _receive(sink, len(frames))] == frames
+            assert switch.loop.port_stats(1)["tx_errors"] == switch.loop.port_stats(2)["tx_errors"] == 0
             sender.close(), receiver.close()
         finally:
             switch.close()
