@@ -402,6 +402,31 @@ def test_a_port_without_xdp_receives_and_sends_through_af_packet(fixture_pipelin
 
 
 @needs_root
+def test_a_port_that_is_down_holds_few_of_the_shared_transmit_frames(line_switch):
+    """Frames for a port whose interface is down wait in its ring until it is up again; they take at
+    most 64 of the switch's 256 transmit frames, the rest are counted as not sent, and the other ports
+    keep sending (one down port held them all, and the switch sent nothing more)."""
+    line, switch = line_switch
+    rng = random.Random(10)
+    subprocess.run(["ip", "-n", line.switch, "link", "set", line.switch_out, "down"], check=True)
+    sender = _socket(line.sender, line.sender_if)
+    for _ in range(600):  # into port 1, out of port 2: more than the whole pool
+        sender.send(_frame(rng, 100))
+        time.sleep(0.0002)
+    deadline = time.monotonic() + 10
+    while switch.loop.port_stats(1)["rx_packets"] < 600 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert switch.loop.port_stats(1)["rx_packets"] == 600
+    assert 600 - 64 <= switch.loop.port_stats(2)["tx_errors"] < 600
+    back = [_frame(rng, rng.randint(60, 1400)) for _ in range(50)]
+    for frame in back:  # as if received on port 2: they leave on port 1
+        assert switch.loop.inject(2, frame)
+    assert [data for _, data in _receive(sender, len(back))] == back
+    assert switch.loop.port_stats(1)["tx_errors"] == 0
+    sender.close()
+
+
+@needs_root
 def test_ports_with_and_without_xdp_share_the_switch_frames_both_ways(fixture_pipeline):
     """Port 1 without XDP (VXLAN) opens first, so the switch's UMEM is registered through a socket
     whose port then falls back to AF_PACKET; port 2 (a veth) shares that UMEM: frames cross byte for

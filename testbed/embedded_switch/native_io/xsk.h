@@ -328,17 +328,29 @@ static void xsk_tx_flush(struct xsk *x)
     xsk_complete(x);
 }
 
+/* Frames of the pool a socket's ring may hold that the kernel has not taken yet.  A flush normally
+ * leaves none; an interface that is down (not IFF_UP) takes none until it is up again, and without
+ * this bound one down port would hold the whole pool and stop every other port. */
+#define XSK_TX_QUEUED 64u
+
+static uint32_t xsk_tx_queued(struct xsk *x)
+{
+    return x->tx_prod - __atomic_load_n(x->tx.consumer, __ATOMIC_ACQUIRE);
+}
+
 /* Queue one frame for sending (xsk_tx_flush sends).  When the pool is dry, the frames every socket has
  * sent are taken back, and x's queued frames are sent; 0 when no transmit frame is free even then,
- * the ring is full, or the frame is too long. */
+ * x holds its share of queued frames (XSK_TX_QUEUED, or its ring size if smaller) even after a flush,
+ * or the frame is too long. */
 static int xsk_tx_put(struct xsk *x, const void *data, uint32_t len)
 {
     struct xsk_umem *u = x->umem;
+    uint32_t most = x->tx.size < XSK_TX_QUEUED ? x->tx.size : XSK_TX_QUEUED;
     if (len > XSK_FRAME) return 0;
-    if (x->tx_prod - __atomic_load_n(x->tx.consumer, __ATOMIC_ACQUIRE) == x->tx.size) xsk_tx_flush(x);
+    if (xsk_tx_queued(x) >= most) xsk_tx_flush(x);
     for (struct xsk *s = u->sockets; s && !u->nfree; s = s->next) xsk_complete(s);
     if (!u->nfree) xsk_tx_flush(x);
-    if (!u->nfree || x->tx_prod - __atomic_load_n(x->tx.consumer, __ATOMIC_ACQUIRE) == x->tx.size) return 0;
+    if (!u->nfree || xsk_tx_queued(x) >= most) return 0;
     uint32_t frame = u->free_frames[--u->nfree];
     memcpy(u->area + (uint64_t)frame * XSK_FRAME, data, len);
     struct xdp_desc *descs = x->tx.descs;
