@@ -1,6 +1,6 @@
 /* xsk.h - AF_XDP sockets without libbpf: one socket per interface (its receive queue 0) and a
- * five-instruction XDP program that redirects every frame of the queue to the socket.  The sockets of
- * one process share one UMEM (struct xsk_umem: registered by the first socket, shared by the others
+ * five-instruction XDP program that redirects every frame of the queue to the socket.  A switch's
+ * sockets share one UMEM (struct xsk_umem: registered by the first socket, shared by the others
  * with XDP_SHARED_UMEM): each socket keeps its own receive frames in its fill ring, and all draw
  * their transmit frames from one pool.  Copy mode: veth has no zero copy.
  *
@@ -36,10 +36,10 @@
 #define XSK_FRAME 2048u /* UMEM chunk (the kernel's smallest): the largest frame a port receives or sends */
 /* Transmit frames of a UMEM, shared by its sockets.  The kernel pins the whole UMEM (XDP_UMEM_REG),
  * so every frame is resident memory.  A sent frame comes back only when the peer has taken it,
- * which for a veth whose peer runs XDP (switch to switch) is that peer's NAPI poll, later: its
- * queue holds 256 frames, so a pool of 256 lets one port take a burst as the link would; one pool
- * per socket (4 MiB per switch of four ports instead of 2.5) held frames that idle ports never
- * used (xsk_tx_put takes the pool's sent frames back when it runs dry). */
+ * which for a veth whose peer runs XDP (switch to switch) is that peer's NAPI poll, later under
+ * load: its queue holds 256 frames, so a pool of 256 lets one port take a burst as the link would
+ * (128 could not send frames in bench_fabric_capacity.py; xsk_tx_put takes the pool's sent frames
+ * back when it runs dry). */
 #define XSK_TX_FRAMES 256u
 
 struct xsk_ring {
