@@ -195,12 +195,10 @@ static void xsk_close(struct xsk *x)
     struct xsk_ring *rings[] = {&x->rx, &x->tx, &x->fill, &x->comp};
     for (int i = 0; i < 4; i++)
         if (rings[i]->map) munmap(rings[i]->map, rings[i]->map_len);
-    if (x->umem) {
+    if (x->umem) { /* its receive frames stay its own: the UMEM has a range for every socket it was made for */
         struct xsk **at = &x->umem->sockets;
         while (*at && *at != x) at = &(*at)->next;
         if (*at) *at = x->next;
-        /* the last socket opened gives its receive frames back, so a port that failed leaves none idle */
-        if (x->ring_size && x->rx_first + x->ring_size == x->umem->rx_given) x->umem->rx_given = x->rx_first;
     }
     memset(x, 0, sizeof *x);
     x->fd = x->link_fd = -1;
